@@ -1,0 +1,17 @@
+//! What flightdeck sees of a cloud and how it asks the cloud to change: the observed
+//! object model, ownership tags, provider traits (one per capability) and the error
+//! taxonomy every provider maps its failures into. No I/O lives here.
+
+pub mod error;
+pub mod model;
+pub mod ownership;
+pub mod provider;
+pub mod rng;
+pub mod time;
+
+pub use error::{CloudError, ErrorClass};
+pub use model::*;
+pub use ownership::{Ownership, Role};
+pub use provider::{Compute, GuestCluster, LoadBalancing, Network, Provider};
+pub use rng::{Rng, SeededRng};
+pub use time::{Clock, SimClock, Timestamp};

@@ -1,0 +1,274 @@
+//! The objects flightdeck observes, and the requests that create them. Field names and
+//! status values follow the OpenStack APIs (Nova, Neutron, Octavia) and Kubernetes.
+
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::time::Timestamp;
+
+/// Nova's server `status`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ServerStatus {
+    Build,
+    Active,
+    Error,
+    /// Any other status Nova reports (SHUTOFF, REBOOT, ...), kept verbatim.
+    Other(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Server {
+    pub id: String,
+    pub name: String,
+    pub status: ServerStatus,
+    /// Nova's `OS-EXT-STS:task_state`, e.g. `deleting`.
+    pub task_state: Option<String>,
+    pub tags: Vec<String>,
+    /// Names of the security groups the server is in.
+    pub security_groups: Vec<String>,
+    pub address: Option<IpAddr>,
+    pub image: String,
+    pub flavor: String,
+    /// Nova's `fault.message` for an ERROR server.
+    pub fault: Option<String>,
+    pub created_at: Timestamp,
+}
+
+impl Server {
+    pub fn is_deleting(&self) -> bool {
+        self.task_state.as_deref() == Some("deleting")
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServerCreate {
+    pub name: String,
+    pub flavor: String,
+    pub image: String,
+    pub network: String,
+    pub security_groups: Vec<String>,
+    pub tags: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SecurityGroup {
+    pub id: String,
+    pub name: String,
+    pub tags: Vec<String>,
+    pub rules: Vec<SecurityGroupRule>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecurityGroupRule {
+    pub id: String,
+    /// `ingress` or `egress`.
+    pub direction: String,
+    /// `IPv4` or `IPv6`.
+    pub ethertype: String,
+    /// `tcp`, `udp`, `icmp`, ... or `None` for any.
+    pub protocol: Option<String>,
+    pub remote_ip_prefix: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecurityGroupRuleCreate {
+    pub security_group_id: String,
+    pub direction: String,
+    pub ethertype: String,
+    pub protocol: Option<String>,
+    pub remote_ip_prefix: Option<String>,
+}
+
+impl SecurityGroupRule {
+    /// Whether this rule is the one `want` asks for (ids aside).
+    pub fn matches(&self, want: &SecurityGroupRuleCreate) -> bool {
+        self.direction == want.direction
+            && self.ethertype == want.ethertype
+            && self.protocol == want.protocol
+            && self.remote_ip_prefix == want.remote_ip_prefix
+    }
+}
+
+/// Octavia's `provisioning_status`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ProvisioningStatus {
+    PendingCreate,
+    PendingUpdate,
+    PendingDelete,
+    Active,
+    Error,
+    Deleted,
+}
+
+impl ProvisioningStatus {
+    pub fn is_pending(self) -> bool {
+        matches!(
+            self,
+            ProvisioningStatus::PendingCreate
+                | ProvisioningStatus::PendingUpdate
+                | ProvisioningStatus::PendingDelete
+        )
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProvisioningStatus::PendingCreate => "PENDING_CREATE",
+            ProvisioningStatus::PendingUpdate => "PENDING_UPDATE",
+            ProvisioningStatus::PendingDelete => "PENDING_DELETE",
+            ProvisioningStatus::Active => "ACTIVE",
+            ProvisioningStatus::Error => "ERROR",
+            ProvisioningStatus::Deleted => "DELETED",
+        }
+    }
+}
+
+/// Octavia's `operating_status`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum OperatingStatus {
+    Online,
+    Offline,
+    Degraded,
+    Error,
+    NoMonitor,
+    Draining,
+}
+
+impl OperatingStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OperatingStatus::Online => "ONLINE",
+            OperatingStatus::Offline => "OFFLINE",
+            OperatingStatus::Degraded => "DEGRADED",
+            OperatingStatus::Error => "ERROR",
+            OperatingStatus::NoMonitor => "NO_MONITOR",
+            OperatingStatus::Draining => "DRAINING",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LoadBalancer {
+    pub id: String,
+    pub name: String,
+    pub provisioning_status: ProvisioningStatus,
+    pub operating_status: OperatingStatus,
+    pub vip_address: Option<IpAddr>,
+    pub tags: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LoadBalancerCreate {
+    pub name: String,
+    pub vip_subnet: String,
+    pub tags: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Listener {
+    pub id: String,
+    pub name: String,
+    pub loadbalancer_id: String,
+    pub protocol_port: u16,
+    pub provisioning_status: ProvisioningStatus,
+    pub tags: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ListenerCreate {
+    pub name: String,
+    pub loadbalancer_id: String,
+    pub protocol_port: u16,
+    pub tags: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Pool {
+    pub id: String,
+    pub name: String,
+    pub loadbalancer_id: String,
+    pub listener_id: Option<String>,
+    pub provisioning_status: ProvisioningStatus,
+    pub tags: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PoolCreate {
+    pub name: String,
+    pub listener_id: String,
+    pub tags: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HealthMonitor {
+    pub id: String,
+    pub name: String,
+    pub pool_id: String,
+    /// `TCP`, `HTTP`, `HTTPS`.
+    pub kind: String,
+    pub provisioning_status: ProvisioningStatus,
+    pub tags: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HealthMonitorCreate {
+    pub name: String,
+    pub pool_id: String,
+    pub kind: String,
+    pub delay_s: u32,
+    pub timeout_s: u32,
+    pub max_retries: u8,
+    pub tags: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Member {
+    pub id: String,
+    pub name: String,
+    pub pool_id: String,
+    pub address: IpAddr,
+    pub protocol_port: u16,
+    pub provisioning_status: ProvisioningStatus,
+    pub operating_status: OperatingStatus,
+    pub tags: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MemberCreate {
+    pub name: String,
+    pub pool_id: String,
+    pub address: IpAddr,
+    pub protocol_port: u16,
+    pub tags: Vec<String>,
+}
+
+/// A Kubernetes Node of the workload cluster, as far as flightdeck cares.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    pub name: String,
+    /// `spec.providerID`, `openstack:///<server id>`, reduced to the server id.
+    pub server_id: Option<String>,
+    pub ready: bool,
+    pub unschedulable: bool,
+    pub created_at: Timestamp,
+}
+
+/// Everything flightdeck could see of one cluster's objects in one observation. Every
+/// list holds only objects that carry the cluster's UID tag, except `nodes`, which come
+/// from the workload cluster itself.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Observed {
+    pub at: Timestamp,
+    pub servers: Vec<Server>,
+    pub security_groups: Vec<SecurityGroup>,
+    pub load_balancers: Vec<LoadBalancer>,
+    pub listeners: Vec<Listener>,
+    pub pools: Vec<Pool>,
+    pub health_monitors: Vec<HealthMonitor>,
+    pub members: Vec<Member>,
+    /// `None` when the workload cluster's API could not be reached (no load balancer
+    /// yet, or the API is down): nothing may be concluded about nodes then.
+    pub nodes: Option<Vec<Node>>,
+}

@@ -1,0 +1,97 @@
+//! Provider traits, one per capability. A real provider speaks a cloud's wire protocol;
+//! the simulator implements the same traits in-process.
+//!
+//! Every list takes the cluster's [`Ownership`] and returns only objects tagged with its
+//! UID, in one call per resource kind where the API allows it.
+
+use std::future::Future;
+
+use crate::error::CloudError;
+use crate::model::*;
+use crate::ownership::Ownership;
+
+pub type Result<T> = std::result::Result<T, CloudError>;
+
+/// Servers (Nova).
+pub trait Compute {
+    fn list_servers(&self, owner: &Ownership) -> impl Future<Output = Result<Vec<Server>>> + Send;
+    fn create_server(&self, req: &ServerCreate) -> impl Future<Output = Result<Server>> + Send;
+    fn delete_server(&self, id: &str) -> impl Future<Output = Result<()>> + Send;
+    fn add_security_group(
+        &self,
+        server_id: &str,
+        group: &str,
+    ) -> impl Future<Output = Result<()>> + Send;
+}
+
+/// Security groups and rules (Neutron).
+pub trait Network {
+    fn list_security_groups(
+        &self,
+        owner: &Ownership,
+    ) -> impl Future<Output = Result<Vec<SecurityGroup>>> + Send;
+    fn create_security_group(
+        &self,
+        name: &str,
+        tags: &[String],
+    ) -> impl Future<Output = Result<SecurityGroup>> + Send;
+    fn create_security_group_rule(
+        &self,
+        req: &SecurityGroupRuleCreate,
+    ) -> impl Future<Output = Result<SecurityGroupRule>> + Send;
+    fn delete_security_group(&self, id: &str) -> impl Future<Output = Result<()>> + Send;
+}
+
+/// Load balancers and their children (Octavia).
+pub trait LoadBalancing {
+    fn list_load_balancers(
+        &self,
+        owner: &Ownership,
+    ) -> impl Future<Output = Result<Vec<LoadBalancer>>> + Send;
+    fn list_listeners(
+        &self,
+        owner: &Ownership,
+    ) -> impl Future<Output = Result<Vec<Listener>>> + Send;
+    fn list_pools(&self, owner: &Ownership) -> impl Future<Output = Result<Vec<Pool>>> + Send;
+    fn list_health_monitors(
+        &self,
+        owner: &Ownership,
+    ) -> impl Future<Output = Result<Vec<HealthMonitor>>> + Send;
+    /// Members of one pool (Octavia lists members per pool).
+    fn list_members(&self, pool_id: &str) -> impl Future<Output = Result<Vec<Member>>> + Send;
+    fn create_load_balancer(
+        &self,
+        req: &LoadBalancerCreate,
+    ) -> impl Future<Output = Result<LoadBalancer>> + Send;
+    fn create_listener(
+        &self,
+        req: &ListenerCreate,
+    ) -> impl Future<Output = Result<Listener>> + Send;
+    fn create_pool(&self, req: &PoolCreate) -> impl Future<Output = Result<Pool>> + Send;
+    fn create_health_monitor(
+        &self,
+        req: &HealthMonitorCreate,
+    ) -> impl Future<Output = Result<HealthMonitor>> + Send;
+    fn create_member(&self, req: &MemberCreate) -> impl Future<Output = Result<Member>> + Send;
+    fn delete_member(
+        &self,
+        pool_id: &str,
+        member_id: &str,
+    ) -> impl Future<Output = Result<()>> + Send;
+    /// Deletes the load balancer and everything under it (`cascade=true`).
+    fn delete_load_balancer_cascade(&self, id: &str) -> impl Future<Output = Result<()>> + Send;
+}
+
+/// The workload cluster's own API, reached through the cluster's API endpoint.
+pub trait GuestCluster {
+    /// The workload cluster's nodes; `Ok(None)` when its API cannot be reached.
+    fn list_nodes(
+        &self,
+        owner: &Ownership,
+    ) -> impl Future<Output = Result<Option<Vec<Node>>>> + Send;
+}
+
+/// Everything the OpenStack flavour of the engine needs.
+pub trait Provider: Compute + Network + LoadBalancing + GuestCluster + Send + Sync {}
+
+impl<T: Compute + Network + LoadBalancing + GuestCluster + Send + Sync> Provider for T {}

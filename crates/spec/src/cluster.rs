@@ -1,0 +1,479 @@
+//! `kind: Cluster`: the infrastructure of one Kubernetes cluster.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
+
+use crate::cidr::Cidr;
+use crate::duration::Duration;
+use crate::names::{KubernetesVersion, Name, Text};
+
+pub const API_VERSION: &str = "flightdeck.dev/v1alpha1";
+
+/// The most machines one node pool may ask for; a bound keeps every loop over a pool small.
+pub const POOL_REPLICAS_MAX: u32 = 200;
+
+/// A whole `kind: Cluster` document.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Cluster {
+    pub api_version: ApiVersion,
+    pub kind: String,
+    pub metadata: Metadata,
+    pub spec: ClusterSpec,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Metadata {
+    pub name: Name,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ClusterSpec {
+    pub control_plane: ControlPlane,
+    #[serde(default)]
+    pub node_pools: Vec<NodePool>,
+    pub network: Network,
+    #[serde(default)]
+    pub api_load_balancer: ApiLoadBalancer,
+    pub provider: Provider,
+    #[serde(default)]
+    pub flight: Flight,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ControlPlane {
+    pub replicas: ControlPlaneReplicas,
+    pub version: KubernetesVersion,
+    pub machine: MachineTemplate,
+}
+
+/// What a machine is made from. A change to any field of a control-plane template (or to
+/// the control plane's version) is a rollout.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct MachineTemplate {
+    pub flavor: Text,
+    pub image: Text,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NodePool {
+    pub name: Name,
+    pub replicas: PoolReplicas,
+    pub machine: MachineTemplate,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Network {
+    #[serde(rename = "podCIDR")]
+    pub pod_cidr: Cidr,
+    /// Name of the security group flightdeck creates for the cluster's machines.
+    pub security_group: Text,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ApiLoadBalancer {
+    #[serde(default = "default_api_port")]
+    pub port: Port,
+    /// When present, the pool gets a health monitor and members must be ONLINE to count.
+    #[serde(default)]
+    pub health_monitor: Option<HealthMonitor>,
+}
+
+impl Default for ApiLoadBalancer {
+    fn default() -> Self {
+        ApiLoadBalancer {
+            port: default_api_port(),
+            health_monitor: None,
+        }
+    }
+}
+
+fn default_api_port() -> Port {
+    Port(6443)
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct HealthMonitor {
+    #[serde(default, rename = "type")]
+    pub kind: HealthMonitorKind,
+    #[serde(default = "default_hm_delay")]
+    pub delay: Duration,
+    #[serde(default = "default_hm_timeout")]
+    pub timeout: Duration,
+    #[serde(default = "default_hm_retries")]
+    pub max_retries: u8,
+}
+
+fn default_hm_delay() -> Duration {
+    Duration::from_secs(5)
+}
+fn default_hm_timeout() -> Duration {
+    Duration::from_secs(3)
+}
+fn default_hm_retries() -> u8 {
+    3
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum HealthMonitorKind {
+    #[default]
+    Tcp,
+    Http,
+    Https,
+}
+
+impl HealthMonitorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HealthMonitorKind::Tcp => "TCP",
+            HealthMonitorKind::Http => "HTTP",
+            HealthMonitorKind::Https => "HTTPS",
+        }
+    }
+}
+
+/// The cloud provider block. Exactly one provider must be set; more kinds of cloud
+/// join as optional fields here.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Provider {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub openstack: Option<OpenStackProvider>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OpenStackProvider {
+    /// The entry of `clouds.yaml` to use.
+    pub cloud: Text,
+    pub network: Text,
+    pub subnet: Text,
+}
+
+/// How flightdeck flies the cluster: timeouts, budgets and rollout settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Flight {
+    /// How long a new load-balancer member may stay PENDING_* (or not ONLINE) before the
+    /// rollout halts with `LoadBalancerMemberStuck`.
+    #[serde(default = "default_member_timeout")]
+    pub member_timeout: Duration,
+    /// How long a booted machine may take to register a Ready node.
+    #[serde(default = "default_node_startup_timeout")]
+    pub node_startup_timeout: Duration,
+    /// The most machines of a pool that may be under remediation at once.
+    #[serde(default = "default_max_unhealthy")]
+    pub max_unhealthy: IntOrPercent,
+    /// How many machines above the desired count a rollout may create (Cluster API's
+    /// `maxSurge`). Rollouts here are always surge-first.
+    #[serde(default = "default_max_surge")]
+    pub max_surge: Surge,
+    /// How often a cluster is reconciled when nothing happens.
+    #[serde(default = "default_resync_period")]
+    pub resync_period: Duration,
+}
+
+impl Default for Flight {
+    fn default() -> Self {
+        Flight {
+            member_timeout: default_member_timeout(),
+            node_startup_timeout: default_node_startup_timeout(),
+            max_unhealthy: default_max_unhealthy(),
+            max_surge: default_max_surge(),
+            resync_period: default_resync_period(),
+        }
+    }
+}
+
+fn default_member_timeout() -> Duration {
+    Duration::from_mins(5)
+}
+fn default_node_startup_timeout() -> Duration {
+    Duration::from_mins(10)
+}
+fn default_max_unhealthy() -> IntOrPercent {
+    IntOrPercent::Percent(40)
+}
+fn default_max_surge() -> Surge {
+    Surge(1)
+}
+fn default_resync_period() -> Duration {
+    Duration::from_mins(5)
+}
+
+/// `apiVersion`, which must be `flightdeck.dev/v1alpha1`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiVersion;
+
+impl Serialize for ApiVersion {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(API_VERSION)
+    }
+}
+
+impl<'de> Deserialize<'de> for ApiVersion {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        if s == API_VERSION {
+            Ok(ApiVersion)
+        } else {
+            Err(de::Error::custom(format!(
+                "unsupported apiVersion {s:?}; this flightdeck reads {API_VERSION}"
+            )))
+        }
+    }
+}
+
+/// Number of control-plane machines: 1, 3 or 5, so that etcd always has a quorum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct ControlPlaneReplicas(u32);
+
+impl ControlPlaneReplicas {
+    pub fn new(n: u32) -> Result<Self, String> {
+        match n {
+            1 | 3 | 5 => Ok(ControlPlaneReplicas(n)),
+            _ => Err(format!(
+                "control-plane replicas must be 1, 3 or 5 (an odd count keeps etcd's quorum), got {n}"
+            )),
+        }
+    }
+    pub fn get(self) -> u32 {
+        self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for ControlPlaneReplicas {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let n = u32::deserialize(d)?;
+        ControlPlaneReplicas::new(n).map_err(de::Error::custom)
+    }
+}
+
+/// Number of machines in a node pool: 0 to [`POOL_REPLICAS_MAX`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct PoolReplicas(u32);
+
+impl PoolReplicas {
+    pub fn new(n: u32) -> Result<Self, String> {
+        if n > POOL_REPLICAS_MAX {
+            return Err(format!(
+                "node pool replicas must be at most {POOL_REPLICAS_MAX}, got {n}"
+            ));
+        }
+        Ok(PoolReplicas(n))
+    }
+    pub fn get(self) -> u32 {
+        self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for PoolReplicas {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let n = u32::deserialize(d)?;
+        PoolReplicas::new(n).map_err(de::Error::custom)
+    }
+}
+
+/// `maxSurge`: 1 to 5 extra machines during a rollout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Surge(u32);
+
+impl Surge {
+    pub fn get(self) -> u32 {
+        self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for Surge {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let n = u32::deserialize(d)?;
+        if (1..=5).contains(&n) {
+            Ok(Surge(n))
+        } else {
+            Err(de::Error::custom(format!(
+                "maxSurge must be between 1 and 5 (rollouts are always surge-first), got {n}"
+            )))
+        }
+    }
+}
+
+/// A TCP port, 1 to 65535.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Port(u16);
+
+impl Port {
+    pub fn get(self) -> u16 {
+        self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for Port {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let n = u64::deserialize(d)?;
+        match u16::try_from(n) {
+            Ok(p) if p > 0 => Ok(Port(p)),
+            _ => Err(de::Error::custom(format!(
+                "port must be between 1 and 65535, got {n}"
+            ))),
+        }
+    }
+}
+
+/// A count (`2`) or a percentage of a pool (`"40%"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IntOrPercent {
+    Int(u32),
+    Percent(u8),
+}
+
+impl IntOrPercent {
+    /// The count this stands for in a pool of `total`, rounded down but at least 1.
+    pub fn of(self, total: u32) -> u32 {
+        let n = match self {
+            IntOrPercent::Int(n) => n,
+            IntOrPercent::Percent(p) => total * u32::from(p) / 100,
+        };
+        n.max(1)
+    }
+}
+
+impl fmt::Display for IntOrPercent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IntOrPercent::Int(n) => write!(f, "{n}"),
+            IntOrPercent::Percent(p) => write!(f, "{p}%"),
+        }
+    }
+}
+
+impl Serialize for IntOrPercent {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            IntOrPercent::Int(n) => s.serialize_u32(*n),
+            IntOrPercent::Percent(_) => s.collect_str(self),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for IntOrPercent {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl de::Visitor<'_> for V {
+            type Value = IntOrPercent;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a count such as 2 or a percentage such as \"40%\"")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<IntOrPercent, E> {
+                u32::try_from(v)
+                    .map(IntOrPercent::Int)
+                    .map_err(|_| E::custom(format!("{v} is too large")))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<IntOrPercent, E> {
+                Err(E::custom(format!("must not be negative, got {v}")))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<IntOrPercent, E> {
+                let p = v
+                    .strip_suffix('%')
+                    .and_then(|n| n.trim().parse::<u8>().ok())
+                    .filter(|p| (1..=100).contains(p));
+                p.map(IntOrPercent::Percent).ok_or_else(|| {
+                    E::custom(format!("{v:?} is not a percentage between 1% and 100%"))
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl Cluster {
+    pub fn name(&self) -> &Name {
+        &self.metadata.name
+    }
+
+    /// Rules that involve more than one field. Single-field rules are enforced while
+    /// parsing, where the YAML line is known.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        if self.kind != "Cluster" {
+            return Err((
+                "kind".into(),
+                format!("expected Cluster, got {:?}", self.kind),
+            ));
+        }
+        if self.spec.provider.openstack.is_none() {
+            return Err((
+                "spec.provider".into(),
+                "exactly one provider must be set (openstack)".into(),
+            ));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, pool) in self.spec.node_pools.iter().enumerate() {
+            if !seen.insert(pool.name.as_str()) {
+                return Err((
+                    format!("spec.nodePools[{i}].name"),
+                    format!("node pool name {:?} is used twice", pool.name.as_str()),
+                ));
+            }
+            if pool.name.as_str() == "cp" {
+                return Err((
+                    format!("spec.nodePools[{i}].name"),
+                    "\"cp\" is reserved for the control plane".into(),
+                ));
+            }
+        }
+        if let Some(hm) = &self.spec.api_load_balancer.health_monitor {
+            if hm.timeout >= hm.delay {
+                return Err((
+                    "spec.apiLoadBalancer.healthMonitor.timeout".into(),
+                    format!(
+                        "timeout {} must be shorter than delay {} (Octavia rejects it otherwise)",
+                        hm.timeout, hm.delay
+                    ),
+                ));
+            }
+            if !(1..=10).contains(&hm.max_retries) {
+                return Err((
+                    "spec.apiLoadBalancer.healthMonitor.maxRetries".into(),
+                    format!("must be between 1 and 10, got {}", hm.max_retries),
+                ));
+            }
+        }
+        let f = &self.spec.flight;
+        for (field, value, min) in [
+            ("memberTimeout", f.member_timeout, Duration::from_secs(10)),
+            (
+                "nodeStartupTimeout",
+                f.node_startup_timeout,
+                Duration::from_secs(30),
+            ),
+            ("resyncPeriod", f.resync_period, Duration::from_secs(10)),
+        ] {
+            if value < min {
+                return Err((
+                    format!("spec.flight.{field}"),
+                    format!("{value} is shorter than the minimum of {min}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A stable fingerprint of everything in the spec; a change of it is a spec change.
+    pub fn spec_hash(&self) -> u64 {
+        let json = serde_json::to_string(&self.spec).unwrap_or_default();
+        crate::fnv1a(json.as_bytes())
+    }
+}

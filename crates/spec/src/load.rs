@@ -1,0 +1,199 @@
+//! Reading YAML files of one or more documents into typed `Cluster` and `Scenario`s.
+
+use std::fmt;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::cluster::Cluster;
+use crate::scenario::Scenario;
+
+/// The largest spec file flightdeck reads; anything bigger is a mistake, not a spec.
+pub const SPEC_FILE_MAX_BYTES: u64 = 4 * 1024 * 1024;
+/// The most documents one file may hold.
+pub const DOCUMENTS_MAX: usize = 256;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Document {
+    Cluster(Box<Cluster>),
+    Scenario(Box<Scenario>),
+}
+
+/// A spec that could not be read. `path` is the field path inside the document (for
+/// example `spec.network.podCIDR`); `line` is where the YAML parser placed the problem.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpecError {
+    pub source: String,
+    pub document: usize,
+    pub path: String,
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+    pub message: String,
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.source)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+            if let Some(col) = self.column {
+                write!(f, ":{col}")?;
+            }
+        }
+        write!(f, ": document {}", self.document + 1)?;
+        if !self.path.is_empty() {
+            write!(f, ": {}", self.path)?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+impl std::error::Error for SpecError {}
+
+/// Reads every document of the file at `path`.
+pub fn load_file(path: &Path) -> Result<Vec<Document>, SpecError> {
+    let source = path.display().to_string();
+    let io_err = |message: String| SpecError {
+        source: source.clone(),
+        document: 0,
+        path: String::new(),
+        line: None,
+        column: None,
+        message,
+    };
+    let meta = std::fs::metadata(path).map_err(|e| io_err(format!("cannot read: {e}")))?;
+    if meta.len() > SPEC_FILE_MAX_BYTES {
+        return Err(io_err(format!(
+            "file is {} bytes; spec files are limited to {SPEC_FILE_MAX_BYTES}",
+            meta.len()
+        )));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| io_err(format!("cannot read: {e}")))?;
+    load_documents(&text, &source)
+}
+
+/// Parses YAML text holding one or more `---`-separated documents. `source` names the
+/// text in errors (usually the file path).
+pub fn load_documents(text: &str, source: &str) -> Result<Vec<Document>, SpecError> {
+    // Pass one finds each document's kind; pass two parses it as that type, which keeps
+    // the parser's line numbers and the field paths in errors.
+    let mut kinds = Vec::new();
+    for (i, doc) in yaml_serde::Deserializer::from_str(text).enumerate() {
+        if i >= DOCUMENTS_MAX {
+            return Err(plain(
+                source,
+                i,
+                "",
+                format!("more than {DOCUMENTS_MAX} documents"),
+            ));
+        }
+        let value =
+            yaml_serde::Value::deserialize(doc).map_err(|e| yaml_error(source, i, "", &e))?;
+        if value.is_null() {
+            kinds.push(None);
+            continue;
+        }
+        let Some(map) = value.as_mapping() else {
+            return Err(plain(
+                source,
+                i,
+                "",
+                "a document must be a mapping with apiVersion, kind, metadata and spec".into(),
+            ));
+        };
+        let kind = match map.get("kind") {
+            Some(yaml_serde::Value::String(k)) => k.clone(),
+            Some(_) => return Err(plain(source, i, "kind", "must be a string".into())),
+            None => {
+                return Err(plain(
+                    source,
+                    i,
+                    "kind",
+                    "missing field `kind` (Cluster or Scenario)".into(),
+                ));
+            }
+        };
+        kinds.push(Some(kind));
+    }
+
+    let mut docs = Vec::new();
+    for (i, doc) in yaml_serde::Deserializer::from_str(text).enumerate() {
+        let Some(Some(kind)) = kinds.get(i) else {
+            continue;
+        };
+        let parsed = match kind.as_str() {
+            "Cluster" => {
+                let c: Cluster = typed(doc, source, i)?;
+                c.validate()
+                    .map_err(|(path, msg)| plain(source, i, &path, msg))?;
+                Document::Cluster(Box::new(c))
+            }
+            "Scenario" => {
+                let s: Scenario = typed(doc, source, i)?;
+                s.validate()
+                    .map_err(|(path, msg)| plain(source, i, &path, msg))?;
+                Document::Scenario(Box::new(s))
+            }
+            other => {
+                return Err(plain(
+                    source,
+                    i,
+                    "kind",
+                    format!("unknown kind {other:?}; flightdeck reads Cluster and Scenario"),
+                ));
+            }
+        };
+        docs.push(parsed);
+    }
+    if docs.is_empty() {
+        return Err(plain(source, 0, "", "the file holds no documents".into()));
+    }
+    Ok(docs)
+}
+
+fn typed<'de, T: Deserialize<'de>>(
+    doc: yaml_serde::Deserializer<'de>,
+    source: &str,
+    index: usize,
+) -> Result<T, SpecError> {
+    serde_path_to_error::deserialize(doc).map_err(|e| {
+        let path = e.path().to_string();
+        let path = if path == "." { String::new() } else { path };
+        yaml_error(source, index, &path, e.inner())
+    })
+}
+
+fn yaml_error(source: &str, document: usize, path: &str, e: &yaml_serde::Error) -> SpecError {
+    let location = e.location();
+    let mut message = e.to_string();
+    // The parser appends its own position; we report it in a fixed place instead.
+    if let Some(pos) = message.find(" at line ") {
+        message.truncate(pos);
+    }
+    // yaml_serde prefixes the path of the enclosing mapping; the full path is ours.
+    if let Some((prefix, rest)) = message.split_once(": ")
+        && !prefix.contains(' ')
+        && path.starts_with(prefix)
+    {
+        message = rest.to_string();
+    }
+    SpecError {
+        source: source.to_string(),
+        document,
+        path: path.to_string(),
+        line: location.as_ref().map(|l| l.line()),
+        column: location.as_ref().map(|l| l.column()),
+        message,
+    }
+}
+
+fn plain(source: &str, document: usize, path: &str, message: String) -> SpecError {
+    SpecError {
+        source: source.to_string(),
+        document,
+        path: path.to_string(),
+        line: None,
+        column: None,
+        message,
+    }
+}
