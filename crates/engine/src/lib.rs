@@ -1,0 +1,21 @@
+//! flightdeck's reconcile engine.
+//!
+//! Each reconcile of a cluster runs observe → plan → act:
+//! - observe lists what the cloud has for the cluster (`observe.rs`);
+//! - plan is the pure function in `flightdeck-plan`;
+//! - the plan's memory is persisted *before* acting, so a crash between two writes can
+//!   neither lose a machine nor create it twice; then each action is carried out
+//!   (`act.rs`) and the IDs it returns are persisted.
+//!
+//! Reconciles never wait: anything in flight is looked at again by requeueing. The work
+//! queue (`queue.rs`) is keyed by cluster and de-duplicated; failures back off per key
+//! with jitter and reset on success (`backoff.rs`); quiet clusters are resynced on a
+//! jittered period. Time and randomness come from the injected `Clock` and `Rng`.
+
+pub mod act;
+pub mod backoff;
+mod engine;
+pub mod observe;
+pub mod queue;
+
+pub use engine::{ClusterRecord, Engine, EngineConfig, EngineError, ReconcileStats};

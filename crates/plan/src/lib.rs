@@ -1,1 +1,180 @@
-pub fn _x() {}
+//! Pure planning: `plan(spec, observed, memory, now) -> Plan`.
+//!
+//! A plan is a list of actions, each with the reason that produced it, plus the memory to
+//! persist before acting, the conditions that describe the cluster, and when to look
+//! again. Planning does no I/O and reads no clock, so every decision can be tested from
+//! tables and replayed from a seed.
+//!
+//! One concern per file: `infra` (security group, load balancer chain), `member_gate`
+//! (F2: when a control-plane member counts as serving), `rollout` (surge-first
+//! replacement and scaling of a machine set), `removal` (taking one machine out,
+//! member first), `deletion` (F12), `status` (what a person sees).
+
+pub mod action;
+pub mod condition;
+mod deletion;
+mod infra;
+pub mod machines;
+pub mod member_gate;
+pub mod memory;
+mod removal;
+mod rollout;
+pub mod status;
+
+use flightdeck_cloud::{Observed, Timestamp};
+use flightdeck_spec::{Cluster, Duration};
+
+pub use action::{Action, PlannedAction};
+pub use condition::{Condition, Event, PlanEvent, Severity};
+pub use member_gate::MemberGate;
+pub use memory::{MachineRecord, MachineRole, MachineTemplate, Memory};
+pub use status::ClusterStatus;
+
+/// How often to look again while something is in flight at Octavia (its transitions take
+/// about a second).
+pub const POLL_OCTAVIA: Duration = Duration::from_secs(2);
+/// How often to look again while servers boot or nodes join.
+pub const POLL_MACHINES: Duration = Duration::from_secs(10);
+
+/// Switches for the safety mechanisms. Every one is on by default; tests turn one off to
+/// prove that the invariants catch its absence.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PlanOptions {
+    pub member_gate: MemberGate,
+}
+
+/// What the cluster should be, what the cloud shows, what we remember, and when.
+pub struct PlanInput<'a> {
+    pub spec: &'a Cluster,
+    pub observed: &'a Observed,
+    pub memory: &'a Memory,
+    pub now: Timestamp,
+    pub options: &'a PlanOptions,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    pub actions: Vec<PlannedAction>,
+    /// Memory to persist before any action is carried out.
+    pub memory: Memory,
+    pub conditions: Vec<Condition>,
+    pub events: Vec<PlanEvent>,
+    pub status: ClusterStatus,
+    /// Look again after this long; `None` means only at the next resync.
+    pub requeue_after: Option<Duration>,
+    /// Deletion was requested and nothing the cluster owned is left.
+    pub deleted: bool,
+}
+
+/// Plans one reconcile of one cluster.
+pub fn plan(input: PlanInput<'_>) -> Plan {
+    let mut p = Planner::new(&input);
+    if p.memory.deletion_requested.is_some() {
+        deletion::plan_deletion(&mut p);
+    } else {
+        p.note_spec_change();
+        let infra = infra::plan_infra(&mut p);
+        rollout::plan_machines(&mut p, &infra);
+    }
+    p.finish()
+}
+
+/// The working state of one planning pass.
+pub(crate) struct Planner<'a> {
+    pub spec: &'a Cluster,
+    pub observed: &'a Observed,
+    pub now: Timestamp,
+    pub options: &'a PlanOptions,
+    pub memory: Memory,
+    pub actions: Vec<PlannedAction>,
+    pub conditions: Vec<Condition>,
+    pub events: Vec<PlanEvent>,
+    /// Whether a change to the load balancer may still be planned in this pass: Octavia
+    /// answers 409 to a second change while the first is pending.
+    pub lb_slot_free: bool,
+    pub requeue_after: Option<Duration>,
+    pub deleted: bool,
+    pub status: ClusterStatus,
+}
+
+impl<'a> Planner<'a> {
+    fn new(input: &PlanInput<'a>) -> Self {
+        Planner {
+            spec: input.spec,
+            observed: input.observed,
+            now: input.now,
+            options: input.options,
+            memory: input.memory.clone(),
+            actions: Vec::new(),
+            conditions: Vec::new(),
+            events: Vec::new(),
+            lb_slot_free: false,
+            requeue_after: None,
+            deleted: false,
+            status: ClusterStatus::default(),
+        }
+    }
+
+    pub fn act(&mut self, action: action::Action, reason: impl Into<String>) {
+        self.actions.push(PlannedAction {
+            action,
+            reason: reason.into(),
+        });
+    }
+
+    /// Plans a load-balancer change if Octavia can take one now; returns whether it did.
+    pub fn act_on_load_balancer(
+        &mut self,
+        action: action::Action,
+        reason: impl Into<String>,
+    ) -> bool {
+        if !self.lb_slot_free {
+            self.wait(POLL_OCTAVIA);
+            return false;
+        }
+        self.lb_slot_free = false;
+        self.act(action, reason);
+        self.wait(POLL_OCTAVIA);
+        true
+    }
+
+    /// Asks to be reconciled again within `d`.
+    pub fn wait(&mut self, d: Duration) {
+        self.requeue_after = Some(self.requeue_after.map_or(d, |r| r.min(d)));
+    }
+
+    pub fn condition(&mut self, c: Condition) {
+        self.conditions.retain(|x| x.kind != c.kind);
+        self.conditions.push(c);
+    }
+
+    fn note_spec_change(&mut self) {
+        let hash = self.spec.spec_hash();
+        if self.memory.spec_hash != hash {
+            if self.memory.spec_hash != 0 {
+                self.events.push(PlanEvent::normal(
+                    "SpecChanged",
+                    "the cluster's spec changed",
+                ));
+            }
+            self.memory.spec_hash = hash;
+        }
+    }
+
+    fn finish(mut self) -> Plan {
+        self.conditions.sort_by(|a, b| a.kind.cmp(&b.kind));
+        self.status.conditions = self.conditions.clone();
+        Plan {
+            actions: self.actions,
+            memory: self.memory,
+            conditions: self.conditions,
+            events: self.events,
+            status: self.status,
+            requeue_after: self.requeue_after,
+            deleted: self.deleted,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

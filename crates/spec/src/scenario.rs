@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cluster::{ApiVersion, Cluster, MachineTemplate, Metadata};
 use crate::duration::Duration;
-use crate::names::{KubernetesVersion, Name};
+use crate::names::{KubernetesVersion, Name, Text};
 
 /// The most faults or workload steps a scenario may hold.
 pub const SCENARIO_STEPS_MAX: usize = 256;
@@ -17,8 +17,14 @@ pub const SCENARIO_STEPS_MAX: usize = 256;
 pub struct Scenario {
     pub api_version: ApiVersion,
     pub kind: String,
-    pub metadata: Metadata,
+    pub metadata: ScenarioMetadata,
     pub spec: ScenarioSpec,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ScenarioMetadata {
+    pub name: Text,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

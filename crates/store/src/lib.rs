@@ -1,0 +1,337 @@
+//! The embedded state store: one redb file under `--state-dir`. Each commit is an ACID
+//! transaction, so a crash leaves the store as of the last commit and never half of one.
+//!
+//! The store knows nothing about what it keeps: records are JSON documents under a table
+//! and a key, and events are append-only per key with a bounded history.
+
+use std::path::{Path, PathBuf};
+
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// The file inside the state directory.
+pub const STORE_FILE: &str = "flightdeck.redb";
+/// How many events are kept per key; older ones are dropped first.
+pub const EVENTS_PER_KEY_MAX: u64 = 1000;
+
+const RECORDS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("records");
+const EVENTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("events");
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("state store {path}: {message}")]
+    Backend { path: String, message: String },
+    #[error("state store {path}: record {table}/{key} is not readable: {message}")]
+    Corrupt {
+        path: String,
+        table: String,
+        key: String,
+        message: String,
+    },
+}
+
+/// One write of a [`Store::commit`].
+#[derive(Debug, Clone)]
+pub enum Write {
+    Put {
+        table: &'static str,
+        key: String,
+        json: Vec<u8>,
+    },
+    Remove {
+        table: &'static str,
+        key: String,
+    },
+    /// Appends one event under `key`, trimming the oldest past [`EVENTS_PER_KEY_MAX`].
+    Event {
+        key: String,
+        json: Vec<u8>,
+    },
+    /// Removes every event under `key`.
+    ClearEvents {
+        key: String,
+    },
+}
+
+impl Write {
+    pub fn put<T: Serialize>(table: &'static str, key: &str, value: &T) -> Write {
+        Write::Put {
+            table,
+            key: key.to_string(),
+            // Serializing plain data structs to JSON cannot fail.
+            json: serde_json::to_vec(value).unwrap_or_default(),
+        }
+    }
+    pub fn event<T: Serialize>(key: &str, value: &T) -> Write {
+        Write::Event {
+            key: key.to_string(),
+            json: serde_json::to_vec(value).unwrap_or_default(),
+        }
+    }
+}
+
+pub struct Store {
+    db: Database,
+    path: PathBuf,
+    durable: bool,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+impl Store {
+    /// Opens (or creates) the store in `dir`, creating the directory if needed.
+    pub fn open(dir: &Path) -> Result<Store, StoreError> {
+        let path = dir.join(STORE_FILE);
+        let err = |message: String| StoreError::Backend {
+            path: path.display().to_string(),
+            message,
+        };
+        std::fs::create_dir_all(dir).map_err(|e| err(format!("cannot create directory: {e}")))?;
+        let db = Database::create(&path).map_err(|e| err(e.to_string()))?;
+        let store = Store {
+            db,
+            path: path.clone(),
+            durable: true,
+        };
+        store.init_tables()?;
+        Ok(store)
+    }
+
+    /// A store in memory, for tests and throw-away runs.
+    pub fn in_memory() -> Result<Store, StoreError> {
+        let db = Database::builder()
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .map_err(|e| StoreError::Backend {
+                path: "<memory>".into(),
+                message: e.to_string(),
+            })?;
+        let store = Store {
+            db,
+            path: PathBuf::from("<memory>"),
+            durable: false,
+        };
+        store.init_tables()?;
+        Ok(store)
+    }
+
+    /// Whether each commit waits for the disk (fsync). On by default for files; a
+    /// simulated run whose cloud lives only in memory may turn it off.
+    pub fn set_durable(&mut self, durable: bool) {
+        self.durable = durable;
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn backend<E: std::fmt::Display>(&self, e: E) -> StoreError {
+        StoreError::Backend {
+            path: self.path.display().to_string(),
+            message: e.to_string(),
+        }
+    }
+
+    fn init_tables(&self) -> Result<(), StoreError> {
+        let txn = self.db.begin_write().map_err(|e| self.backend(e))?;
+        txn.open_table(RECORDS).map_err(|e| self.backend(e))?;
+        txn.open_table(EVENTS).map_err(|e| self.backend(e))?;
+        txn.commit().map_err(|e| self.backend(e))
+    }
+
+    /// Reads one record.
+    pub fn get<T: DeserializeOwned>(
+        &self,
+        table: &str,
+        key: &str,
+    ) -> Result<Option<T>, StoreError> {
+        let txn = self.db.begin_read().map_err(|e| self.backend(e))?;
+        let t = txn.open_table(RECORDS).map_err(|e| self.backend(e))?;
+        let Some(v) = t.get((table, key)).map_err(|e| self.backend(e))? else {
+            return Ok(None);
+        };
+        serde_json::from_slice(v.value())
+            .map(Some)
+            .map_err(|e| StoreError::Corrupt {
+                path: self.path.display().to_string(),
+                table: table.into(),
+                key: key.into(),
+                message: e.to_string(),
+            })
+    }
+
+    /// The keys of a table, in order.
+    pub fn keys(&self, table: &str) -> Result<Vec<String>, StoreError> {
+        let txn = self.db.begin_read().map_err(|e| self.backend(e))?;
+        let t = txn.open_table(RECORDS).map_err(|e| self.backend(e))?;
+        let mut keys = Vec::new();
+        for item in t.range((table, "")..).map_err(|e| self.backend(e))? {
+            let (k, _) = item.map_err(|e| self.backend(e))?;
+            let (tbl, key) = k.value();
+            if tbl != table {
+                break;
+            }
+            keys.push(key.to_string());
+        }
+        Ok(keys)
+    }
+
+    /// The events kept under `key`, oldest first.
+    pub fn events<T: DeserializeOwned>(&self, key: &str) -> Result<Vec<T>, StoreError> {
+        let txn = self.db.begin_read().map_err(|e| self.backend(e))?;
+        let t = txn.open_table(EVENTS).map_err(|e| self.backend(e))?;
+        let mut out = Vec::new();
+        for item in t
+            .range((key, 0)..=(key, u64::MAX))
+            .map_err(|e| self.backend(e))?
+        {
+            let (_, v) = item.map_err(|e| self.backend(e))?;
+            out.push(
+                serde_json::from_slice(v.value()).map_err(|e| StoreError::Corrupt {
+                    path: self.path.display().to_string(),
+                    table: "events".into(),
+                    key: key.into(),
+                    message: e.to_string(),
+                })?,
+            );
+        }
+        Ok(out)
+    }
+
+    /// Applies every write in one transaction: all of them or none.
+    pub fn commit(&self, writes: Vec<Write>) -> Result<(), StoreError> {
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let mut txn = self.db.begin_write().map_err(|e| self.backend(e))?;
+        if !self.durable {
+            txn.set_durability(Durability::None)
+                .map_err(|e| self.backend(e))?;
+        }
+        {
+            let mut records = txn.open_table(RECORDS).map_err(|e| self.backend(e))?;
+            let mut events = txn.open_table(EVENTS).map_err(|e| self.backend(e))?;
+            for w in &writes {
+                match w {
+                    Write::Put { table, key, json } => {
+                        records
+                            .insert((*table, key.as_str()), json.as_slice())
+                            .map_err(|e| self.backend(e))?;
+                    }
+                    Write::Remove { table, key } => {
+                        records
+                            .remove((*table, key.as_str()))
+                            .map_err(|e| self.backend(e))?;
+                    }
+                    Write::Event { key, json } => {
+                        let range = (key.as_str(), 0)..=(key.as_str(), u64::MAX);
+                        let (first, last) = {
+                            let mut it = events.range(range).map_err(|e| self.backend(e))?;
+                            let first = it
+                                .next()
+                                .transpose()
+                                .map_err(|e| self.backend(e))?
+                                .map(|(k, _)| k.value().1);
+                            let last = it
+                                .next_back()
+                                .transpose()
+                                .map_err(|e| self.backend(e))?
+                                .map(|(k, _)| k.value().1);
+                            (first, last.or(first))
+                        };
+                        let next = last.map_or(0, |l| l + 1);
+                        events
+                            .insert((key.as_str(), next), json.as_slice())
+                            .map_err(|e| self.backend(e))?;
+                        if let Some(first) = first
+                            && next - first >= EVENTS_PER_KEY_MAX
+                        {
+                            events
+                                .remove((key.as_str(), first))
+                                .map_err(|e| self.backend(e))?;
+                        }
+                    }
+                    Write::ClearEvents { key } => {
+                        let range = (key.as_str(), 0)..=(key.as_str(), u64::MAX);
+                        events
+                            .retain_in(range, |_, _| false)
+                            .map_err(|e| self.backend(e))?;
+                    }
+                }
+            }
+        }
+        txn.commit().map_err(|e| self.backend(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_survive_reopening_the_store() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let store = Store::open(dir.path()).expect("open");
+            store
+                .commit(vec![
+                    Write::put("memory", "demo", &vec![1, 2, 3]),
+                    Write::put("memory", "other", &vec![4]),
+                    Write::put("status", "demo", &"Ready"),
+                ])
+                .expect("commit");
+        }
+        let store = Store::open(dir.path()).expect("reopen");
+        assert_eq!(
+            store.get::<Vec<i32>>("memory", "demo").expect("get"),
+            Some(vec![1, 2, 3])
+        );
+        assert_eq!(store.keys("memory").expect("keys"), vec!["demo", "other"]);
+        assert_eq!(store.keys("status").expect("keys"), vec!["demo"]);
+        store
+            .commit(vec![Write::Remove {
+                table: "memory",
+                key: "demo".into(),
+            }])
+            .expect("remove");
+        assert_eq!(store.get::<Vec<i32>>("memory", "demo").expect("get"), None);
+    }
+
+    #[test]
+    fn events_are_kept_in_order_and_bounded() {
+        let store = Store::in_memory().expect("store");
+        for i in 0..(EVENTS_PER_KEY_MAX + 5) {
+            store
+                .commit(vec![Write::event("demo", &i)])
+                .expect("commit");
+        }
+        store
+            .commit(vec![Write::event("other", &99u64)])
+            .expect("commit");
+        let events: Vec<u64> = store.events("demo").expect("events");
+        assert_eq!(events.len() as u64, EVENTS_PER_KEY_MAX);
+        assert_eq!(events.first(), Some(&5));
+        assert_eq!(events.last(), Some(&(EVENTS_PER_KEY_MAX + 4)));
+        store
+            .commit(vec![Write::ClearEvents { key: "demo".into() }])
+            .expect("clear");
+        assert!(store.events::<u64>("demo").expect("events").is_empty());
+        assert_eq!(store.events::<u64>("other").expect("events"), vec![99]);
+    }
+
+    #[test]
+    fn an_unreadable_record_is_reported_with_its_key() {
+        let store = Store::in_memory().expect("store");
+        store
+            .commit(vec![Write::put("memory", "demo", &"text")])
+            .expect("commit");
+        let err = store
+            .get::<Vec<u8>>("memory", "demo")
+            .expect_err("wrong type");
+        assert!(err.to_string().contains("memory/demo"), "{err}");
+    }
+}

@@ -1,0 +1,230 @@
+//! Acting: one planned action becomes one provider call, its result is classified and
+//! the IDs it returns are recorded in memory.
+
+use flightdeck_cloud::ownership::Role;
+use flightdeck_cloud::{
+    CloudError, ErrorClass, HealthMonitorCreate, ListenerCreate, LoadBalancerCreate, MemberCreate,
+    Observed, Ownership, PoolCreate, Provider, ServerCreate,
+};
+use flightdeck_plan::{Action, Memory};
+
+/// What became of one action.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ActOutcome {
+    Done,
+    /// The cloud said the wanted state already holds (an existing rule, a delete of
+    /// something already gone).
+    AlreadyDone(String),
+    Failed(CloudError),
+    /// flightdeck refused: the target does not carry the cluster's ownership tag.
+    Refused(String),
+}
+
+/// Carries out one action. `observed` is what the plan was made from; deletions are
+/// checked against it so that nothing without the cluster's UID tag is ever touched.
+pub async fn act<P: Provider>(
+    provider: &P,
+    owner: &Ownership,
+    observed: &Observed,
+    memory: &mut Memory,
+    action: &Action,
+    ownership_check: bool,
+) -> ActOutcome {
+    if ownership_check && let Some(why) = not_owned(owner, observed, action) {
+        return ActOutcome::Refused(why);
+    }
+    let result: Result<(), CloudError> = async {
+        match action {
+            Action::CreateSecurityGroup { name } => {
+                let g = provider
+                    .create_security_group(name, &owner.tags(&Role::SecurityGroup))
+                    .await?;
+                memory.ids.security_group = Some(g.id);
+            }
+            Action::CreateSecurityGroupRule { rule } => {
+                provider.create_security_group_rule(rule).await?;
+            }
+            Action::CreateLoadBalancer { name, subnet } => {
+                let lb = provider
+                    .create_load_balancer(&LoadBalancerCreate {
+                        name: name.clone(),
+                        vip_subnet: subnet.clone(),
+                        tags: owner.tags(&Role::ApiLoadBalancer),
+                    })
+                    .await?;
+                memory.ids.load_balancer = Some(lb.id);
+            }
+            Action::CreateListener {
+                name,
+                load_balancer_id,
+                port,
+            } => {
+                let l = provider
+                    .create_listener(&ListenerCreate {
+                        name: name.clone(),
+                        loadbalancer_id: load_balancer_id.clone(),
+                        protocol_port: *port,
+                        tags: owner.tags(&Role::ApiListener),
+                    })
+                    .await?;
+                memory.ids.listener = Some(l.id);
+            }
+            Action::CreatePool { name, listener_id } => {
+                let pool = provider
+                    .create_pool(&PoolCreate {
+                        name: name.clone(),
+                        listener_id: listener_id.clone(),
+                        tags: owner.tags(&Role::ApiPool),
+                    })
+                    .await?;
+                memory.ids.pool = Some(pool.id);
+            }
+            Action::CreateHealthMonitor {
+                name,
+                pool_id,
+                kind,
+                delay_s,
+                timeout_s,
+                max_retries,
+            } => {
+                let hm = provider
+                    .create_health_monitor(&HealthMonitorCreate {
+                        name: name.clone(),
+                        pool_id: pool_id.clone(),
+                        kind: kind.clone(),
+                        delay_s: *delay_s,
+                        timeout_s: *timeout_s,
+                        max_retries: *max_retries,
+                        tags: owner.tags(&Role::ApiHealthMonitor),
+                    })
+                    .await?;
+                memory.ids.health_monitor = Some(hm.id);
+            }
+            Action::CreateServer {
+                machine,
+                key,
+                flavor,
+                image,
+                network,
+                security_group,
+                ..
+            } => {
+                let s = provider
+                    .create_server(&ServerCreate {
+                        name: machine.clone(),
+                        flavor: flavor.clone(),
+                        image: image.clone(),
+                        network: network.clone(),
+                        security_groups: vec![security_group.clone()],
+                        tags: owner.tags(&Role::Machine(key.clone())),
+                    })
+                    .await?;
+                if let Some(r) = memory.machines.get_mut(machine) {
+                    r.server_id = Some(s.id);
+                }
+            }
+            Action::CreateMember {
+                machine,
+                key,
+                pool_id,
+                address,
+                port,
+            } => {
+                let m = provider
+                    .create_member(&MemberCreate {
+                        name: machine.clone(),
+                        pool_id: pool_id.clone(),
+                        address: *address,
+                        protocol_port: *port,
+                        tags: owner.tags(&Role::Machine(key.clone())),
+                    })
+                    .await?;
+                if let Some(r) = memory.machines.get_mut(machine) {
+                    r.member_id = Some(m.id);
+                }
+            }
+            Action::DeleteMember {
+                pool_id, member_id, ..
+            } => {
+                provider.delete_member(pool_id, member_id).await?;
+            }
+            Action::DeleteServer { server_id, .. } => provider.delete_server(server_id).await?,
+            Action::DeleteLoadBalancer { load_balancer_id } => {
+                provider
+                    .delete_load_balancer_cascade(load_balancer_id)
+                    .await?;
+            }
+            Action::DeleteSecurityGroup { security_group_id } => {
+                provider.delete_security_group(security_group_id).await?;
+            }
+        }
+        Ok(())
+    }
+    .await;
+    match result {
+        Ok(()) => ActOutcome::Done,
+        Err(e) if e.class == ErrorClass::AlreadyExists => ActOutcome::AlreadyDone(e.message),
+        Err(e) if e.class == ErrorClass::NotFound && is_delete(action) => {
+            ActOutcome::AlreadyDone(e.message)
+        }
+        Err(e) => ActOutcome::Failed(e),
+    }
+}
+
+fn is_delete(action: &Action) -> bool {
+    matches!(
+        action,
+        Action::DeleteMember { .. }
+            | Action::DeleteServer { .. }
+            | Action::DeleteLoadBalancer { .. }
+            | Action::DeleteSecurityGroup { .. }
+    )
+}
+
+/// Why a deletion must not go ahead, if it must not: its target is not among the
+/// observed objects carrying this cluster's UID tag.
+fn not_owned(owner: &Ownership, o: &Observed, action: &Action) -> Option<String> {
+    let (what, id, tags) = match action {
+        Action::DeleteServer { server_id, .. } => (
+            "server",
+            server_id,
+            o.servers
+                .iter()
+                .find(|s| s.id == *server_id)
+                .map(|s| &s.tags),
+        ),
+        Action::DeleteMember { member_id, .. } => (
+            "member",
+            member_id,
+            o.members
+                .iter()
+                .find(|m| m.id == *member_id)
+                .map(|m| &m.tags),
+        ),
+        Action::DeleteLoadBalancer { load_balancer_id } => (
+            "load balancer",
+            load_balancer_id,
+            o.load_balancers
+                .iter()
+                .find(|l| l.id == *load_balancer_id)
+                .map(|l| &l.tags),
+        ),
+        Action::DeleteSecurityGroup { security_group_id } => (
+            "security group",
+            security_group_id,
+            o.security_groups
+                .iter()
+                .find(|g| g.id == *security_group_id)
+                .map(|g| &g.tags),
+        ),
+        _ => return None,
+    };
+    match tags {
+        Some(tags) if owner.owns(tags) => None,
+        _ => Some(format!(
+            "refusing to delete {what} {id}: it does not carry cluster {}'s ownership tag {}",
+            owner.cluster,
+            owner.uid_tag()
+        )),
+    }
+}

@@ -1,0 +1,156 @@
+//! Actions a plan asks the engine to carry out, each with the reason that produced it.
+
+use std::fmt;
+use std::net::IpAddr;
+
+use flightdeck_cloud::SecurityGroupRuleCreate;
+use serde::{Deserialize, Serialize};
+
+use crate::memory::MachineRole;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "camelCase")]
+pub enum Action {
+    CreateSecurityGroup {
+        name: String,
+    },
+    CreateSecurityGroupRule {
+        rule: SecurityGroupRuleCreate,
+    },
+    CreateLoadBalancer {
+        name: String,
+        subnet: String,
+    },
+    CreateListener {
+        name: String,
+        load_balancer_id: String,
+        port: u16,
+    },
+    CreatePool {
+        name: String,
+        listener_id: String,
+    },
+    CreateHealthMonitor {
+        name: String,
+        pool_id: String,
+        kind: String,
+        delay_s: u32,
+        timeout_s: u32,
+        max_retries: u8,
+    },
+    CreateServer {
+        machine: String,
+        key: String,
+        role: MachineRole,
+        flavor: String,
+        image: String,
+        network: String,
+        security_group: String,
+    },
+    CreateMember {
+        machine: String,
+        key: String,
+        pool_id: String,
+        address: IpAddr,
+        port: u16,
+    },
+    DeleteMember {
+        machine: String,
+        pool_id: String,
+        member_id: String,
+    },
+    DeleteServer {
+        machine: String,
+        server_id: String,
+    },
+    DeleteLoadBalancer {
+        load_balancer_id: String,
+    },
+    DeleteSecurityGroup {
+        security_group_id: String,
+    },
+}
+
+impl Action {
+    /// Whether the action changes a load balancer or one of its children; Octavia takes
+    /// one such change at a time.
+    pub fn mutates_load_balancer(&self) -> bool {
+        matches!(
+            self,
+            Action::CreateListener { .. }
+                | Action::CreatePool { .. }
+                | Action::CreateHealthMonitor { .. }
+                | Action::CreateMember { .. }
+                | Action::DeleteMember { .. }
+                | Action::DeleteLoadBalancer { .. }
+        )
+    }
+
+    /// The action's stable name, used as the reason of the event it produces.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Action::CreateSecurityGroup { .. } => "CreateSecurityGroup",
+            Action::CreateSecurityGroupRule { .. } => "CreateSecurityGroupRule",
+            Action::CreateLoadBalancer { .. } => "CreateLoadBalancer",
+            Action::CreateListener { .. } => "CreateListener",
+            Action::CreatePool { .. } => "CreatePool",
+            Action::CreateHealthMonitor { .. } => "CreateHealthMonitor",
+            Action::CreateServer { .. } => "CreateServer",
+            Action::CreateMember { .. } => "CreateMember",
+            Action::DeleteMember { .. } => "DeleteMember",
+            Action::DeleteServer { .. } => "DeleteServer",
+            Action::DeleteLoadBalancer { .. } => "DeleteLoadBalancer",
+            Action::DeleteSecurityGroup { .. } => "DeleteSecurityGroup",
+        }
+    }
+
+    /// A short verb phrase for timelines: `create server demo-cp-3`.
+    pub fn summary(&self) -> String {
+        match self {
+            Action::CreateSecurityGroup { name } => format!("create security group {name}"),
+            Action::CreateSecurityGroupRule { rule } => format!(
+                "create {} rule {} from {}",
+                rule.direction,
+                rule.protocol.as_deref().unwrap_or("any"),
+                rule.remote_ip_prefix.as_deref().unwrap_or("anywhere")
+            ),
+            Action::CreateLoadBalancer { name, .. } => format!("create load balancer {name}"),
+            Action::CreateListener { name, port, .. } => format!("create listener {name} :{port}"),
+            Action::CreatePool { name, .. } => format!("create pool {name}"),
+            Action::CreateHealthMonitor { name, kind, .. } => {
+                format!("create {kind} health monitor {name}")
+            }
+            Action::CreateServer { machine, .. } => format!("create server {machine}"),
+            Action::CreateMember {
+                machine,
+                address,
+                port,
+                ..
+            } => {
+                format!("create member {machine} ({address}:{port})")
+            }
+            Action::DeleteMember { machine, .. } => format!("delete member {machine}"),
+            Action::DeleteServer { machine, .. } => format!("delete server {machine}"),
+            Action::DeleteLoadBalancer { load_balancer_id } => {
+                format!("delete load balancer {load_balancer_id} (cascade)")
+            }
+            Action::DeleteSecurityGroup { security_group_id } => {
+                format!("delete security group {security_group_id}")
+            }
+        }
+    }
+}
+
+/// An action and the human reason for it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlannedAction {
+    #[serde(flatten)]
+    pub action: Action,
+    pub reason: String,
+}
+
+impl fmt::Display for PlannedAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.action.summary(), self.reason)
+    }
+}

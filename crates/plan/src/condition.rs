@@ -1,0 +1,92 @@
+//! Conditions (stable `reason`, human `message`) and events.
+
+use flightdeck_cloud::Timestamp;
+use serde::{Deserialize, Serialize};
+
+/// Condition types. A condition type is also the name users grep for, so these strings
+/// never change.
+pub mod kind {
+    pub const READY: &str = "Ready";
+    pub const LOAD_BALANCER_MEMBER_STUCK: &str = "LoadBalancerMemberStuck";
+    pub const MACHINE_FAILED: &str = "MachineFailed";
+    pub const LOAD_BALANCER_FAILED: &str = "LoadBalancerFailed";
+    pub const ROLLOUT_HALTED: &str = "RolloutHalted";
+    pub const CLOUD_ERROR: &str = "CloudError";
+}
+
+/// Reasons of the `Ready` condition.
+pub mod reason {
+    pub const READY: &str = "Ready";
+    pub const PROVISIONING: &str = "Provisioning";
+    pub const ROLLING_OUT: &str = "RollingOut";
+    pub const SCALING: &str = "Scaling";
+    pub const DELETING: &str = "Deleting";
+    pub const WAITING_FOR_MEMBERS: &str = "WaitingForLoadBalancerMembers";
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub status: bool,
+    pub reason: String,
+    pub message: String,
+    /// When `status` last changed; kept by the engine.
+    #[serde(default)]
+    pub since: Timestamp,
+}
+
+impl Condition {
+    pub fn new(kind: &str, status: bool, reason: &str, message: impl Into<String>) -> Self {
+        Condition {
+            kind: kind.to_string(),
+            status,
+            reason: reason.to_string(),
+            message: message.into(),
+            since: Timestamp::default(),
+        }
+    }
+}
+
+/// Something worth telling a person, in the order it happened.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    pub at: Timestamp,
+    pub cluster: String,
+    /// `Normal` or `Warning`, as in Kubernetes.
+    pub severity: Severity,
+    /// Stable, machine-readable: `CreateServer`, `LoadBalancerMemberStuck`, ...
+    pub reason: String,
+    pub message: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Severity {
+    Normal,
+    Warning,
+}
+
+/// An event the plan wants recorded; the engine stamps time and cluster.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanEvent {
+    pub severity: Severity,
+    pub reason: String,
+    pub message: String,
+}
+
+impl PlanEvent {
+    pub fn normal(reason: &str, message: impl Into<String>) -> Self {
+        PlanEvent {
+            severity: Severity::Normal,
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+    pub fn warning(reason: &str, message: impl Into<String>) -> Self {
+        PlanEvent {
+            severity: Severity::Warning,
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+}

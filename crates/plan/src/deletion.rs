@@ -1,0 +1,92 @@
+//! F12: cluster deletion. Everything the cluster owns is removed in dependency order and
+//! each removal is confirmed by the cloud no longer listing the object: the load
+//! balancer (cascade: listener, pool, monitor, members) and the servers first, then the
+//! security group, which Neutron refuses to delete while a server still uses it.
+//! Only objects carrying the cluster's UID tag are ever seen here, so nothing else is
+//! touched.
+
+use flightdeck_cloud::ProvisioningStatus;
+
+use crate::action::Action;
+use crate::condition::{Condition, PlanEvent, kind, reason};
+use crate::status::Phase;
+use crate::{POLL_MACHINES, POLL_OCTAVIA, Planner};
+
+pub(crate) fn plan_deletion(p: &mut Planner<'_>) {
+    let o = p.observed;
+    let mut remaining = Vec::new();
+
+    for lb in &o.load_balancers {
+        remaining.push(format!("load balancer {}", lb.id));
+        match lb.provisioning_status {
+            ProvisioningStatus::PendingDelete => p.wait(POLL_OCTAVIA),
+            s if s.is_pending() => p.wait(POLL_OCTAVIA),
+            _ => {
+                p.act(
+                    Action::DeleteLoadBalancer {
+                        load_balancer_id: lb.id.clone(),
+                    },
+                    "the cluster is being deleted; the cascade takes listener, pool, monitor and members",
+                );
+                p.wait(POLL_OCTAVIA);
+            }
+        }
+    }
+    // Children whose load balancer is already gone would be a cloud inconsistency; they
+    // still count as remaining so deletion is not declared done.
+    let orphans = o.listeners.len() + o.pools.len() + o.health_monitors.len() + o.members.len();
+    if o.load_balancers.is_empty() && orphans > 0 {
+        remaining.push(format!("{orphans} load balancer child object(s)"));
+        p.wait(POLL_OCTAVIA);
+    }
+
+    for s in &o.servers {
+        remaining.push(format!("server {}", s.name));
+        if !s.is_deleting() {
+            p.act(
+                Action::DeleteServer {
+                    machine: s.name.clone(),
+                    server_id: s.id.clone(),
+                },
+                "the cluster is being deleted",
+            );
+        }
+        p.wait(POLL_MACHINES);
+    }
+
+    for g in &o.security_groups {
+        remaining.push(format!("security group {}", g.id));
+        if o.servers.is_empty() {
+            p.act(
+                Action::DeleteSecurityGroup {
+                    security_group_id: g.id.clone(),
+                },
+                "the cluster is being deleted and no server uses the group any more",
+            );
+        }
+        p.wait(POLL_MACHINES);
+    }
+
+    if remaining.is_empty() {
+        p.deleted = true;
+        p.memory.machines.clear();
+        p.memory.ids = Default::default();
+        p.events.push(PlanEvent::normal(
+            "ClusterDeleted",
+            "every object the cluster owned is confirmed gone",
+        ));
+        p.status.phase = Phase::Deleted;
+    } else {
+        p.status.phase = Phase::Deleting;
+    }
+    p.condition(Condition::new(
+        kind::READY,
+        false,
+        reason::DELETING,
+        if remaining.is_empty() {
+            "deleted".to_string()
+        } else {
+            format!("waiting for {} to be gone", remaining.join(", "))
+        },
+    ));
+}

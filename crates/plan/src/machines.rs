@@ -1,0 +1,111 @@
+//! Machines as the planner sees them: a memory record joined with what the cloud shows
+//! for it (server, load-balancer member, node).
+
+use flightdeck_cloud::ownership::machine_of;
+use flightdeck_cloud::{
+    Member, Node, Observed, OperatingStatus, ProvisioningStatus, Server, ServerStatus,
+};
+
+use crate::memory::{MachineRecord, MachineRole, MachineTemplate};
+
+#[derive(Clone, Debug)]
+pub struct MachineView<'a> {
+    pub record: &'a MachineRecord,
+    pub server: Option<&'a Server>,
+    pub member: Option<&'a Member>,
+    pub node: Option<&'a Node>,
+}
+
+/// Where a machine's server is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServerPhase {
+    /// Recorded, but no server seen yet (create pending or about to be issued).
+    Requested,
+    Building,
+    Running,
+    Failed,
+    Deleting,
+    /// A server was recorded but is no longer there.
+    Gone,
+}
+
+impl<'a> MachineView<'a> {
+    pub fn name(&self) -> &str {
+        &self.record.name
+    }
+    pub fn role(&self) -> &MachineRole {
+        &self.record.role
+    }
+    pub fn template(&self) -> &MachineTemplate {
+        &self.record.template
+    }
+    pub fn removing(&self) -> bool {
+        self.record.removal.is_some()
+    }
+
+    pub fn server_phase(&self) -> ServerPhase {
+        match self.server {
+            None if self.record.server_id.is_some() => ServerPhase::Gone,
+            None => ServerPhase::Requested,
+            Some(s) if s.is_deleting() => ServerPhase::Deleting,
+            Some(s) => match s.status {
+                ServerStatus::Active => ServerPhase::Running,
+                ServerStatus::Error => ServerPhase::Failed,
+                ServerStatus::Build | ServerStatus::Other(_) => ServerPhase::Building,
+            },
+        }
+    }
+
+    pub fn node_ready(&self) -> bool {
+        self.node.is_some_and(|n| n.ready)
+    }
+
+    /// Whether the member carries traffic as far as Octavia tells: provisioning ACTIVE
+    /// and operating ONLINE, or NO_MONITOR when the pool has no health monitor.
+    pub fn member_serving(&self, monitored: bool) -> bool {
+        self.member.is_some_and(|m| {
+            m.provisioning_status == ProvisioningStatus::Active
+                && if monitored {
+                    m.operating_status == OperatingStatus::Online
+                } else {
+                    matches!(
+                        m.operating_status,
+                        OperatingStatus::Online | OperatingStatus::NoMonitor
+                    )
+                }
+        })
+    }
+}
+
+/// Joins every machine record with the observed objects that belong to it, found by
+/// recorded ID first and by machine tag second (a crash may have come between a create
+/// and the recording of its ID).
+pub fn views<'a>(
+    records: impl Iterator<Item = &'a MachineRecord>,
+    observed: &'a Observed,
+) -> Vec<MachineView<'a>> {
+    records
+        .map(|record| {
+            let server = observed.servers.iter().find(|s| {
+                record.server_id.as_deref() == Some(s.id.as_str())
+                    || machine_of(&s.tags) == Some(record.key.as_str())
+            });
+            let member = observed.members.iter().find(|m| {
+                record.member_id.as_deref() == Some(m.id.as_str())
+                    || machine_of(&m.tags) == Some(record.key.as_str())
+            });
+            let node = observed.nodes.as_ref().and_then(|nodes| {
+                nodes.iter().find(|n| match (server, &n.server_id) {
+                    (Some(s), Some(id)) => *id == s.id,
+                    _ => n.name == record.name,
+                })
+            });
+            MachineView {
+                record,
+                server,
+                member,
+                node,
+            }
+        })
+        .collect()
+}

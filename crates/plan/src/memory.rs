@@ -1,0 +1,104 @@
+//! What the controller must remember across restarts: recorded object IDs, machine
+//! records (written before a machine is created, so a crash cannot create it twice),
+//! and deadlines. Persisted by the engine after every plan.
+
+use std::collections::BTreeMap;
+
+use flightdeck_cloud::Timestamp;
+use serde::{Deserialize, Serialize};
+
+/// Which part of the cluster a machine belongs to.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum MachineRole {
+    ControlPlane,
+    Pool(String),
+}
+
+impl MachineRole {
+    pub fn label(&self) -> &str {
+        match self {
+            MachineRole::ControlPlane => "control-plane",
+            MachineRole::Pool(p) => p,
+        }
+    }
+}
+
+/// What a machine is built from; two machines with the same template are
+/// interchangeable. A control-plane template includes the Kubernetes version.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct MachineTemplate {
+    pub flavor: String,
+    pub image: String,
+    pub version: String,
+}
+
+/// Why and since when a machine is being removed. Once set, removal always finishes:
+/// it was decided when every gate held.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Removal {
+    pub since: Timestamp,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MachineRecord {
+    /// The server's name: `<cluster>-<key>`.
+    pub name: String,
+    /// Unique within the cluster, `<pool>-<n>` (`cp-<n>` for the control plane); carried
+    /// by the machine's objects as the `flightdeck-machine` tag.
+    pub key: String,
+    pub role: MachineRole,
+    pub template: MachineTemplate,
+    pub created_at: Timestamp,
+    /// Set once the create call returned, or once the server was seen by its tag.
+    pub server_id: Option<String>,
+    /// Set once the member create returned, or once the member was seen by its tag.
+    pub member_id: Option<String>,
+    /// When the machine's member was first seen not serving; the `memberTimeout`
+    /// deadline counts from here and survives restarts.
+    pub member_unready_since: Option<Timestamp>,
+    pub removal: Option<Removal>,
+}
+
+/// IDs of the cluster-wide objects flightdeck created.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedIds {
+    pub security_group: Option<String>,
+    pub load_balancer: Option<String>,
+    pub listener: Option<String>,
+    pub pool: Option<String>,
+    pub health_monitor: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Memory {
+    /// The cluster's UID, drawn once when the cluster is first applied.
+    pub uid: String,
+    /// Fingerprint of the last spec planned against.
+    pub spec_hash: u64,
+    /// Next machine number; machine names are never reused within a cluster.
+    pub machine_seq: u64,
+    pub machines: BTreeMap<String, MachineRecord>,
+    pub ids: RecordedIds,
+    /// Set when the cluster first became Ready: from then on its API must keep serving.
+    pub ready_since: Option<Timestamp>,
+    /// The control-plane template a rollout is moving to, while one is under way.
+    pub rollout_target: Option<MachineTemplate>,
+    /// When deletion was requested; deletion is never undone by a later apply.
+    pub deletion_requested: Option<Timestamp>,
+}
+
+impl Memory {
+    pub fn new(uid: String) -> Self {
+        Memory {
+            uid,
+            spec_hash: 0,
+            machine_seq: 0,
+            machines: BTreeMap::new(),
+            ids: RecordedIds::default(),
+            ready_since: None,
+            rollout_target: None,
+            deletion_requested: None,
+        }
+    }
+}

@@ -1,0 +1,638 @@
+//! Machine sets: the control plane and each node pool. Creation, scaling and rollouts
+//! are surge-first: a replacement is created and must be healthy before an old machine
+//! is chosen for removal, one at a time, and never when removal would leave fewer
+//! healthy machines than the set's replicas.
+
+use flightdeck_cloud::ownership::machine_of;
+use flightdeck_spec::Duration;
+
+use crate::action::Action;
+use crate::condition::{Condition, PlanEvent, kind, reason};
+use crate::infra::Infra;
+use crate::machines::{MachineView, ServerPhase, views};
+use crate::member_gate::{self, MemberWait};
+use crate::memory::{MachineRecord, MachineRole, MachineTemplate, Removal};
+use crate::status::{MachineStatus, MemberStatus, Phase, SetStatus};
+use crate::{POLL_MACHINES, POLL_OCTAVIA, Planner, removal};
+
+/// The most machines created in one pass, so a large scale-up is spread over several
+/// reconciles and a mistake cannot create hundreds of servers at once.
+pub const CREATES_PER_PASS_MAX: u32 = 10;
+
+/// What one machine set should be.
+struct SetSpec {
+    role: MachineRole,
+    replicas: u32,
+    template: MachineTemplate,
+    max_surge: u32,
+}
+
+/// What planning one set concluded.
+#[derive(Default)]
+struct SetOutcome {
+    converged: bool,
+    outdated: usize,
+    status: SetStatus,
+}
+
+pub(crate) fn plan_machines(p: &mut Planner<'_>, infra: &Infra) {
+    adopt_orphans(p);
+    let records: Vec<MachineRecord> = p.memory.machines.values().cloned().collect();
+    let all = views(records.iter(), p.observed);
+    record_observed_ids(p, &all);
+
+    let monitored = infra.pool.as_ref().is_some_and(|x| x.monitored);
+    let lb_active = infra.pool.as_ref().is_some_and(|x| x.lb_active);
+    let gate = p.options.member_gate;
+    let has_pool = infra.pool.is_some();
+
+    // Control plane.
+    let cp = &p.spec.spec.control_plane;
+    let cp_spec = SetSpec {
+        role: MachineRole::ControlPlane,
+        replicas: cp.replicas.get(),
+        template: MachineTemplate {
+            flavor: cp.machine.flavor.to_string(),
+            image: cp.machine.image.to_string(),
+            version: cp.version.to_string(),
+        },
+        max_surge: p.spec.spec.flight.max_surge.get(),
+    };
+    let cp_healthy =
+        |m: &MachineView<'_>| has_pool && member_gate::serving(m, gate, monitored, lb_active);
+    let cp_views: Vec<&MachineView<'_>> = all
+        .iter()
+        .filter(|m| *m.role() == MachineRole::ControlPlane)
+        .collect();
+    let cp_out = plan_set(p, &cp_spec, &cp_views, &cp_healthy, infra);
+    note_rollout(p, &cp_spec, &cp_out);
+
+    // Node pools.
+    let mut pools_converged = true;
+    let mut pool_statuses = Vec::new();
+    let mut any_pool_outdated = false;
+    let pools = p.spec.spec.node_pools.clone();
+    for pool in &pools {
+        let set = SetSpec {
+            role: MachineRole::Pool(pool.name.to_string()),
+            replicas: pool.replicas.get(),
+            template: MachineTemplate {
+                flavor: pool.machine.flavor.to_string(),
+                image: pool.machine.image.to_string(),
+                version: String::new(),
+            },
+            max_surge: p.spec.spec.flight.max_surge.get(),
+        };
+        let worker_healthy =
+            |m: &MachineView<'_>| m.server_phase() == ServerPhase::Running && m.node_ready();
+        let members: Vec<&MachineView<'_>> = all.iter().filter(|m| *m.role() == set.role).collect();
+        let out = plan_set(p, &set, &members, &worker_healthy, infra);
+        pools_converged &= out.converged;
+        any_pool_outdated |= out.outdated > 0;
+        pool_statuses.push(out.status);
+    }
+
+    // Machines of pools that left the spec.
+    for m in &all {
+        if let MachineRole::Pool(name) = m.role()
+            && !pools.iter().any(|x| x.name.as_str() == name)
+            && !m.removing()
+        {
+            mark_removal(
+                p,
+                m.name(),
+                format!("node pool {name} is no longer in the spec"),
+            );
+        }
+    }
+
+    removal::plan_removals(p, &all);
+    plan_members(p, &cp_views, infra);
+
+    let removing = p.memory.machines.values().any(|m| m.removal.is_some());
+    let converged = infra.complete && cp_out.converged && pools_converged && !removing;
+    if !converged {
+        p.wait(POLL_MACHINES);
+    }
+    if converged && p.memory.ready_since.is_none() {
+        p.memory.ready_since = Some(p.now);
+        p.events.push(PlanEvent::normal(
+            "ClusterReady",
+            "every machine is up to date and serving",
+        ));
+    }
+    let phase = if converged {
+        Phase::Ready
+    } else if p.memory.ready_since.is_none() {
+        Phase::Provisioning
+    } else if cp_out.outdated > 0 || any_pool_outdated {
+        Phase::RollingOut
+    } else {
+        Phase::Scaling
+    };
+    let (why, message) = if converged {
+        (
+            reason::READY,
+            "every machine is up to date and serving".to_string(),
+        )
+    } else {
+        let why = match phase {
+            Phase::Provisioning => reason::PROVISIONING,
+            Phase::RollingOut => reason::ROLLING_OUT,
+            _ => reason::SCALING,
+        };
+        let mut parts = vec![format!(
+            "control plane {}/{} serving, {} up to date",
+            cp_out.status.ready, cp_out.status.replicas, cp_out.status.up_to_date
+        )];
+        for s in &pool_statuses {
+            parts.push(format!("pool {} {}/{} ready", s.name, s.ready, s.replicas));
+        }
+        if !infra.complete {
+            parts.push("security group or load balancer not complete".into());
+        }
+        (why, parts.join("; "))
+    };
+    p.condition(Condition::new(kind::READY, converged, why, message));
+    p.status.phase = phase;
+    p.status.ready = converged;
+    p.status.control_plane = cp_out.status;
+    p.status.node_pools = pool_statuses;
+}
+
+/// Plans one set: replaces failed machines, creates what is missing (surge-first during
+/// a rollout), and chooses at most one machine to remove when every gate holds.
+fn plan_set(
+    p: &mut Planner<'_>,
+    set: &SetSpec,
+    machines: &[&MachineView<'_>],
+    healthy: &dyn Fn(&MachineView<'_>) -> bool,
+    infra: &Infra,
+) -> SetOutcome {
+    let label = set.role.label().to_string();
+    // Failed and vanished machines leave the set at once: they serve nothing.
+    for m in machines.iter().filter(|m| !m.removing()) {
+        match m.server_phase() {
+            ServerPhase::Failed => {
+                let fault = m
+                    .server
+                    .and_then(|s| s.fault.clone())
+                    .unwrap_or_else(|| "no fault given".into());
+                p.condition(Condition::new(
+                    kind::MACHINE_FAILED,
+                    true,
+                    "ServerError",
+                    format!(
+                        "server of {} went ERROR: {fault}; it is being replaced",
+                        m.name()
+                    ),
+                ));
+                mark_removal(p, m.name(), format!("its server is in ERROR: {fault}"));
+            }
+            ServerPhase::Gone => {
+                mark_removal(p, m.name(), "its server disappeared from the cloud".into());
+            }
+            _ => {}
+        }
+    }
+    let active: Vec<&MachineView<'_>> = machines
+        .iter()
+        .copied()
+        .filter(|m| {
+            !m.removing()
+                && p.memory
+                    .machines
+                    .get(m.name())
+                    .is_some_and(|r| r.removal.is_none())
+        })
+        .collect();
+    let current: Vec<&MachineView<'_>> = active
+        .iter()
+        .copied()
+        .filter(|m| *m.template() == set.template)
+        .collect();
+    let outdated: Vec<&MachineView<'_>> = active
+        .iter()
+        .copied()
+        .filter(|m| *m.template() != set.template)
+        .collect();
+    let in_flight = current.iter().filter(|m| !healthy(m)).count();
+    let healthy_count = active.iter().filter(|m| healthy(m)).count() as u32;
+    let current_n = current.len() as u32;
+    let total = active.len() as u32;
+
+    // Creation.
+    let want_create = if outdated.is_empty() {
+        set.replicas.saturating_sub(current_n)
+    } else if in_flight == 0 {
+        (set.replicas + set.max_surge)
+            .saturating_sub(total)
+            .min(set.replicas.saturating_sub(current_n))
+    } else {
+        0
+    };
+    let want_create = want_create.min(CREATES_PER_PASS_MAX);
+    for _ in 0..want_create {
+        let why = if !outdated.is_empty() {
+            format!(
+                "surge-first rollout of {label}: a replacement comes up before any of the {} outdated machine(s) is removed",
+                outdated.len()
+            )
+        } else if p.memory.ready_since.is_none() {
+            format!("{label} needs {} machine(s), has {current_n}", set.replicas)
+        } else {
+            format!(
+                "{label} scales to {} machine(s) from {current_n}",
+                set.replicas
+            )
+        };
+        new_machine(p, set, why);
+    }
+
+    // Servers recorded but not yet seen: (re)issue their create.
+    for m in active
+        .iter()
+        .filter(|m| m.server_phase() == ServerPhase::Requested)
+    {
+        request_server(
+            p,
+            m.record,
+            infra,
+            "the machine is recorded but has no server yet",
+        );
+    }
+
+    // Removal: one at a time per set, only when nothing new is still coming up.
+    let removal_running = machines.iter().any(|m| {
+        p.memory
+            .machines
+            .get(m.name())
+            .is_some_and(|r| r.removal.is_some())
+    });
+    if total > set.replicas && in_flight == 0 && !removal_running && want_create == 0 {
+        let mut candidates: Vec<&MachineView<'_>> = if outdated.is_empty() {
+            current.clone()
+        } else {
+            outdated.clone()
+        };
+        // Unhealthy machines go first; among equals, the oldest in a rollout and the
+        // newest when scaling down.
+        let rolling = !outdated.is_empty();
+        candidates.sort_by_key(|m| {
+            let age_key = if rolling {
+                m.record.created_at.millis()
+            } else {
+                u64::MAX - m.record.created_at.millis()
+            };
+            (healthy(m), age_key, m.name().to_string())
+        });
+        if let Some(victim) = candidates.first() {
+            let others_healthy = healthy_count - u32::from(healthy(victim));
+            if others_healthy >= set.replicas.min(total - 1) {
+                let why = if rolling {
+                    format!(
+                        "rollout of {label}: {others_healthy} other machine(s) are healthy, at least {} must stay",
+                        set.replicas
+                    )
+                } else {
+                    format!("{label} scales down to {}", set.replicas)
+                };
+                mark_removal(p, victim.name(), why);
+            } else {
+                p.wait(POLL_MACHINES);
+            }
+        }
+    }
+
+    let ready = healthy_count;
+    let status = SetStatus {
+        name: label,
+        replicas: set.replicas,
+        ready,
+        up_to_date: current_n,
+        machines: machines
+            .iter()
+            .map(|m| {
+                machine_status(
+                    m,
+                    &set.template,
+                    p.memory
+                        .machines
+                        .get(m.name())
+                        .is_some_and(|r| r.removal.is_some()),
+                )
+            })
+            .collect(),
+    };
+    let converged = outdated.is_empty()
+        && current_n == set.replicas
+        && in_flight == 0
+        && want_create == 0
+        && !machines.iter().any(|m| {
+            p.memory
+                .machines
+                .get(m.name())
+                .is_some_and(|r| r.removal.is_some())
+        });
+    SetOutcome {
+        converged,
+        outdated: outdated.len(),
+        status,
+    }
+}
+
+fn machine_status(
+    m: &MachineView<'_>,
+    template: &MachineTemplate,
+    removing: bool,
+) -> MachineStatus {
+    let server_status = match m.server_phase() {
+        ServerPhase::Requested => "REQUESTED".to_string(),
+        ServerPhase::Building => "BUILD".to_string(),
+        ServerPhase::Running => "ACTIVE".to_string(),
+        ServerPhase::Failed => "ERROR".to_string(),
+        ServerPhase::Deleting => "DELETING".to_string(),
+        ServerPhase::Gone => "GONE".to_string(),
+    };
+    MachineStatus {
+        name: m.name().to_string(),
+        server_id: m
+            .server
+            .map(|s| s.id.clone())
+            .or_else(|| m.record.server_id.clone()),
+        server_status,
+        address: m.server.and_then(|s| s.address),
+        version: m.template().version.clone(),
+        image: m.template().image.clone(),
+        node: m.node.map(|n| {
+            if n.ready {
+                "Ready".to_string()
+            } else {
+                "NotReady".to_string()
+            }
+        }),
+        member: m.member.map(|x| MemberStatus {
+            id: x.id.clone(),
+            provisioning_status: x.provisioning_status.as_str().into(),
+            operating_status: x.operating_status.as_str().into(),
+        }),
+        up_to_date: m.template() == template,
+        removing,
+    }
+}
+
+/// Records a new machine (so a crash cannot lose or duplicate it) and plans its server.
+fn new_machine(p: &mut Planner<'_>, set: &SetSpec, why: String) {
+    p.memory.machine_seq += 1;
+    let short = match &set.role {
+        MachineRole::ControlPlane => "cp",
+        MachineRole::Pool(name) => name.as_str(),
+    };
+    let key = format!("{short}-{}", p.memory.machine_seq);
+    let name = format!("{}-{key}", p.spec.name());
+    let record = MachineRecord {
+        name: name.clone(),
+        key,
+        role: set.role.clone(),
+        template: set.template.clone(),
+        created_at: p.now,
+        server_id: None,
+        member_id: None,
+        member_unready_since: None,
+        removal: None,
+    };
+    p.memory.machines.insert(name, record.clone());
+    // The security group may not exist yet; then the create waits in the record.
+    let infra = Infra::default();
+    let sg = p.memory.ids.security_group.clone();
+    let infra = Infra {
+        security_group_id: sg,
+        ..infra
+    };
+    request_server(p, &record, &infra, &why);
+}
+
+fn request_server(p: &mut Planner<'_>, record: &MachineRecord, infra: &Infra, why: &str) {
+    let Some(group) = infra.security_group_id.clone() else {
+        p.wait(POLL_MACHINES);
+        return;
+    };
+    let Some(openstack) = p.spec.spec.provider.openstack.as_ref() else {
+        return;
+    };
+    if p.actions.iter().any(
+        |a| matches!(&a.action, Action::CreateServer { machine, .. } if *machine == record.name),
+    ) {
+        return;
+    }
+    p.act(
+        Action::CreateServer {
+            machine: record.name.clone(),
+            key: record.key.clone(),
+            role: record.role.clone(),
+            flavor: record.template.flavor.clone(),
+            image: record.template.image.clone(),
+            network: openstack.network.to_string(),
+            security_group: group,
+        },
+        why.to_string(),
+    );
+}
+
+pub(crate) fn mark_removal(p: &mut Planner<'_>, name: &str, why: String) {
+    let now = p.now;
+    if let Some(r) = p.memory.machines.get_mut(name)
+        && r.removal.is_none()
+    {
+        r.removal = Some(Removal {
+            since: now,
+            reason: why.clone(),
+        });
+        p.events.push(PlanEvent::normal(
+            "MachineRemovalStarted",
+            format!("removing {name}: {why}"),
+        ));
+    }
+}
+
+/// Servers and members carrying our machine tag whose IDs we had not recorded yet: a
+/// crash came between a create and its recording. Their IDs are recorded now.
+fn record_observed_ids(p: &mut Planner<'_>, all: &[MachineView<'_>]) {
+    for m in all {
+        let Some(rec) = p.memory.machines.get_mut(m.name()) else {
+            continue;
+        };
+        if let Some(s) = m.server
+            && rec.server_id.as_deref() != Some(s.id.as_str())
+        {
+            rec.server_id = Some(s.id.clone());
+        }
+        if let Some(x) = m.member
+            && rec.member_id.as_deref() != Some(x.id.as_str())
+        {
+            rec.member_id = Some(x.id.clone());
+        }
+    }
+}
+
+/// Servers that carry this cluster's UID and a machine tag but have no record: memory
+/// was lost. They are adopted with an unknown template, so a rollout replaces them.
+fn adopt_orphans(p: &mut Planner<'_>) {
+    let cluster = p.spec.name().to_string();
+    for s in &p.observed.servers {
+        let Some(key) = machine_of(&s.tags) else {
+            continue;
+        };
+        if p.memory.machines.values().any(|r| r.key == key) {
+            continue;
+        }
+        let role = match key.rsplit_once('-') {
+            Some(("cp", _)) => MachineRole::ControlPlane,
+            Some((pool, _)) => MachineRole::Pool(pool.to_string()),
+            None => continue,
+        };
+        if let Some(n) = key
+            .rsplit_once('-')
+            .and_then(|(_, n)| n.parse::<u64>().ok())
+        {
+            p.memory.machine_seq = p.memory.machine_seq.max(n);
+        }
+        let name = format!("{cluster}-{key}");
+        p.events.push(PlanEvent::warning(
+            "MachineAdopted",
+            format!(
+                "server {} carries this cluster's tags but was not in memory; adopted as {name}",
+                s.id
+            ),
+        ));
+        p.memory.machines.insert(
+            name.clone(),
+            MachineRecord {
+                name,
+                key: key.to_string(),
+                role,
+                template: MachineTemplate {
+                    flavor: s.flavor.clone(),
+                    image: s.image.clone(),
+                    version: "unknown".into(),
+                },
+                created_at: s.created_at,
+                server_id: Some(s.id.clone()),
+                member_id: None,
+                member_unready_since: None,
+                removal: None,
+            },
+        );
+    }
+}
+
+/// Members: one per running control-plane machine; and the `memberTimeout` watch.
+fn plan_members(p: &mut Planner<'_>, cp: &[&MachineView<'_>], infra: &Infra) {
+    let Some(pool) = infra.pool.clone() else {
+        return;
+    };
+    let port = p.spec.spec.api_load_balancer.port.get();
+    let timeout = p.spec.spec.flight.member_timeout;
+    let desired_version = p.spec.spec.control_plane.version.to_string();
+    let mut stuck = Vec::new();
+    for m in cp {
+        let removing = p
+            .memory
+            .machines
+            .get(m.name())
+            .is_some_and(|r| r.removal.is_some());
+        if !removing
+            && m.member.is_none()
+            && m.server_phase() == ServerPhase::Running
+            && let Some(address) = m.server.and_then(|s| s.address)
+        {
+            p.act_on_load_balancer(
+                Action::CreateMember {
+                    machine: m.name().to_string(),
+                    key: m.record.key.clone(),
+                    pool_id: pool.pool_id.clone(),
+                    address,
+                    port,
+                },
+                format!(
+                    "{} is running and must serve the API through the load balancer",
+                    m.name()
+                ),
+            );
+        }
+        let serving = m.member_serving(pool.monitored);
+        let since = p
+            .memory
+            .machines
+            .get(m.name())
+            .and_then(|r| r.member_unready_since);
+        let verdict = member_gate::member_wait(m.member.is_some(), serving, since, p.now, timeout);
+        let new_since = match &verdict {
+            MemberWait::NotWaiting => None,
+            MemberWait::Waiting { since } | MemberWait::Stuck { since, .. } => Some(*since),
+        };
+        if let Some(r) = p.memory.machines.get_mut(m.name()) {
+            r.member_unready_since = new_since;
+        }
+        if let MemberWait::Waiting { since } = verdict {
+            // Wake up right at the deadline, not a poll later.
+            let left = timeout
+                .as_millis()
+                .saturating_sub(p.now.since(since).as_millis());
+            p.wait(Duration::from_millis(left.max(1)).min(POLL_OCTAVIA));
+        }
+        // The rollout waits on up-to-date members and on members being removed; those are
+        // the ones whose being stuck halts it.
+        let waited_on = removing || m.template().version == desired_version;
+        if let (MemberWait::Stuck { since: _, waited }, Some(member)) = (&verdict, m.member)
+            && waited_on
+        {
+            let state = if member.provisioning_status.is_pending() {
+                member.provisioning_status.as_str()
+            } else {
+                member.operating_status.as_str()
+            };
+            stuck.push(format!(
+                "member of {} ({}:{}) has been {state} for {}, longer than memberTimeout {}",
+                m.name(),
+                member.address,
+                member.protocol_port,
+                Duration::from_secs(waited.as_millis() / 1000),
+                timeout
+            ));
+        }
+    }
+    if !stuck.is_empty() {
+        p.condition(Condition::new(
+            kind::LOAD_BALANCER_MEMBER_STUCK,
+            true,
+            "MemberNotServing",
+            format!(
+                "{}; the control-plane rollout is halted and no old member is removed until it serves",
+                stuck.join("; ")
+            ),
+        ));
+    }
+}
+
+fn note_rollout(p: &mut Planner<'_>, set: &SetSpec, out: &SetOutcome) {
+    if out.outdated > 0 && p.memory.rollout_target.as_ref() != Some(&set.template) {
+        p.events.push(PlanEvent::normal(
+            "RolloutStarted",
+            format!(
+                "control plane rolls to {} ({}), one machine at a time, surge first",
+                set.template.version, set.template.image
+            ),
+        ));
+        p.memory.rollout_target = Some(set.template.clone());
+    }
+    if out.outdated == 0 && out.converged && p.memory.rollout_target.take().is_some() {
+        p.events.push(PlanEvent::normal(
+            "RolloutComplete",
+            format!(
+                "every control-plane machine runs {} ({})",
+                set.template.version, set.template.image
+            ),
+        ));
+    }
+}

@@ -1,0 +1,87 @@
+//! What a person sees of a cluster: phase, machines, members, load balancer, conditions.
+
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::condition::Condition;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Phase {
+    #[default]
+    Provisioning,
+    Ready,
+    RollingOut,
+    Scaling,
+    Deleting,
+    Deleted,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Provisioning => "Provisioning",
+            Phase::Ready => "Ready",
+            Phase::RollingOut => "RollingOut",
+            Phase::Scaling => "Scaling",
+            Phase::Deleting => "Deleting",
+            Phase::Deleted => "Deleted",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterStatus {
+    pub phase: Phase,
+    pub ready: bool,
+    pub control_plane: SetStatus,
+    pub node_pools: Vec<SetStatus>,
+    pub load_balancer: Option<LoadBalancerStatus>,
+    pub conditions: Vec<Condition>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetStatus {
+    pub name: String,
+    pub replicas: u32,
+    /// Machines counted as healthy: for the control plane, serving through the load
+    /// balancer; for pools, a Ready node.
+    pub ready: u32,
+    pub up_to_date: u32,
+    pub machines: Vec<MachineStatus>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineStatus {
+    pub name: String,
+    pub server_id: Option<String>,
+    /// BUILD, ACTIVE, ERROR, DELETING, or REQUESTED before the server exists.
+    pub server_status: String,
+    pub address: Option<IpAddr>,
+    pub version: String,
+    pub image: String,
+    pub node: Option<String>,
+    pub member: Option<MemberStatus>,
+    pub up_to_date: bool,
+    pub removing: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberStatus {
+    pub id: String,
+    pub provisioning_status: String,
+    pub operating_status: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadBalancerStatus {
+    pub id: String,
+    pub provisioning_status: String,
+    pub operating_status: String,
+    pub vip_address: Option<IpAddr>,
+}
