@@ -64,7 +64,7 @@ impl Ownership {
     /// Whether `tags` mark an object as owned by this cluster.
     pub fn owns(&self, tags: &[String]) -> bool {
         let uid = self.uid_tag();
-        tags.iter().any(|t| *t == uid)
+        tags.contains(&uid)
     }
 }
 

@@ -273,7 +273,7 @@ impl<P: Provider> Engine<P> {
                         k.clone(),
                         c.spec.clone(),
                         c.memory.clone(),
-                        c.status.conditions.clone(),
+                        c.status.clone(),
                     )
                 })
             })
@@ -284,9 +284,10 @@ impl<P: Provider> Engine<P> {
             clock: &*self.clock,
             config: &self.config,
         };
-        let outcomes = futures_util::future::join_all(jobs.into_iter().map(
-            |(name, spec, memory, conditions)| reconcile(&ctx, name, spec, memory, conditions),
-        ))
+        let outcomes = futures_util::future::join_all(
+            jobs.into_iter()
+                .map(|(name, spec, memory, status)| reconcile(&ctx, name, spec, memory, status)),
+        )
         .await;
         let n = outcomes.len();
         for outcome in outcomes {
@@ -382,7 +383,7 @@ async fn reconcile<P: Provider>(
     name: String,
     spec: Cluster,
     memory: Memory,
-    prev_conditions: Vec<Condition>,
+    prev: ClusterStatus,
 ) -> Result<Outcome, EngineError> {
     let now = ctx.clock.now();
     let owner = Ownership {
@@ -446,8 +447,9 @@ async fn reconcile<P: Provider>(
     }
     conditions.sort_by(|a, b| a.kind.cmp(&b.kind));
     let now_after = ctx.clock.now();
+    events.extend(progress_events(&prev, &status, now_after, &name));
     events.extend(condition_events(
-        &prev_conditions,
+        &prev.conditions,
         &mut conditions,
         now_after,
         &name,
@@ -574,6 +576,76 @@ async fn carry_out<P: Provider>(
         }
     }
     (failure, count, failures, events, conditions)
+}
+
+/// Events for what changed in the cloud since the last reconcile: a server going
+/// ACTIVE, a node becoming Ready, a member turning ONLINE. This is the progress a person
+/// watches during a long operation.
+fn progress_events(
+    prev: &ClusterStatus,
+    new: &ClusterStatus,
+    at: Timestamp,
+    cluster: &str,
+) -> Vec<Event> {
+    let mut out = Vec::new();
+    let mut push = |reason: &str, message: String| {
+        out.push(Event {
+            at,
+            cluster: cluster.to_string(),
+            severity: Severity::Normal,
+            reason: reason.to_string(),
+            message,
+        })
+    };
+    if let Some(lb) = &new.load_balancer {
+        let before = prev.load_balancer.as_ref().filter(|p| p.id == lb.id);
+        if before.map(|p| (&p.provisioning_status, &p.operating_status))
+            != Some((&lb.provisioning_status, &lb.operating_status))
+        {
+            push(
+                "LoadBalancerChanged",
+                format!(
+                    "load balancer {} is {}/{}",
+                    lb.id, lb.provisioning_status, lb.operating_status
+                ),
+            );
+        }
+    }
+    let machines = |s: &ClusterStatus| -> Vec<flightdeck_plan::status::MachineStatus> {
+        std::iter::once(&s.control_plane)
+            .chain(s.node_pools.iter())
+            .flat_map(|set| set.machines.iter().cloned())
+            .collect()
+    };
+    let before = machines(prev);
+    for m in machines(new) {
+        let old = before.iter().find(|b| b.name == m.name);
+        if old.map(|o| &o.server_status) != Some(&m.server_status) && m.server_status != "REQUESTED"
+        {
+            let address = m.address.map(|a| format!(" at {a}")).unwrap_or_default();
+            push(
+                "ServerChanged",
+                format!("{}: server {}{address}", m.name, m.server_status),
+            );
+        }
+        if let Some(node) = &m.node
+            && old.and_then(|o| o.node.as_ref()) != Some(node)
+        {
+            push("NodeChanged", format!("{}: node {node}", m.name));
+        }
+        if let Some(member) = &m.member
+            && old.and_then(|o| o.member.as_ref()) != Some(member)
+        {
+            push(
+                "MemberChanged",
+                format!(
+                    "{}: member {}/{}",
+                    m.name, member.provisioning_status, member.operating_status
+                ),
+            );
+        }
+    }
+    out
 }
 
 /// Events for conditions that appeared, changed status or went away; keeps `since`.

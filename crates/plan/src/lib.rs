@@ -33,6 +33,8 @@ pub use status::ClusterStatus;
 /// How often to look again while something is in flight at Octavia (its transitions take
 /// about a second).
 pub const POLL_OCTAVIA: Duration = Duration::from_secs(2);
+/// How often to look again at a member stuck past `memberTimeout`.
+pub const POLL_STUCK: Duration = Duration::from_secs(30);
 /// How often to look again while servers boot or nodes join.
 pub const POLL_MACHINES: Duration = Duration::from_secs(10);
 

@@ -49,6 +49,8 @@ pub struct MachineRecord {
     pub key: String,
     pub role: MachineRole,
     pub template: MachineTemplate,
+    /// Why the machine was created, repeated when its create must be issued again.
+    pub reason: String,
     pub created_at: Timestamp,
     /// Set once the create call returned, or once the server was seen by its tag.
     pub server_id: Option<String>,

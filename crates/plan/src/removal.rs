@@ -6,9 +6,20 @@ use flightdeck_cloud::ProvisioningStatus;
 use crate::action::Action;
 use crate::condition::PlanEvent;
 use crate::machines::{MachineView, ServerPhase};
+use crate::member_gate::MemberGate;
 use crate::{POLL_MACHINES, POLL_OCTAVIA, Planner};
 
 pub(crate) fn plan_removals(p: &mut Planner<'_>, all: &[MachineView<'_>]) {
+    let lb_active = p
+        .memory
+        .ids
+        .load_balancer
+        .as_deref()
+        .and_then(|id| p.observed.load_balancers.iter().find(|l| l.id == id))
+        .is_some_and(|l| l.provisioning_status == ProvisioningStatus::Active);
+    // The unsafe seed-001 policy takes an ACTIVE load balancer as proof that the member
+    // delete finished; the real gate waits until Octavia no longer lists the member.
+    let trust_lb = p.options.member_gate == MemberGate::LoadBalancerOnly;
     for m in all {
         let Some(record) = p.memory.machines.get(m.name()) else {
             continue;
@@ -16,7 +27,10 @@ pub(crate) fn plan_removals(p: &mut Planner<'_>, all: &[MachineView<'_>]) {
         let Some(removal) = record.removal.clone() else {
             continue;
         };
-        if let Some(member) = m.member {
+        let member = m.member.filter(|x| {
+            !(trust_lb && lb_active && x.provisioning_status == ProvisioningStatus::PendingDelete)
+        });
+        if let Some(member) = member {
             if member.provisioning_status == ProvisioningStatus::PendingDelete {
                 p.wait(POLL_OCTAVIA);
             } else if let Some(pool_id) = p.memory.ids.pool.clone() {

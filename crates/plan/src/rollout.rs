@@ -13,7 +13,7 @@ use crate::machines::{MachineView, ServerPhase, views};
 use crate::member_gate::{self, MemberWait};
 use crate::memory::{MachineRecord, MachineRole, MachineTemplate, Removal};
 use crate::status::{MachineStatus, MemberStatus, Phase, SetStatus};
-use crate::{POLL_MACHINES, POLL_OCTAVIA, Planner, removal};
+use crate::{POLL_MACHINES, POLL_OCTAVIA, POLL_STUCK, Planner, removal};
 
 /// The most machines created in one pass, so a large scale-up is spread over several
 /// reconciles and a mistake cannot create hundreds of servers at once.
@@ -116,10 +116,6 @@ pub(crate) fn plan_machines(p: &mut Planner<'_>, infra: &Infra) {
     }
     if converged && p.memory.ready_since.is_none() {
         p.memory.ready_since = Some(p.now);
-        p.events.push(PlanEvent::normal(
-            "ClusterReady",
-            "every machine is up to date and serving",
-        ));
     }
     let phase = if converged {
         Phase::Ready
@@ -254,12 +250,7 @@ fn plan_set(
         .iter()
         .filter(|m| m.server_phase() == ServerPhase::Requested)
     {
-        request_server(
-            p,
-            m.record,
-            infra,
-            "the machine is recorded but has no server yet",
-        );
+        request_server(p, m.record, infra, &m.record.reason);
     }
 
     // Removal: one at a time per set, only when nothing new is still coming up.
@@ -395,6 +386,7 @@ fn new_machine(p: &mut Planner<'_>, set: &SetSpec, why: String) {
         key,
         role: set.role.clone(),
         template: set.template.clone(),
+        reason: why.clone(),
         created_at: p.now,
         server_id: None,
         member_id: None,
@@ -516,6 +508,7 @@ fn adopt_orphans(p: &mut Planner<'_>) {
                     image: s.image.clone(),
                     version: "unknown".into(),
                 },
+                reason: "adopted: it carries this cluster's tags".into(),
                 created_at: s.created_at,
                 server_id: Some(s.id.clone()),
                 member_id: None,
@@ -574,12 +567,17 @@ fn plan_members(p: &mut Planner<'_>, cp: &[&MachineView<'_>], infra: &Infra) {
         if let Some(r) = p.memory.machines.get_mut(m.name()) {
             r.member_unready_since = new_since;
         }
-        if let MemberWait::Waiting { since } = verdict {
-            // Wake up right at the deadline, not a poll later.
-            let left = timeout
-                .as_millis()
-                .saturating_sub(p.now.since(since).as_millis());
-            p.wait(Duration::from_millis(left.max(1)).min(POLL_OCTAVIA));
+        match &verdict {
+            MemberWait::Waiting { since } => {
+                // Wake up right at the deadline, not a poll later.
+                let left = timeout
+                    .as_millis()
+                    .saturating_sub(p.now.since(*since).as_millis());
+                p.wait(Duration::from_millis(left.max(1)).min(POLL_OCTAVIA));
+            }
+            // A stuck member is an operator's matter now: look less often, no hot loop.
+            MemberWait::Stuck { .. } => p.wait(POLL_STUCK),
+            MemberWait::NotWaiting => {}
         }
         // The rollout waits on up-to-date members and on members being removed; those are
         // the ones whose being stuck halts it.

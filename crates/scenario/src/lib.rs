@@ -1,0 +1,16 @@
+//! Proving ground: runs the real engine against the simulated cloud in virtual time,
+//! injects faults and workload on a schedule, checks invariants after every step and
+//! reports what happened.
+//!
+//! The simulator knows nothing of the planner and the planner nothing of the simulator;
+//! this crate is where the two meet.
+
+pub mod builtin;
+pub mod invariants;
+pub mod load;
+pub mod report;
+pub mod runner;
+
+pub use load::{LoadedScenario, ScenarioError, load_scenario};
+pub use report::Report;
+pub use runner::{Run, RunOptions, run};

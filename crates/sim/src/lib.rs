@@ -1,0 +1,504 @@
+//! A simulated OpenStack (Nova, Neutron, Octavia) and the workload cluster's Kubernetes
+//! nodes, in process and in virtual time.
+//!
+//! Every object is a small state machine. A request changes state at once where the real
+//! API does (Neutron security groups) and otherwise schedules a transition on a timer
+//! queue (`BUILD → ACTIVE`, `PENDING_UPDATE → ACTIVE`, kubelet registration, ...), with
+//! latencies drawn from the measured ranges of a real OpenStack Zed. Time moves only
+//! when the shared [`SimClock`] is moved; the simulator catches up lazily on every call
+//! (or on [`SimCloud::advance`]) and applies due transitions in time order.
+//!
+//! Guarantees:
+//! - **Replay.** The same seed and the same sequence of calls at the same virtual times
+//!   give the same ids, latencies, fault decisions and answers.
+//! - **Faithful answers.** Statuses, HTTP codes and messages are the ones OpenStack
+//!   gives, mapped into [`flightdeck_cloud::ErrorClass`] as a real provider would.
+//! - **Bounded.** Every collection has a limit; beyond it the cloud answers as a real
+//!   one does at quota (403/409), never by growing without end.
+
+mod faults;
+mod ids;
+mod kube;
+mod members;
+mod neutron;
+mod nova;
+mod octavia;
+mod world;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::IpAddr;
+use std::pin::pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+
+use flightdeck_cloud::{
+    Clock, CloudError, HealthMonitor, Listener, Pool, Rng, SecurityGroup, SeededRng, SimClock,
+    Timestamp,
+};
+
+pub use faults::{FAULTS_MAX, SimFault};
+pub use neutron::{ROUTERS_MAX, RULES_PER_GROUP_MAX, Route, Router, SECURITY_GROUPS_MAX};
+pub use nova::SERVERS_MAX;
+pub use octavia::{CHILDREN_MAX, LOAD_BALANCERS_MAX};
+pub use world::{MUTATIONS_MAX, Mutation, MutationKind, World};
+
+use ids::{AddressPool, Table};
+use world::{Created, Log};
+
+type Result<T> = std::result::Result<T, CloudError>;
+
+/// How long the simulated cloud takes for each asynchronous transition, as inclusive
+/// `(min, max)` ranges in milliseconds; each transition draws uniformly from its range.
+/// Defaults are measured on a real OpenStack Zed (see `shared/openstack/README.md`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Latencies {
+    /// Nova `BUILD → ACTIVE` (or `ERROR`).
+    pub server_boot: (u64, u64),
+    /// Nova `deleting → gone`.
+    pub server_delete: (u64, u64),
+    /// Octavia load balancer `PENDING_CREATE → ACTIVE`.
+    pub lb_create: (u64, u64),
+    /// How long a listener, pool or health-monitor change keeps its load balancer in
+    /// `PENDING_UPDATE`.
+    pub lb_update: (u64, u64),
+    /// Member `PENDING_CREATE → ACTIVE` (its load balancer is `PENDING_UPDATE` as long).
+    pub member_create: (u64, u64),
+    /// Member `PENDING_DELETE → gone`.
+    pub member_delete: (u64, u64),
+    /// Cascade delete: load balancer `PENDING_DELETE → gone` with all its children.
+    pub cascade_delete: (u64, u64),
+    /// Server `ACTIVE` → its kubelet registers a Node.
+    pub node_register: (u64, u64),
+    /// Node registered → Ready.
+    pub node_ready: (u64, u64),
+    /// Server gone → its Node is deleted (the cloud controller manager's job).
+    pub node_gone_after_server: (u64, u64),
+    /// Monitored member: consecutive healthy checks before it reports `ONLINE`.
+    pub health_check_rise: (u64, u64),
+}
+
+impl Default for Latencies {
+    fn default() -> Self {
+        Latencies {
+            server_boot: (1_600, 3_600),
+            server_delete: (600, 900),
+            lb_create: (500, 1_200),
+            lb_update: (300, 900),
+            member_create: (500, 900),
+            member_delete: (450, 750),
+            cascade_delete: (250, 400),
+            node_register: (40_000, 70_000),
+            node_ready: (5_000, 15_000),
+            node_gone_after_server: (2_000, 5_000),
+            health_check_rise: (5_000, 10_000),
+        }
+    }
+}
+
+/// The shape of the simulated cloud.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SimConfig {
+    pub latencies: Latencies,
+    /// The one subnet servers and load-balancer VIPs get their addresses from (IPv4 or
+    /// IPv6). A value that does not parse leaves the cloud without addresses: servers
+    /// then go `ERROR` and load balancers `ERROR`.
+    pub subnet_cidr: String,
+    /// Neutron's `max_routes`: extra routes a router may hold.
+    pub max_routes: usize,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            latencies: Latencies::default(),
+            subnet_cidr: "10.0.0.0/16".into(),
+            max_routes: 30,
+        }
+    }
+}
+
+/// The simulated cloud. Cloning gives another handle on the same cloud (the state is
+/// shared), so an engine can hold one while a test inspects another.
+///
+/// It implements [`flightdeck_cloud::Compute`], [`flightdeck_cloud::Network`],
+/// [`flightdeck_cloud::LoadBalancing`] and [`flightdeck_cloud::GuestCluster`]; their
+/// futures are always ready on first poll (see [`poll_ready`]).
+#[derive(Clone)]
+pub struct SimCloud {
+    state: Arc<Mutex<State>>,
+    clock: SimClock,
+}
+
+/// One pending asynchronous transition.
+#[derive(Clone, Debug)]
+pub(crate) enum Event {
+    Nova(nova::Event),
+    Octavia(octavia::Event),
+    Kube(kube::Event),
+    Fault(faults::Event),
+}
+
+/// Everything the cloud knows. Only ever touched under the [`SimCloud`]'s lock.
+pub(crate) struct State {
+    pub(crate) config: SimConfig,
+    rng_ids: SeededRng,
+    rng_latency: SeededRng,
+    pub(crate) rng_faults: SeededRng,
+    seq: u64,
+    /// Pending transitions by (due time, creation sequence): ties resolve in the order
+    /// the transitions were scheduled.
+    timers: BTreeMap<(Timestamp, u64), Event>,
+    pub(crate) addresses: AddressPool,
+    /// Which server holds an address; only servers that are ACTIVE have one here.
+    pub(crate) server_by_address: BTreeMap<IpAddr, String>,
+    pub(crate) servers: Table<nova::ServerRec>,
+    pub(crate) security_groups: Table<SecurityGroup>,
+    pub(crate) routers: Table<Router>,
+    pub(crate) lbs: Table<octavia::LbRec>,
+    pub(crate) listeners: Table<Listener>,
+    pub(crate) pools: Table<Pool>,
+    pub(crate) health_monitors: Table<HealthMonitor>,
+    pub(crate) members: Table<members::MemberRec>,
+    /// Nodes by their server's id, in registration order.
+    pub(crate) nodes: Table<kube::NodeRec>,
+    pub(crate) faults: Vec<faults::FaultRec>,
+    pub(crate) log: Log,
+}
+
+impl State {
+    fn new(config: SimConfig, seed: u64) -> Self {
+        // Separate streams, so that e.g. an extra fault decision does not change the
+        // ids every later object gets.
+        let mut base = SeededRng::fork(seed, "sim");
+        let rng_ids = SeededRng::new(base.next_u64());
+        let rng_latency = SeededRng::new(base.next_u64());
+        let rng_faults = SeededRng::new(base.next_u64());
+        State {
+            addresses: AddressPool::new(&config.subnet_cidr),
+            config,
+            rng_ids,
+            rng_latency,
+            rng_faults,
+            seq: 0,
+            timers: BTreeMap::new(),
+            server_by_address: BTreeMap::new(),
+            servers: Table::default(),
+            security_groups: Table::default(),
+            routers: Table::default(),
+            lbs: Table::default(),
+            listeners: Table::default(),
+            pools: Table::default(),
+            health_monitors: Table::default(),
+            members: Table::default(),
+            nodes: Table::default(),
+            faults: Vec::new(),
+            log: Log::default(),
+        }
+    }
+
+    pub(crate) fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    /// A fresh object id, unique across every kind of object.
+    pub(crate) fn new_id(&mut self) -> String {
+        loop {
+            let id = ids::uuid(&mut self.rng_ids);
+            if self.tags_of(&id).is_none() && !self.nodes.contains(&id) {
+                return id;
+            }
+        }
+    }
+
+    /// A latency drawn uniformly from `range` (milliseconds).
+    pub(crate) fn draw(&mut self, range: (u64, u64)) -> u64 {
+        self.rng_latency.between(range.0, range.1)
+    }
+
+    pub(crate) fn schedule(&mut self, at: Timestamp, event: Event) {
+        let seq = self.next_seq();
+        self.timers.insert((at, seq), event);
+    }
+
+    /// Schedules `event` a drawn latency after `now`; returns when it is due.
+    pub(crate) fn schedule_after(
+        &mut self,
+        now: Timestamp,
+        range: (u64, u64),
+        event: Event,
+    ) -> Timestamp {
+        let at = now.plus_millis(self.draw(range));
+        self.schedule(at, event);
+        at
+    }
+
+    /// Applies every transition due at or before `now`, in time order, re-evaluating
+    /// derived statuses after each so that they change at the right virtual time.
+    pub(crate) fn run_due(&mut self, now: Timestamp) {
+        while let Some((&(at, _), _)) = self.timers.first_key_value() {
+            if at > now {
+                break;
+            }
+            let Some(((at, _), event)) = self.timers.pop_first() else {
+                break;
+            };
+            match event {
+                Event::Nova(e) => nova::apply(self, at, e),
+                Event::Octavia(e) => octavia::apply(self, at, e),
+                Event::Kube(e) => kube::apply(self, at, e),
+                Event::Fault(e) => faults::apply(self, at, e),
+            }
+            self.settle(at);
+        }
+        self.settle(now);
+    }
+
+    /// Re-evaluates statuses derived from the rest of the world (member health).
+    pub(crate) fn settle(&mut self, now: Timestamp) {
+        members::evaluate(self, now);
+    }
+
+    /// When the next pending transition that would change anything is due. Drops
+    /// transitions made moot (their object gone or changed since) on the way.
+    fn next_live_timer(&mut self) -> Option<Timestamp> {
+        while let Some((&key, event)) = self.timers.first_key_value() {
+            let live = match event {
+                Event::Nova(e) => nova::is_live(self, e),
+                Event::Octavia(e) => octavia::is_live(self, e),
+                Event::Kube(e) => kube::is_live(self, e),
+                Event::Fault(_) => true,
+            };
+            if live {
+                return Some(key.0);
+            }
+            self.timers.remove(&key);
+        }
+        None
+    }
+
+    /// The tags of the object with this id, of any kind; `None` if there is none.
+    pub(crate) fn tags_of(&self, id: &str) -> Option<Vec<String>> {
+        if let Some(s) = self.servers.get(id) {
+            return Some(s.server.tags.clone());
+        }
+        if let Some(g) = self.security_groups.get(id) {
+            return Some(g.tags.clone());
+        }
+        if let Some(r) = self.routers.get(id) {
+            return Some(r.tags.clone());
+        }
+        if let Some(l) = self.lbs.get(id) {
+            return Some(l.lb.tags.clone());
+        }
+        if let Some(l) = self.listeners.get(id) {
+            return Some(l.tags.clone());
+        }
+        if let Some(p) = self.pools.get(id) {
+            return Some(p.tags.clone());
+        }
+        if let Some(h) = self.health_monitors.get(id) {
+            return Some(h.tags.clone());
+        }
+        self.members.get(id).map(|m| m.member.tags.clone())
+    }
+}
+
+impl SimCloud {
+    /// A cloud with nothing in it, drawing ids, latencies and fault decisions from
+    /// `SeededRng::fork(seed, "sim")`, living in `clock`'s time.
+    pub fn new(config: SimConfig, seed: u64, clock: SimClock) -> Self {
+        SimCloud {
+            state: Arc::new(Mutex::new(State::new(config, seed))),
+            clock,
+        }
+    }
+
+    /// The clock the cloud lives by (shared with whoever created it).
+    pub fn clock(&self) -> &SimClock {
+        &self.clock
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic elsewhere while holding the lock leaves the state consistent enough
+        // for a simulator: every mutation is a few field writes.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Schedules `fault`: it starts at `fault.start` and ends at `fault.end` (never when
+    /// `None`). A fault whose start has passed takes effect at the next catch-up. At
+    /// most [`FAULTS_MAX`] faults are kept; further ones are ignored (see
+    /// [`SimCloud::faults_ignored`]).
+    pub fn inject(&self, fault: SimFault) {
+        let mut st = self.lock();
+        faults::inject(&mut st, fault);
+    }
+
+    /// How many injected faults were ignored because [`FAULTS_MAX`] was reached.
+    pub fn faults_ignored(&self) -> u64 {
+        self.lock().log.faults_ignored
+    }
+
+    /// When something next changes on its own: the earliest pending transition or fault
+    /// start/end. Catches up to `clock.now()` first, so the answer is strictly later
+    /// than now; `None` when nothing is pending.
+    pub fn next_transition_at(&self) -> Option<Timestamp> {
+        let mut st = self.lock();
+        st.run_due(self.clock.now());
+        st.next_live_timer()
+    }
+
+    /// Applies every transition due at or before `clock.now()`, in time order (ties in
+    /// the order they were scheduled).
+    pub fn advance(&self) {
+        self.lock().run_due(self.clock.now());
+    }
+
+    /// The whole world as it is now (after catching up), including objects flightdeck
+    /// does not own. Not counted as an API call.
+    pub fn snapshot(&self) -> World {
+        let mut st = self.lock();
+        let now = self.clock.now();
+        st.run_due(now);
+        world::snapshot(&st, now)
+    }
+
+    /// Calls made so far: service (`nova`, `neutron`, `octavia`, `kubernetes`) →
+    /// `"METHOD /path/{template}"` → count. Failed calls count too.
+    pub fn api_calls(&self) -> BTreeMap<String, BTreeMap<String, u64>> {
+        self.lock().log.api_calls()
+    }
+
+    /// Every mutating call, in order, failed ones included (`ok: false`). Keeps the
+    /// latest [`MUTATIONS_MAX`]; see [`SimCloud::mutations_dropped`].
+    pub fn mutations(&self) -> Vec<Mutation> {
+        self.lock().log.mutations.iter().cloned().collect()
+    }
+
+    /// How many of the oldest mutations were dropped from [`SimCloud::mutations`].
+    pub fn mutations_dropped(&self) -> u64 {
+        self.lock().log.mutations_dropped
+    }
+
+    /// Adds a server that flightdeck did not create, `ACTIVE` at once (with an address,
+    /// and with a node later if its tags carry a cluster UID). Not an API call.
+    pub fn add_foreign_server(&self, name: &str, tags: Vec<String>) -> String {
+        let mut st = self.lock();
+        let now = self.clock.now();
+        st.run_due(now);
+        nova::add_foreign(&mut st, now, name, tags)
+    }
+
+    /// Adds a security group that flightdeck did not create (untagged, with Neutron's
+    /// default egress rules). Not an API call.
+    pub fn add_foreign_security_group(&self, name: &str) -> String {
+        let mut st = self.lock();
+        st.run_due(self.clock.now());
+        neutron::add_foreign_group(&mut st, name)
+    }
+
+    /// Adds a load balancer that flightdeck did not create, untagged and
+    /// `ACTIVE/ONLINE` at once. Not an API call.
+    pub fn add_foreign_load_balancer(&self, name: &str) -> String {
+        let mut st = self.lock();
+        st.run_due(self.clock.now());
+        octavia::add_foreign(&mut st, name)
+    }
+
+    /// Catches up, counts the call and applies API faults; answers the time the call
+    /// is performed at (later than before if an `api.latency` fault held it up).
+    fn enter(
+        &self,
+        st: &mut State,
+        service: &'static str,
+        operation: &'static str,
+    ) -> Result<Timestamp> {
+        st.run_due(self.clock.now());
+        st.log.count(service, operation);
+        faults::before_call(st, &self.clock, service, operation)?;
+        Ok(self.clock.now())
+    }
+
+    /// Runs a call that changes nothing.
+    pub(crate) fn read<T>(
+        &self,
+        service: &'static str,
+        operation: &'static str,
+        f: impl FnOnce(&mut State, Timestamp) -> Result<T>,
+    ) -> Result<T> {
+        let mut st = self.lock();
+        let now = self.enter(&mut st, service, operation)?;
+        f(&mut st, now)
+    }
+
+    /// Runs a call that creates an object, recording it as a [`MutationKind::Create`]
+    /// of the created object (or, when it fails, of an object with `request_tags`).
+    pub(crate) fn create<T: Created>(
+        &self,
+        service: &'static str,
+        operation: &'static str,
+        request_tags: &[String],
+        f: impl FnOnce(&mut State, Timestamp) -> Result<T>,
+    ) -> Result<T> {
+        let mut st = self.lock();
+        let result = self
+            .enter(&mut st, service, operation)
+            .and_then(|now| f(&mut st, now));
+        let (target_id, target_tags) = match &result {
+            Ok(created) => created.identity(),
+            Err(_) => (String::new(), request_tags.to_vec()),
+        };
+        let now = self.clock.now();
+        st.log.mutation(Mutation {
+            at: now,
+            service,
+            operation: operation.into(),
+            kind: MutationKind::Create,
+            target_id,
+            target_tags,
+            ok: result.is_ok(),
+        });
+        st.settle(now);
+        result
+    }
+
+    /// Runs a call that updates or deletes the existing object `target_id`, recording
+    /// it with the tags that object had before the call.
+    pub(crate) fn change<T>(
+        &self,
+        service: &'static str,
+        operation: &'static str,
+        kind: MutationKind,
+        target_id: &str,
+        f: impl FnOnce(&mut State, Timestamp) -> Result<T>,
+    ) -> Result<T> {
+        let mut st = self.lock();
+        let entered = self.enter(&mut st, service, operation);
+        let target_tags = st.tags_of(target_id).unwrap_or_default();
+        let result = entered.and_then(|now| f(&mut st, now));
+        let now = self.clock.now();
+        st.log.mutation(Mutation {
+            at: now,
+            service,
+            operation: operation.into(),
+            kind,
+            target_id: target_id.into(),
+            target_tags,
+            ok: result.is_ok(),
+        });
+        st.settle(now);
+        result
+    }
+}
+
+/// Polls `future` once and answers its output if it is ready. Every future of the
+/// simulator is ready on its first poll, so this is all the executor tests need.
+pub fn poll_ready<F: Future>(future: F) -> Option<F::Output> {
+    let mut future = pin!(future);
+    let mut cx = Context::from_waker(Waker::noop());
+    match future.as_mut().poll(&mut cx) {
+        Poll::Ready(out) => Some(out),
+        Poll::Pending => None,
+    }
+}

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::{ApiVersion, Cluster, MachineTemplate, Metadata};
+use crate::cluster::{ApiVersion, Cluster, MachineTemplate};
 use crate::duration::Duration;
 use crate::names::{KubernetesVersion, Name, Text};
 

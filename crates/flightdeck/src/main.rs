@@ -1,0 +1,139 @@
+//! `flightdeck`: the command line. Every command that needs a cloud runs against the
+//! built-in simulated OpenStack in accelerated virtual time.
+
+mod output;
+mod plan_cmd;
+mod sim_cmd;
+mod up;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Parser)]
+#[command(
+    name = "flightdeck",
+    version,
+    about = "Builds and keeps healthy the infrastructure under Kubernetes clusters on private clouds."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build the clusters in FILE on the simulated cloud and reconcile until they are Ready.
+    Up(UpArgs),
+    /// Dry run: the actions flightdeck would take now, each with its reason.
+    Plan(PlanArgs),
+    /// Check a spec file and report every problem with its field path and line.
+    Validate(ValidateArgs),
+    /// The built-in cloud simulator: scenarios, faults and invariants.
+    #[command(subcommand)]
+    Sim(SimCommand),
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    #[default]
+    Text,
+    Json,
+}
+
+#[derive(Args)]
+pub struct UpArgs {
+    /// Cluster spec file (one or more `kind: Cluster` documents).
+    #[arg(short = 'f', long = "file")]
+    file: PathBuf,
+    /// Keep flightdeck's state (memory, status, events) in this directory. Without it the
+    /// state lives in memory for the length of the run.
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// Text shows progress and a status table; json prints the final status as JSON on
+    /// stdout (progress still goes to stderr).
+    #[arg(long, value_enum, default_value_t)]
+    output: Output,
+    /// Seed for the simulated cloud's latencies and flightdeck's jitter.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Give up when the clusters are not Ready after this much virtual time.
+    #[arg(long, default_value = "2h", value_parser = parse_duration)]
+    timeout: flightdeck_spec::Duration,
+    /// Print no progress, only the result.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+#[derive(Args)]
+pub struct PlanArgs {
+    #[arg(short = 'f', long = "file")]
+    file: PathBuf,
+    #[arg(long, value_enum, default_value_t)]
+    output: Output,
+}
+
+#[derive(Args)]
+pub struct ValidateArgs {
+    #[arg(short = 'f', long = "file")]
+    file: PathBuf,
+}
+
+#[derive(Subcommand)]
+enum SimCommand {
+    /// List the built-in scenarios.
+    Scenarios,
+    /// Run one scenario in virtual time and print its timeline; exits 0 only if every
+    /// invariant and expectation held.
+    Run(SimRunArgs),
+}
+
+#[derive(Args)]
+pub struct SimRunArgs {
+    /// A built-in scenario name (see `flightdeck sim scenarios`) or a scenario file.
+    scenario: String,
+    /// Overrides the scenario's seed.
+    #[arg(long)]
+    seed: Option<u64>,
+    #[arg(long, value_enum, default_value_t)]
+    output: Output,
+    /// Print only the summary, not the timeline.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+fn parse_duration(s: &str) -> Result<flightdeck_spec::Duration, String> {
+    s.parse()
+        .map_err(|e: flightdeck_spec::duration::DurationError| e.to_string())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("flightdeck: cannot start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Up(args) => up::run(args).await,
+            Command::Plan(args) => plan_cmd::run(args).await,
+            Command::Validate(args) => plan_cmd::validate(args),
+            Command::Sim(SimCommand::Scenarios) => sim_cmd::list(),
+            Command::Sim(SimCommand::Run(args)) => sim_cmd::run(args).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("flightdeck: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! `flightdeck plan` (dry run) and `flightdeck validate`.
+
+use std::process::ExitCode;
+
+use anyhow::bail;
+use flightdeck_cloud::{Clock, Ownership, SimClock, Timestamp};
+use flightdeck_engine::observe::observe;
+use flightdeck_plan::{Memory, PlanInput, PlanOptions};
+use flightdeck_sim::{SimCloud, SimConfig};
+use flightdeck_spec::{Document, load_file};
+use serde::Serialize;
+
+use crate::{Output, PlanArgs, ValidateArgs};
+
+#[derive(Serialize)]
+struct ClusterPlan {
+    cluster: String,
+    actions: Vec<flightdeck_plan::PlannedAction>,
+    requeue_after: Option<String>,
+}
+
+/// Plans every cluster of the file against the built-in simulated cloud as it is now
+/// (empty), without acting.
+pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
+    let docs = load_file(&args.file)?;
+    let clock = SimClock::new(Timestamp::SIM_EPOCH);
+    let cloud = SimCloud::new(SimConfig::default(), 1, clock.clone());
+    let mut plans = Vec::new();
+    for d in docs {
+        let Document::Cluster(spec) = d else {
+            bail!(
+                "{}: holds a Scenario; `plan` takes clusters",
+                args.file.display()
+            );
+        };
+        let memory = Memory::new("dry-run".into());
+        let owner = Ownership {
+            cluster: spec.name().to_string(),
+            uid: memory.uid.clone(),
+        };
+        let observed = observe(&cloud, &owner, clock.now()).await?;
+        let plan = flightdeck_plan::plan(PlanInput {
+            spec: &spec,
+            observed: &observed,
+            memory: &memory,
+            now: clock.now(),
+            options: &PlanOptions::default(),
+        });
+        plans.push(ClusterPlan {
+            cluster: spec.name().to_string(),
+            actions: plan.actions,
+            requeue_after: plan.requeue_after.map(|d| d.to_string()),
+        });
+    }
+    match args.output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&plans)?),
+        Output::Text => {
+            println!("Dry run against the built-in simulated OpenStack (nothing is changed):");
+            for p in &plans {
+                println!();
+                println!("cluster {}: {} action(s)", p.cluster, p.actions.len());
+                for (i, a) in p.actions.iter().enumerate() {
+                    println!("  {:>2}. {}", i + 1, a.action.summary());
+                    println!("      because {}", a.reason);
+                }
+                if let Some(r) = &p.requeue_after {
+                    println!("  then look again in {r}");
+                }
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn validate(args: ValidateArgs) -> anyhow::Result<ExitCode> {
+    let docs = load_file(&args.file)?;
+    for d in &docs {
+        match d {
+            Document::Cluster(c) => {
+                println!("{}: Cluster {} is valid", args.file.display(), c.name())
+            }
+            Document::Scenario(s) => println!(
+                "{}: Scenario {} is valid",
+                args.file.display(),
+                s.metadata.name
+            ),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

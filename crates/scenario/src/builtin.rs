@@ -1,0 +1,62 @@
+//! The scenarios and examples shipped with flightdeck, embedded in the binary so that
+//! `flightdeck sim run NAME` works from any directory.
+
+/// Every embedded file, by its path in the repository.
+pub const FILES: &[(&str, &str)] = &[
+    (
+        "examples/openstack.yaml",
+        include_str!("../../../examples/openstack.yaml"),
+    ),
+    (
+        "examples/two-clusters.yaml",
+        include_str!("../../../examples/two-clusters.yaml"),
+    ),
+    (
+        "scenarios/seed-001-member-stuck-pending.yaml",
+        include_str!("../../../scenarios/seed-001-member-stuck-pending.yaml"),
+    ),
+    (
+        "scenarios/member-offline-during-upgrade.yaml",
+        include_str!("../../../scenarios/member-offline-during-upgrade.yaml"),
+    ),
+    (
+        "scenarios/lifecycle.yaml",
+        include_str!("../../../scenarios/lifecycle.yaml"),
+    ),
+    (
+        "scenarios/api-faults.yaml",
+        include_str!("../../../scenarios/api-faults.yaml"),
+    ),
+];
+
+/// Names of the built-in scenarios, in order.
+pub fn scenario_names() -> Vec<&'static str> {
+    FILES
+        .iter()
+        .filter_map(|(path, _)| path.strip_prefix("scenarios/")?.strip_suffix(".yaml"))
+        .collect()
+}
+
+/// The embedded file at `path` (repository-relative, `..` resolved).
+pub fn file(path: &str) -> Option<&'static str> {
+    FILES
+        .iter()
+        .find(|(p, _)| *p == path)
+        .map(|(_, text)| *text)
+}
+
+/// Resolves `rel` against the directory of `base`, both repository-relative.
+pub fn join(base: &str, rel: &str) -> String {
+    let mut parts: Vec<&str> = base.split('/').collect();
+    parts.pop();
+    for seg in rel.split('/') {
+        match seg {
+            "." | "" => {}
+            ".." => {
+                parts.pop();
+            }
+            s => parts.push(s),
+        }
+    }
+    parts.join("/")
+}

@@ -1,0 +1,325 @@
+//! Invariants, checked against the simulator's ground truth after every step.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use flightdeck_cloud::ownership::{TAG_MACHINE, TAG_ROLE, uid_of};
+use flightdeck_cloud::{OperatingStatus, ProvisioningStatus, ServerStatus, Timestamp};
+use flightdeck_sim::{Mutation, MutationKind, World};
+use flightdeck_spec::Invariant;
+use serde::Serialize;
+
+/// What the runner knows of one cluster, for the invariants.
+#[derive(Clone, Debug)]
+pub struct ClusterTrack {
+    pub name: String,
+    pub uid: String,
+    /// When the cluster was first Ready; from then on its API must serve.
+    pub ready_since: Option<Timestamp>,
+    pub deletion_requested: bool,
+    pub deleted_at: Option<Timestamp>,
+    /// Bumped by every spec change the workload makes.
+    pub generation: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Violation {
+    pub at_seconds: f64,
+    pub message: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Verdict {
+    pub name: &'static str,
+    pub held: bool,
+    pub checks: u64,
+    pub violations: u64,
+    pub first_violation: Option<Violation>,
+}
+
+/// The logical identity of an owned object: cluster UID, role and machine key.
+type Identity = (String, String, String);
+
+pub struct Invariants {
+    enabled: BTreeSet<Invariant>,
+    verdicts: BTreeMap<Invariant, Verdict>,
+    mutations_seen: usize,
+    deleted: BTreeMap<Identity, u64>,
+    start: Timestamp,
+}
+
+impl Invariants {
+    pub fn new(enabled: &[Invariant], start: Timestamp) -> Self {
+        let enabled: BTreeSet<Invariant> = enabled.iter().copied().collect();
+        let verdicts = enabled
+            .iter()
+            .map(|i| {
+                (
+                    *i,
+                    Verdict {
+                        name: i.as_str(),
+                        held: true,
+                        checks: 0,
+                        violations: 0,
+                        first_violation: None,
+                    },
+                )
+            })
+            .collect();
+        Invariants {
+            enabled,
+            verdicts,
+            mutations_seen: 0,
+            deleted: BTreeMap::new(),
+            start,
+        }
+    }
+
+    pub fn verdicts(&self) -> Vec<Verdict> {
+        self.verdicts.values().cloned().collect()
+    }
+
+    pub fn all_held(&self) -> bool {
+        self.verdicts.values().all(|v| v.held)
+    }
+
+    fn record(&mut self, inv: Invariant, now: Timestamp, violation: Option<String>) {
+        let start = self.start;
+        let Some(v) = self.verdicts.get_mut(&inv) else {
+            return;
+        };
+        v.checks += 1;
+        if let Some(message) = violation {
+            v.violations += 1;
+            if v.held {
+                v.held = false;
+                v.first_violation = Some(Violation {
+                    at_seconds: now.since(start).as_secs_f64(),
+                    message,
+                });
+            }
+        }
+    }
+
+    /// Checks every enabled invariant; returns the messages of new violations.
+    pub fn check(
+        &mut self,
+        world: &World,
+        mutations: &[Mutation],
+        clusters: &BTreeMap<String, ClusterTrack>,
+    ) {
+        let now = world.now;
+        if self.enabled.contains(&Invariant::ApiEndpointServing) {
+            for c in clusters.values() {
+                if c.ready_since.is_none() || c.deletion_requested || c.deleted_at.is_some() {
+                    continue;
+                }
+                let v = api_endpoint_serving(world, c);
+                self.record(Invariant::ApiEndpointServing, now, v);
+            }
+        }
+        let known: BTreeSet<&str> = clusters.values().map(|c| c.uid.as_str()).collect();
+        let start = self.mutations_seen.min(mutations.len());
+        let fresh = &mutations[start..];
+        self.mutations_seen = mutations.len();
+        for m in fresh.iter().filter(|m| m.ok) {
+            let owner = uid_of(&m.target_tags);
+            if self.enabled.contains(&Invariant::OnlyOwned) {
+                let v = match owner {
+                    Some(uid) if known.contains(uid) => None,
+                    _ => Some(format!(
+                        "{} {} touched {} ({}), which carries no managed cluster's ownership tag",
+                        m.service,
+                        m.operation,
+                        m.target_id,
+                        if m.target_tags.is_empty() {
+                            "no tags".to_string()
+                        } else {
+                            m.target_tags.join(",")
+                        }
+                    )),
+                };
+                self.record(Invariant::OnlyOwned, m.at, v);
+            }
+            if self.enabled.contains(&Invariant::NoChurn)
+                && let Some(identity) = identity(&m.target_tags)
+                && let Some(cluster) = clusters.values().find(|c| c.uid == identity.0)
+            {
+                match m.kind {
+                    MutationKind::Delete => {
+                        self.deleted.insert(identity, cluster.generation);
+                    }
+                    MutationKind::Create => {
+                        let v = match self.deleted.get(&identity) {
+                            Some(generation) if *generation == cluster.generation => Some(format!(
+                                "cluster {}: {} {} re-created after it was deleted, with no spec change between",
+                                cluster.name,
+                                identity.1,
+                                if identity.2.is_empty() {
+                                    "object"
+                                } else {
+                                    identity.2.as_str()
+                                }
+                            )),
+                            _ => None,
+                        };
+                        self.record(Invariant::NoChurn, m.at, v);
+                    }
+                    MutationKind::Update => {}
+                }
+            }
+        }
+        if self.enabled.contains(&Invariant::NoLeaks) {
+            for c in clusters.values().filter(|c| c.deleted_at.is_some()) {
+                let v = leaks(world, &c.uid)
+                    .map(|left| format!("cluster {} was deleted but {left} remain", c.name));
+                self.record(Invariant::NoLeaks, now, v);
+            }
+        }
+    }
+}
+
+fn identity(tags: &[String]) -> Option<Identity> {
+    let uid = uid_of(tags)?;
+    let role = tags.iter().find_map(|t| t.strip_prefix(TAG_ROLE))?;
+    let machine = tags
+        .iter()
+        .find_map(|t| t.strip_prefix(TAG_MACHINE))
+        .unwrap_or("");
+    Some((uid.to_string(), role.to_string(), machine.to_string()))
+}
+
+fn owned_by(tags: &[String], uid: &str) -> bool {
+    uid_of(tags) == Some(uid)
+}
+
+/// `None` when some member of the cluster's API pool is ACTIVE, ONLINE or NO_MONITOR,
+/// and points at an ACTIVE control-plane server whose node is Ready.
+fn api_endpoint_serving(world: &World, c: &ClusterTrack) -> Option<String> {
+    let lbs: Vec<&str> = world
+        .load_balancers
+        .iter()
+        .filter(|l| owned_by(&l.tags, &c.uid))
+        .map(|l| l.id.as_str())
+        .collect();
+    let pools: Vec<&str> = world
+        .pools
+        .iter()
+        .filter(|p| lbs.contains(&p.loadbalancer_id.as_str()))
+        .map(|p| p.id.as_str())
+        .collect();
+    let members: Vec<_> = world
+        .members
+        .iter()
+        .filter(|m| pools.contains(&m.pool_id.as_str()))
+        .collect();
+    let serving = members.iter().any(|m| {
+        m.provisioning_status == ProvisioningStatus::Active
+            && matches!(
+                m.operating_status,
+                OperatingStatus::Online | OperatingStatus::NoMonitor
+            )
+            && world.servers.iter().any(|s| {
+                s.address == Some(m.address)
+                    && owned_by(&s.tags, &c.uid)
+                    && s.status == ServerStatus::Active
+                    && !s.is_deleting()
+                    && world.nodes.iter().any(|(uid, n)| {
+                        *uid == c.uid && n.server_id.as_deref() == Some(s.id.as_str()) && n.ready
+                    })
+            })
+    });
+    if serving {
+        return None;
+    }
+    let states: Vec<String> = members
+        .iter()
+        .map(|m| {
+            format!(
+                "{} {}/{}",
+                m.address,
+                m.provisioning_status.as_str(),
+                m.operating_status.as_str()
+            )
+        })
+        .collect();
+    Some(format!(
+        "cluster {}: no load-balancer member serves the API (members: {})",
+        c.name,
+        if states.is_empty() {
+            "none".to_string()
+        } else {
+            states.join(", ")
+        }
+    ))
+}
+
+/// What of the cluster `uid` still exists, if anything.
+pub fn leaks(world: &World, uid: &str) -> Option<String> {
+    let mut left = Vec::new();
+    let mut count = |what: &str, n: usize| {
+        if n > 0 {
+            left.push(format!("{n} {what}"));
+        }
+    };
+    count(
+        "server(s)",
+        world
+            .servers
+            .iter()
+            .filter(|x| owned_by(&x.tags, uid))
+            .count(),
+    );
+    count(
+        "security group(s)",
+        world
+            .security_groups
+            .iter()
+            .filter(|x| owned_by(&x.tags, uid))
+            .count(),
+    );
+    count(
+        "load balancer(s)",
+        world
+            .load_balancers
+            .iter()
+            .filter(|x| owned_by(&x.tags, uid))
+            .count(),
+    );
+    count(
+        "listener(s)",
+        world
+            .listeners
+            .iter()
+            .filter(|x| owned_by(&x.tags, uid))
+            .count(),
+    );
+    count(
+        "pool(s)",
+        world
+            .pools
+            .iter()
+            .filter(|x| owned_by(&x.tags, uid))
+            .count(),
+    );
+    count(
+        "health monitor(s)",
+        world
+            .health_monitors
+            .iter()
+            .filter(|x| owned_by(&x.tags, uid))
+            .count(),
+    );
+    count(
+        "member(s)",
+        world
+            .members
+            .iter()
+            .filter(|x| owned_by(&x.tags, uid))
+            .count(),
+    );
+    if left.is_empty() {
+        None
+    } else {
+        Some(left.join(", "))
+    }
+}

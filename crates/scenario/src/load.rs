@@ -1,0 +1,167 @@
+//! Finding a scenario by built-in name or path, and resolving the clusters it names.
+
+use std::path::{Path, PathBuf};
+
+use flightdeck_spec::{Cluster, Document, Scenario, SpecError, load_documents};
+
+use crate::builtin;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    #[error(
+        "no scenario {0:?}: not a built-in name (see `flightdeck sim scenarios`) and not a readable file"
+    )]
+    NotFound(String),
+    #[error("{0}: expected one `kind: Scenario` document")]
+    NotAScenario(String),
+    #[error("{origin}: cluster file {file}: expected `kind: Cluster` documents only")]
+    NotAClusterFile { origin: String, file: String },
+    #[error("{origin}: cluster {name} is given twice")]
+    DuplicateCluster { origin: String, name: String },
+    #[error(
+        "{origin}: workload step {index} names cluster {name}, which the scenario does not define"
+    )]
+    UnknownCluster {
+        origin: String,
+        index: usize,
+        name: String,
+    },
+    #[error("{origin}: workload step {index} applies {file}: {why}")]
+    BadApply {
+        origin: String,
+        index: usize,
+        file: String,
+        why: String,
+    },
+}
+
+/// A scenario with its cluster files read.
+#[derive(Clone, Debug)]
+pub struct LoadedScenario {
+    pub source: String,
+    pub scenario: Scenario,
+    pub clusters: Vec<Cluster>,
+    /// Cluster specs for `apply` workload steps, by step index.
+    pub applies: Vec<(usize, Cluster)>,
+}
+
+enum Origin {
+    Builtin(String),
+    Disk(PathBuf),
+}
+
+impl Origin {
+    fn read(&self, rel: &Path) -> Result<(String, String), ScenarioError> {
+        match self {
+            Origin::Builtin(base) => {
+                let path = builtin::join(base, &rel.to_string_lossy());
+                let text =
+                    builtin::file(&path).ok_or_else(|| ScenarioError::NotFound(path.clone()))?;
+                Ok((path, text.to_string()))
+            }
+            Origin::Disk(base) => {
+                let path = base.parent().unwrap_or(Path::new(".")).join(rel);
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|_| ScenarioError::NotFound(path.display().to_string()))?;
+                Ok((path.display().to_string(), text))
+            }
+        }
+    }
+}
+
+/// Loads a built-in scenario by name (`seed-001-member-stuck-pending`) or a scenario
+/// file by path. A path that exists wins over a built-in name.
+pub fn load_scenario(name_or_path: &str) -> Result<LoadedScenario, ScenarioError> {
+    let disk = Path::new(name_or_path);
+    let (origin, source, text) = if disk.is_file() {
+        let text = std::fs::read_to_string(disk)
+            .map_err(|_| ScenarioError::NotFound(name_or_path.to_string()))?;
+        (
+            Origin::Disk(disk.to_path_buf()),
+            name_or_path.to_string(),
+            text,
+        )
+    } else {
+        let path = format!("scenarios/{name_or_path}.yaml");
+        let text = builtin::file(&path)
+            .ok_or_else(|| ScenarioError::NotFound(name_or_path.to_string()))?;
+        (Origin::Builtin(path.clone()), path, text.to_string())
+    };
+    let docs = load_documents(&text, &source)?;
+    let scenario = match docs.as_slice() {
+        [Document::Scenario(s)] => (**s).clone(),
+        _ => return Err(ScenarioError::NotAScenario(source)),
+    };
+    let read_clusters = |rel: &Path| -> Result<Vec<Cluster>, ScenarioError> {
+        let (path, text) = origin.read(rel)?;
+        load_documents(&text, &path)?
+            .into_iter()
+            .map(|d| match d {
+                Document::Cluster(c) => Ok(*c),
+                Document::Scenario(_) => Err(ScenarioError::NotAClusterFile {
+                    origin: source.clone(),
+                    file: path.clone(),
+                }),
+            })
+            .collect()
+    };
+    let mut clusters: Vec<Cluster> = Vec::new();
+    for c in &scenario.spec.clusters {
+        let found = match (&c.file, &c.inline) {
+            (Some(file), _) => read_clusters(file)?,
+            (None, Some(inline)) => vec![(**inline).clone()],
+            (None, None) => Vec::new(),
+        };
+        for cluster in found {
+            if clusters.iter().any(|x| x.name() == cluster.name()) {
+                return Err(ScenarioError::DuplicateCluster {
+                    origin: source.clone(),
+                    name: cluster.name().to_string(),
+                });
+            }
+            clusters.push(cluster);
+        }
+    }
+    let mut applies = Vec::new();
+    for (i, step) in scenario.spec.workload.iter().enumerate() {
+        if let Some(file) = &step.file {
+            let found = read_clusters(file)?;
+            let file_name = file.display().to_string();
+            let [cluster] = found.as_slice() else {
+                return Err(ScenarioError::BadApply {
+                    origin: source.clone(),
+                    index: i,
+                    file: file_name,
+                    why: "the file must hold exactly one cluster".into(),
+                });
+            };
+            if cluster.name() != &step.cluster {
+                return Err(ScenarioError::BadApply {
+                    origin: source.clone(),
+                    index: i,
+                    file: file_name,
+                    why: format!(
+                        "it defines cluster {}, not {}",
+                        cluster.name(),
+                        step.cluster
+                    ),
+                });
+            }
+            applies.push((i, cluster.clone()));
+        } else if !clusters.iter().any(|c| c.name() == &step.cluster) {
+            return Err(ScenarioError::UnknownCluster {
+                origin: source.clone(),
+                index: i,
+                name: step.cluster.to_string(),
+            });
+        }
+    }
+    Ok(LoadedScenario {
+        source,
+        scenario,
+        clusters,
+        applies,
+    })
+}

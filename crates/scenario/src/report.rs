@@ -1,0 +1,74 @@
+//! The report of one run: what the JSON output of `sim run` and `up` carries.
+
+use std::collections::BTreeMap;
+
+use flightdeck_engine::ReconcileStats;
+use flightdeck_plan::ClusterStatus;
+use serde::Serialize;
+
+use crate::invariants::Verdict;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub scenario: String,
+    pub seed: u64,
+    pub passed: bool,
+    pub virtual_seconds: f64,
+    pub steps: u64,
+    pub invariants: Vec<Verdict>,
+    pub expectations: Vec<ExpectationResult>,
+    /// service → "METHOD /path" → calls.
+    pub api_calls: BTreeMap<String, BTreeMap<String, u64>>,
+    pub api_calls_total: u64,
+    pub engine: ReconcileStats,
+    pub clusters: Vec<ClusterReport>,
+    pub timeline: Vec<TimelineEntry>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ExpectationResult {
+    pub expectation: String,
+    pub met: bool,
+    /// When it was met, in virtual seconds since the start.
+    pub at_seconds: Option<f64>,
+    pub detail: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ClusterReport {
+    pub name: String,
+    pub uid: String,
+    /// `Deleted` once deletion completed; otherwise the engine's last status.
+    pub phase: String,
+    pub status: Option<ClusterStatus>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TimelineEntry {
+    pub at_ms: u64,
+    /// The cluster, or `sim` / `workload` for what the scenario itself does.
+    pub source: String,
+    pub severity: String,
+    pub reason: String,
+    pub message: String,
+}
+
+impl TimelineEntry {
+    pub fn at_label(&self) -> String {
+        let s = self.at_ms / 1000;
+        format!(
+            "{:>3}:{:02}.{:01}",
+            s / 60,
+            s % 60,
+            (self.at_ms % 1000) / 100
+        )
+    }
+}
+
+impl Report {
+    /// A stable fingerprint of the timeline, for determinism checks.
+    pub fn timeline_hash(&self) -> u64 {
+        let text = serde_json::to_string(&self.timeline).unwrap_or_default();
+        flightdeck_spec::fnv1a(text.as_bytes())
+    }
+}

@@ -1,0 +1,228 @@
+//! Fault injection: when each fault is active and what it does to calls and objects.
+//!
+//! API faults (`api.errorRate`, `api.latency`) act on each call of their service while
+//! active. `nova.bootError` is decided per server when it is requested. The Octavia
+//! faults act on members: see [`crate::octavia`] for how stuck members complete.
+
+use flightdeck_cloud::{CloudError, ErrorClass, Rng, SimClock, Timestamp};
+use flightdeck_spec::scenario::Fault;
+use flightdeck_spec::{Duration, FaultKind, Service};
+
+use crate::{Event as SimEvent, Result, State, members};
+
+/// The most faults one simulated cloud keeps.
+pub const FAULTS_MAX: usize = 4_096;
+
+/// One scheduled fault. Parameters a kind does not use are ignored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimFault {
+    pub kind: FaultKind,
+    /// Active from this instant ...
+    pub start: Timestamp,
+    /// ... until (excluding) this one; `None`: forever.
+    pub end: Option<Timestamp>,
+    /// `api.errorRate`, `api.latency`: the service hit; `None` hits every service.
+    pub service: Option<Service>,
+    /// `api.errorRate`, `nova.bootError`: the fraction of calls or servers hit
+    /// (default 1.0).
+    pub rate: Option<f64>,
+    /// `api.latency`: extra virtual time each call takes.
+    pub latency: Option<Duration>,
+    /// `octavia.memberOffline`: how many ACTIVE members go offline (default 1).
+    pub count: Option<u32>,
+}
+
+impl SimFault {
+    /// A fault of `kind` from `start` on, with no end and default parameters.
+    pub fn new(kind: FaultKind, start: Timestamp) -> Self {
+        SimFault {
+            kind,
+            start,
+            end: None,
+            service: None,
+            rate: None,
+            latency: None,
+            count: None,
+        }
+    }
+
+    /// The fault a scenario schedules, with its times counted from `origin` (the
+    /// scenario's start).
+    pub fn from_spec(fault: &Fault, origin: Timestamp) -> Self {
+        let start = origin.plus(fault.at);
+        SimFault {
+            kind: fault.kind,
+            start,
+            end: fault.duration.map(|d| start.plus(d)),
+            service: fault.service,
+            rate: fault.rate,
+            latency: fault.latency,
+            count: fault.count,
+        }
+    }
+
+    /// Whether the fault is in force at `t`.
+    pub fn is_active_at(&self, t: Timestamp) -> bool {
+        self.start <= t && self.end.is_none_or(|end| t < end)
+    }
+
+    fn hits(&self, service: &str) -> bool {
+        self.service.is_none_or(|s| s.as_str() == service)
+    }
+}
+
+/// A fault as the cloud keeps it: with the members an `octavia.memberOffline` took.
+#[derive(Debug)]
+pub(crate) struct FaultRec {
+    pub(crate) fault: SimFault,
+    chosen: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum Event {
+    Start(usize),
+    End(usize),
+}
+
+pub(crate) fn inject(st: &mut State, fault: SimFault) {
+    if st.faults.len() >= FAULTS_MAX {
+        st.log.faults_ignored += 1;
+        return;
+    }
+    let index = st.faults.len();
+    st.schedule(fault.start, SimEvent::Fault(Event::Start(index)));
+    if let Some(end) = fault.end {
+        st.schedule(end, SimEvent::Fault(Event::End(index)));
+    }
+    st.faults.push(FaultRec {
+        fault,
+        chosen: Vec::new(),
+    });
+}
+
+pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
+    match event {
+        Event::Start(i) => {
+            let Some(rec) = st.faults.get(i) else { return };
+            if rec.fault.kind == FaultKind::MemberOffline && rec.fault.is_active_at(t) {
+                let count = rec.fault.count.unwrap_or(1) as usize;
+                take_members_offline(st, i, count);
+            }
+        }
+        Event::End(i) => {
+            let Some(kind) = st.faults.get(i).map(|r| r.fault.kind) else {
+                return;
+            };
+            match kind {
+                FaultKind::MemberOffline => {
+                    let chosen = st
+                        .faults
+                        .get_mut(i)
+                        .map(|r| std::mem::take(&mut r.chosen))
+                        .unwrap_or_default();
+                    for id in chosen {
+                        if let Some(m) = st.members.get_mut(&id) {
+                            m.offline_faults.remove(&i);
+                        }
+                    }
+                }
+                FaultKind::MemberStuckPending
+                    if !any_active(st, FaultKind::MemberStuckPending, t) =>
+                {
+                    members::release_stuck(st, t);
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Picks `count` distinct ACTIVE members with the fault stream and marks them offline
+/// for fault `index`. Candidates are taken in creation order, so the pick replays.
+fn take_members_offline(st: &mut State, index: usize, count: usize) {
+    let mut candidates: Vec<String> = st
+        .members
+        .values()
+        .filter(|m| m.member.provisioning_status == flightdeck_cloud::ProvisioningStatus::Active)
+        .map(|m| m.member.id.clone())
+        .collect();
+    let mut chosen = Vec::new();
+    while chosen.len() < count && !candidates.is_empty() {
+        let pick = st.rng_faults.below(candidates.len() as u64) as usize;
+        chosen.push(candidates.remove(pick));
+    }
+    for id in &chosen {
+        if let Some(m) = st.members.get_mut(id) {
+            m.offline_faults.insert(index);
+        }
+    }
+    if let Some(rec) = st.faults.get_mut(index) {
+        rec.chosen = chosen;
+    }
+}
+
+/// Whether any fault of `kind` is in force at `t`.
+pub(crate) fn any_active(st: &State, kind: FaultKind, t: Timestamp) -> bool {
+    st.faults
+        .iter()
+        .any(|r| r.fault.kind == kind && r.fault.is_active_at(t))
+}
+
+/// Whether a server requested at `t` is doomed by an active `nova.bootError`.
+pub(crate) fn boot_fails(st: &mut State, t: Timestamp) -> bool {
+    let rates: Vec<f64> = st
+        .faults
+        .iter()
+        .filter(|r| r.fault.kind == FaultKind::BootError && r.fault.is_active_at(t))
+        .map(|r| r.fault.rate.unwrap_or(1.0))
+        .collect();
+    // Every active fault draws, so the stream does not depend on earlier outcomes.
+    let mut fails = false;
+    for rate in rates {
+        fails |= st.rng_faults.chance(rate);
+    }
+    fails
+}
+
+/// Applies the API faults of `service` to one call, before it has any effect:
+/// `api.errorRate` may answer 503; `api.latency` moves the shared clock on (and the
+/// cloud with it) before the call is performed.
+pub(crate) fn before_call(
+    st: &mut State,
+    clock: &SimClock,
+    service: &'static str,
+    operation: &'static str,
+) -> Result<()> {
+    let now = flightdeck_cloud::Clock::now(clock);
+    let active = |kind: FaultKind| {
+        st.faults
+            .iter()
+            .filter(move |r| {
+                r.fault.kind == kind && r.fault.hits(service) && r.fault.is_active_at(now)
+            })
+            .map(|r| r.fault.clone())
+            .collect::<Vec<_>>()
+    };
+    let errors = active(FaultKind::ApiErrorRate);
+    let delays = active(FaultKind::ApiLatency);
+    for fault in errors {
+        if st.rng_faults.chance(fault.rate.unwrap_or(1.0)) {
+            return Err(CloudError::new(
+                ErrorClass::Transient,
+                service,
+                operation,
+                Some(503),
+                "Service Unavailable",
+            ));
+        }
+    }
+    let extra_ms = delays
+        .iter()
+        .filter_map(|f| f.latency)
+        .fold(0u64, |sum, d| sum.saturating_add(d.as_millis()));
+    if extra_ms > 0 {
+        clock.advance(Duration::from_millis(extra_ms));
+        st.run_due(flightdeck_cloud::Clock::now(clock));
+    }
+    Ok(())
+}

@@ -1,0 +1,193 @@
+//! Identities the simulated cloud hands out: UUID-looking object ids, the address pool
+//! of the one subnet every server and VIP lives on, and the creation-ordered tables the
+//! objects are kept in.
+
+use std::collections::BTreeMap;
+use std::collections::BTreeSet;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use flightdeck_cloud::{Rng, SeededRng};
+use flightdeck_spec::Cidr;
+
+/// A fresh id in the 8-4-4-4-12 hex form OpenStack uses (a version-4 UUID), drawn from
+/// `rng`. Not checked for uniqueness here; [`Table::insert`] callers draw again on the
+/// (astronomically unlikely) collision.
+pub(crate) fn uuid(rng: &mut SeededRng) -> String {
+    let hi = rng.next_u64();
+    let lo = rng.next_u64();
+    format!(
+        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+        hi >> 32,
+        (hi >> 16) & 0xffff,
+        hi & 0x0fff,
+        ((lo >> 48) & 0x3fff) | 0x8000,
+        lo & 0xffff_ffff_ffff
+    )
+}
+
+/// Objects of one kind, by id, iterated in creation order (the order every list
+/// answers in). Lookups by id are logarithmic.
+#[derive(Debug)]
+pub(crate) struct Table<T> {
+    by_seq: BTreeMap<u64, T>,
+    seq_of: BTreeMap<String, u64>,
+}
+
+impl<T> Default for Table<T> {
+    fn default() -> Self {
+        Table {
+            by_seq: BTreeMap::new(),
+            seq_of: BTreeMap::new(),
+        }
+    }
+}
+
+impl<T> Table<T> {
+    pub(crate) fn len(&self) -> usize {
+        self.by_seq.len()
+    }
+    pub(crate) fn is_empty(&self) -> bool {
+        self.by_seq.is_empty()
+    }
+    pub(crate) fn contains(&self, id: &str) -> bool {
+        self.seq_of.contains_key(id)
+    }
+    /// Adds `value` under `id`; `seq` must be unique and grow with creation time.
+    pub(crate) fn insert(&mut self, seq: u64, id: String, value: T) {
+        self.seq_of.insert(id, seq);
+        self.by_seq.insert(seq, value);
+    }
+    pub(crate) fn get(&self, id: &str) -> Option<&T> {
+        self.seq_of.get(id).and_then(|s| self.by_seq.get(s))
+    }
+    pub(crate) fn get_mut(&mut self, id: &str) -> Option<&mut T> {
+        let seq = *self.seq_of.get(id)?;
+        self.by_seq.get_mut(&seq)
+    }
+    pub(crate) fn remove(&mut self, id: &str) -> Option<T> {
+        let seq = self.seq_of.remove(id)?;
+        self.by_seq.remove(&seq)
+    }
+    pub(crate) fn values(&self) -> impl Iterator<Item = &T> {
+        self.by_seq.values()
+    }
+    pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.by_seq.values_mut()
+    }
+}
+
+/// The addresses of the simulated subnet. Hands out the lowest free host address,
+/// never the network address, the gateway (`.1`) or the last address (IPv4 broadcast).
+/// A subnet that does not parse has no addresses at all, so every allocation fails
+/// visibly instead of silently using some other network.
+#[derive(Debug)]
+pub(crate) struct AddressPool {
+    base: u128,
+    v6: bool,
+    /// Offsets `2..last` are host addresses.
+    last: u128,
+    next_fresh: u128,
+    freed: BTreeSet<u128>,
+}
+
+impl AddressPool {
+    pub(crate) fn new(cidr: &str) -> Self {
+        let empty = AddressPool {
+            base: 0,
+            v6: false,
+            last: 0,
+            next_fresh: 2,
+            freed: BTreeSet::new(),
+        };
+        let Ok(net) = cidr.parse::<Cidr>() else {
+            return empty;
+        };
+        let (base, bits, v6) = match net.addr() {
+            IpAddr::V4(a) => (u128::from(u32::from(a)), 32u32, false),
+            IpAddr::V6(a) => (u128::from(a), 128u32, true),
+        };
+        let host_bits = bits - u32::from(net.prefix());
+        // A /0 IPv6 pool would overflow u128; nobody needs more than 2^64 servers.
+        let size = 1u128 << host_bits.min(64);
+        AddressPool {
+            base,
+            v6,
+            last: size.saturating_sub(1),
+            ..empty
+        }
+    }
+
+    /// The lowest free address, or `None` when the subnet is exhausted.
+    pub(crate) fn allocate(&mut self) -> Option<IpAddr> {
+        let offset = match self.freed.pop_first() {
+            Some(o) => o,
+            None if self.next_fresh < self.last => {
+                self.next_fresh += 1;
+                self.next_fresh - 1
+            }
+            None => return None,
+        };
+        Some(self.address(offset))
+    }
+
+    /// Returns `ip` to the pool; addresses outside it are ignored.
+    pub(crate) fn release(&mut self, ip: IpAddr) {
+        let raw = match ip {
+            IpAddr::V4(a) if !self.v6 => u128::from(u32::from(a)),
+            IpAddr::V6(a) if self.v6 => u128::from(a),
+            _ => return,
+        };
+        let Some(offset) = raw.checked_sub(self.base) else {
+            return;
+        };
+        if (2..self.next_fresh).contains(&offset) {
+            self.freed.insert(offset);
+        }
+    }
+
+    fn address(&self, offset: u128) -> IpAddr {
+        let raw = self.base + offset;
+        if self.v6 {
+            IpAddr::V6(Ipv6Addr::from(raw))
+        } else {
+            // The pool of an IPv4 subnet never leaves 32 bits.
+            IpAddr::V4(Ipv4Addr::from(u32::try_from(raw).unwrap_or(u32::MAX)))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_look_like_uuids_and_replay_from_the_seed() {
+        let mut a = SeededRng::new(3);
+        let mut b = SeededRng::new(3);
+        let id = uuid(&mut a);
+        assert_eq!(id, uuid(&mut b));
+        let parts: Vec<usize> = id.split('-').map(str::len).collect();
+        assert_eq!(parts, vec![8, 4, 4, 4, 12]);
+        assert!(id.chars().all(|c| c == '-' || c.is_ascii_hexdigit()));
+    }
+
+    #[test]
+    fn pool_hands_out_lowest_free_host_address_and_reuses_freed_ones() {
+        let mut p = AddressPool::new("10.0.0.0/29");
+        let got: Vec<IpAddr> = (0..5).filter_map(|_| p.allocate()).collect();
+        let want: Vec<IpAddr> = (2..=6)
+            .map(|i| IpAddr::V4(Ipv4Addr::new(10, 0, 0, i)))
+            .collect();
+        assert_eq!(got, want, ".0, .1 and broadcast .7 are never handed out");
+        assert_eq!(p.allocate(), None, "a /29 has five host addresses here");
+        p.release(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 4)));
+        p.release(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 3)));
+        assert_eq!(p.allocate(), Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 3))));
+        assert_eq!(p.allocate(), Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 4))));
+    }
+
+    #[test]
+    fn unparsable_subnet_has_no_addresses() {
+        assert_eq!(AddressPool::new("banana").allocate(), None);
+    }
+}

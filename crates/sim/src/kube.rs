@@ -1,0 +1,152 @@
+//! The workload clusters' Kubernetes API, as far as nodes go. Every running server
+//! whose tags carry a cluster UID runs a kubelet that registers a Node some time after
+//! the server became ACTIVE; the Node turns Ready later, and the cloud controller
+//! manager removes it some time after its server is gone.
+//!
+//! A cluster's API is reached through its load balancer, so it answers only while some
+//! member of an ACTIVE load balancer of the cluster serves from a Ready node.
+
+use flightdeck_cloud::ownership::uid_of;
+use flightdeck_cloud::{
+    GuestCluster, Node, OperatingStatus, Ownership, ProvisioningStatus, Timestamp,
+};
+
+use crate::{Event as SimEvent, Result, SimCloud, State};
+
+const KUBERNETES: &str = "kubernetes";
+
+pub(crate) struct NodeRec {
+    /// The cluster UID of the server the node runs on.
+    pub(crate) uid: String,
+    pub(crate) node: Node,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum Event {
+    Register(String),
+    Ready(String),
+    Gone(String),
+}
+
+/// Server `server_id` became ACTIVE at `t`: its kubelet will register.
+pub(crate) fn server_active(st: &mut State, t: Timestamp, server_id: &str) {
+    let has_uid = st
+        .servers
+        .get(server_id)
+        .is_some_and(|s| uid_of(&s.server.tags).is_some());
+    if has_uid {
+        let latency = st.config.latencies.node_register;
+        st.schedule_after(
+            t,
+            latency,
+            SimEvent::Kube(Event::Register(server_id.into())),
+        );
+    }
+}
+
+/// Server `server_id` is gone at `t`: its kubelet stopped, and its Node will be removed.
+pub(crate) fn server_gone(st: &mut State, t: Timestamp, server_id: &str) {
+    let Some(rec) = st.nodes.get_mut(server_id) else {
+        return;
+    };
+    rec.node.ready = false;
+    let latency = st.config.latencies.node_gone_after_server;
+    st.schedule_after(t, latency, SimEvent::Kube(Event::Gone(server_id.into())));
+}
+
+pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
+    match event {
+        Event::Register(sid) => {
+            let Some(server) = st.servers.get(&sid).filter(|s| s.is_running()) else {
+                return;
+            };
+            let Some(uid) = uid_of(&server.server.tags).map(str::to_string) else {
+                return;
+            };
+            if st.nodes.contains(&sid) {
+                return;
+            }
+            let node = Node {
+                name: server.server.name.clone(),
+                server_id: Some(sid.clone()),
+                ready: false,
+                unschedulable: false,
+                created_at: t,
+            };
+            let seq = st.next_seq();
+            st.nodes.insert(seq, sid.clone(), NodeRec { uid, node });
+            let latency = st.config.latencies.node_ready;
+            st.schedule_after(t, latency, SimEvent::Kube(Event::Ready(sid)));
+        }
+        Event::Ready(sid) => {
+            let running = st.servers.get(&sid).is_some_and(|s| s.is_running());
+            if let Some(rec) = st.nodes.get_mut(&sid) {
+                rec.node.ready = running;
+            }
+        }
+        Event::Gone(sid) => {
+            st.nodes.remove(&sid);
+        }
+    }
+}
+
+pub(crate) fn is_live(st: &State, event: &Event) -> bool {
+    match event {
+        Event::Register(sid) => st
+            .servers
+            .get(sid)
+            .is_some_and(|s| s.is_running() && !st.nodes.contains(sid)),
+        Event::Ready(sid) => st.nodes.get(sid).is_some_and(|n| !n.node.ready),
+        Event::Gone(sid) => st.nodes.contains(sid),
+    }
+}
+
+/// Whether `owner`'s API endpoint answers: an ACTIVE load balancer of the owner has an
+/// ACTIVE member, `ONLINE` or `NO_MONITOR`, whose server runs with a Ready node.
+fn api_reachable(st: &State, owner: &Ownership) -> bool {
+    let serving = |lb_id: &str| {
+        st.members.values().any(|m| {
+            let m = &m.member;
+            let in_lb = st
+                .pools
+                .get(&m.pool_id)
+                .is_some_and(|p| p.loadbalancer_id == lb_id);
+            in_lb
+                && m.provisioning_status == ProvisioningStatus::Active
+                && matches!(
+                    m.operating_status,
+                    OperatingStatus::Online | OperatingStatus::NoMonitor
+                )
+                && st.server_by_address.get(&m.address).is_some_and(|sid| {
+                    st.servers.get(sid).is_some_and(|s| s.is_running())
+                        && st.nodes.get(sid).is_some_and(|n| n.node.ready)
+                })
+        })
+    };
+    st.lbs.values().any(|l| {
+        owner.owns(&l.lb.tags)
+            && l.lb.provisioning_status == ProvisioningStatus::Active
+            && serving(&l.lb.id)
+    })
+}
+
+fn list_nodes(st: &State, owner: &Ownership) -> Option<Vec<Node>> {
+    if !api_reachable(st, owner) {
+        return None;
+    }
+    Some(
+        st.nodes
+            .values()
+            .filter(|n| n.uid == owner.uid)
+            .map(|n| n.node.clone())
+            .collect(),
+    )
+}
+
+impl GuestCluster for SimCloud {
+    async fn list_nodes(&self, owner: &Ownership) -> Result<Option<Vec<Node>>> {
+        self.read(KUBERNETES, "GET /api/v1/nodes", |st, _| {
+            Ok(list_nodes(st, owner))
+        })
+    }
+}

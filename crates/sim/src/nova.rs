@@ -1,0 +1,332 @@
+//! Nova: servers. `BUILD → ACTIVE` (or `ERROR`) after the boot latency; delete marks
+//! the server `deleting` and it is gone after the delete latency. An address is taken
+//! from the subnet when the server is requested and shown once it is ACTIVE.
+
+use std::net::IpAddr;
+
+use flightdeck_cloud::{
+    CloudError, Compute, ErrorClass, Ownership, Server, ServerCreate, ServerStatus, Timestamp,
+};
+
+use crate::neutron::{self, Lookup};
+use crate::{Event as SimEvent, MutationKind, Result, SimCloud, State, faults, kube};
+
+const NOVA: &str = "nova";
+
+/// The most servers (of any owner, deleting ones included) the cloud holds: Nova's
+/// instance quota.
+pub const SERVERS_MAX: usize = 10_000;
+/// Nova's limits on server tags.
+const TAGS_MAX: usize = 50;
+const TAG_LEN_MAX: usize = 60;
+const NAME_LEN_MAX: usize = 255;
+
+const NO_VALID_HOST: &str = "No valid host was found. There are not enough hosts available.";
+
+pub(crate) struct ServerRec {
+    pub(crate) server: Server,
+    /// Ids of the security groups the server is in (`server.security_groups` has the
+    /// names).
+    pub(crate) group_ids: Vec<String>,
+    /// The address taken from the subnet when the server was requested.
+    allocated: Option<IpAddr>,
+    /// Decided when requested: the boot ends in ERROR.
+    boot_fails: bool,
+}
+
+impl ServerRec {
+    /// Whether this server can run a kubelet and serve: ACTIVE and not being deleted.
+    pub(crate) fn is_running(&self) -> bool {
+        self.server.status == ServerStatus::Active && !self.server.is_deleting()
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum Event {
+    Boot(String),
+    Gone(String),
+}
+
+fn error(class: ErrorClass, op: &str, status: u16, message: String) -> CloudError {
+    CloudError::new(class, NOVA, op, Some(status), message)
+}
+
+fn not_found(op: &str, id: &str) -> CloudError {
+    error(
+        ErrorClass::NotFound,
+        op,
+        404,
+        format!("Instance {id} could not be found."),
+    )
+}
+
+fn list(st: &State, owner: &Ownership) -> Vec<Server> {
+    st.servers
+        .values()
+        .filter(|s| owner.owns(&s.server.tags))
+        .map(|s| s.server.clone())
+        .collect()
+}
+
+fn validate(op: &str, req: &ServerCreate) -> Result<()> {
+    let bad = |field: &str| {
+        Err(error(
+            ErrorClass::Permanent,
+            op,
+            400,
+            format!("Invalid input for field/attribute {field}."),
+        ))
+    };
+    if req.name.is_empty() || req.name.len() > NAME_LEN_MAX {
+        return bad("name");
+    }
+    let tag_ok = |t: &String| !t.is_empty() && t.len() <= TAG_LEN_MAX && !t.contains(['/', ',']);
+    if req.tags.len() > TAGS_MAX || !req.tags.iter().all(tag_ok) {
+        return bad("tags");
+    }
+    Ok(())
+}
+
+fn create(st: &mut State, now: Timestamp, req: &ServerCreate) -> Result<Server> {
+    const OP: &str = "POST /servers";
+    validate(OP, req)?;
+    if st.servers.len() >= SERVERS_MAX {
+        return Err(error(
+            ErrorClass::Permanent,
+            OP,
+            403,
+            format!(
+                "Quota exceeded for instances: Requested 1, but already used {} of {SERVERS_MAX} instances",
+                st.servers.len()
+            ),
+        ));
+    }
+    let mut group_ids = Vec::new();
+    let mut group_names = Vec::new();
+    for wanted in &req.security_groups {
+        match neutron::resolve_group(st, wanted) {
+            Lookup::Found { id, name } => {
+                if !group_ids.contains(&id) {
+                    group_ids.push(id);
+                    group_names.push(name);
+                }
+            }
+            Lookup::NotFound => {
+                return Err(error(
+                    ErrorClass::Permanent,
+                    OP,
+                    400,
+                    format!("Security group {wanted} not found."),
+                ));
+            }
+            Lookup::Ambiguous => return Err(ambiguous(OP, wanted)),
+        }
+    }
+    let id = st.new_id();
+    let boot_fails = faults::boot_fails(st, now);
+    let allocated = st.addresses.allocate();
+    let server = Server {
+        id: id.clone(),
+        name: req.name.clone(),
+        status: ServerStatus::Build,
+        task_state: Some("scheduling".into()),
+        tags: req.tags.clone(),
+        security_groups: group_names,
+        address: None,
+        image: req.image.clone(),
+        flavor: req.flavor.clone(),
+        fault: None,
+        created_at: now,
+    };
+    let seq = st.next_seq();
+    st.servers.insert(
+        seq,
+        id.clone(),
+        ServerRec {
+            server: server.clone(),
+            group_ids,
+            allocated,
+            boot_fails,
+        },
+    );
+    let boot = st.config.latencies.server_boot;
+    st.schedule_after(now, boot, SimEvent::Nova(Event::Boot(id)));
+    Ok(server)
+}
+
+fn ambiguous(op: &str, name: &str) -> CloudError {
+    // Nova resolves names through Neutron; several groups of that name make it give up.
+    error(
+        ErrorClass::Permanent,
+        op,
+        409,
+        format!(
+            "Multiple security_group matches found for name '{name}', use an ID to be more specific."
+        ),
+    )
+}
+
+fn delete(st: &mut State, now: Timestamp, id: &str) -> Result<()> {
+    const OP: &str = "DELETE /servers/{server_id}";
+    let Some(rec) = st.servers.get_mut(id) else {
+        return Err(not_found(OP, id));
+    };
+    if rec.server.is_deleting() {
+        // Nova accepts a repeated delete and changes nothing.
+        return Ok(());
+    }
+    rec.server.task_state = Some("deleting".into());
+    let latency = st.config.latencies.server_delete;
+    st.schedule_after(now, latency, SimEvent::Nova(Event::Gone(id.into())));
+    Ok(())
+}
+
+fn add_security_group(st: &mut State, server_id: &str, group: &str) -> Result<()> {
+    const OP: &str = "POST /servers/{server_id}/action";
+    if !st.servers.contains(server_id) {
+        return Err(not_found(OP, server_id));
+    }
+    let (gid, name) = match neutron::resolve_group(st, group) {
+        Lookup::Found { id, name } => (id, name),
+        Lookup::NotFound => {
+            return Err(error(
+                ErrorClass::NotFound,
+                OP,
+                404,
+                format!("Security group {group} not found."),
+            ));
+        }
+        Lookup::Ambiguous => return Err(ambiguous(OP, group)),
+    };
+    if let Some(rec) = st.servers.get_mut(server_id)
+        && !rec.group_ids.contains(&gid)
+    {
+        rec.group_ids.push(gid);
+        rec.server.security_groups.push(name);
+    }
+    Ok(())
+}
+
+pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
+    match event {
+        Event::Boot(id) => {
+            let Some(rec) = st.servers.get_mut(&id) else {
+                return;
+            };
+            if rec.server.status != ServerStatus::Build || rec.server.is_deleting() {
+                return;
+            }
+            let fault = match rec.allocated {
+                _ if rec.boot_fails => Some(NO_VALID_HOST.to_string()),
+                None => Some(format!(
+                    "Build of instance {id} aborted: Failed to allocate the network(s), not rescheduling."
+                )),
+                Some(_) => None,
+            };
+            rec.server.task_state = None;
+            if let Some(fault) = fault {
+                rec.server.status = ServerStatus::Error;
+                rec.server.fault = Some(fault);
+                // A server that never got scheduled keeps no port.
+                if let Some(ip) = rec.allocated.take() {
+                    st.addresses.release(ip);
+                }
+                return;
+            }
+            rec.server.status = ServerStatus::Active;
+            rec.server.address = rec.allocated;
+            if let Some(ip) = rec.allocated {
+                st.server_by_address.insert(ip, id.clone());
+            }
+            kube::server_active(st, t, &id);
+        }
+        Event::Gone(id) => {
+            let Some(rec) = st.servers.remove(&id) else {
+                return;
+            };
+            if let Some(ip) = rec.allocated {
+                if st.server_by_address.get(&ip) == Some(&id) {
+                    st.server_by_address.remove(&ip);
+                }
+                st.addresses.release(ip);
+            }
+            kube::server_gone(st, t, &id);
+        }
+    }
+}
+
+pub(crate) fn is_live(st: &State, event: &Event) -> bool {
+    match event {
+        Event::Boot(id) => st
+            .servers
+            .get(id)
+            .is_some_and(|s| s.server.status == ServerStatus::Build && !s.server.is_deleting()),
+        Event::Gone(id) => st.servers.contains(id),
+    }
+}
+
+pub(crate) fn add_foreign(st: &mut State, now: Timestamp, name: &str, tags: Vec<String>) -> String {
+    let id = st.new_id();
+    let address = st.addresses.allocate();
+    let server = Server {
+        id: id.clone(),
+        name: name.into(),
+        status: ServerStatus::Active,
+        task_state: None,
+        tags,
+        security_groups: Vec::new(),
+        address,
+        image: "foreign".into(),
+        flavor: "foreign".into(),
+        fault: None,
+        created_at: now,
+    };
+    let seq = st.next_seq();
+    st.servers.insert(
+        seq,
+        id.clone(),
+        ServerRec {
+            server,
+            group_ids: Vec::new(),
+            allocated: address,
+            boot_fails: false,
+        },
+    );
+    if let Some(ip) = address {
+        st.server_by_address.insert(ip, id.clone());
+    }
+    kube::server_active(st, now, &id);
+    id
+}
+
+impl Compute for SimCloud {
+    async fn list_servers(&self, owner: &Ownership) -> Result<Vec<Server>> {
+        self.read(NOVA, "GET /servers/detail", |st, _| Ok(list(st, owner)))
+    }
+
+    async fn create_server(&self, req: &ServerCreate) -> Result<Server> {
+        self.create(NOVA, "POST /servers", &req.tags, |st, now| {
+            create(st, now, req)
+        })
+    }
+
+    async fn delete_server(&self, id: &str) -> Result<()> {
+        self.change(
+            NOVA,
+            "DELETE /servers/{server_id}",
+            MutationKind::Delete,
+            id,
+            |st, now| delete(st, now, id),
+        )
+    }
+
+    async fn add_security_group(&self, server_id: &str, group: &str) -> Result<()> {
+        self.change(
+            NOVA,
+            "POST /servers/{server_id}/action",
+            MutationKind::Update,
+            server_id,
+            |st, _| add_security_group(st, server_id, group),
+        )
+    }
+}

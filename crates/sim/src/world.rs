@@ -1,0 +1,172 @@
+//! What the simulator shows about itself beyond the APIs: the ground-truth snapshot of
+//! the world, the per-operation call counts and the log of mutating calls.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use flightdeck_cloud::{
+    HealthMonitor, Listener, LoadBalancer, Member, Node, Pool, SecurityGroup, Server, Timestamp,
+};
+use serde::Serialize;
+
+use crate::State;
+use crate::neutron::Router;
+
+/// The most mutations [`crate::SimCloud::mutations`] keeps; older ones are dropped.
+pub const MUTATIONS_MAX: usize = 100_000;
+
+/// Everything in the simulated cloud at one instant, flightdeck's or not, each list in
+/// creation order.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct World {
+    pub now: Timestamp,
+    pub servers: Vec<Server>,
+    pub security_groups: Vec<SecurityGroup>,
+    pub load_balancers: Vec<LoadBalancer>,
+    pub listeners: Vec<Listener>,
+    pub pools: Vec<Pool>,
+    pub health_monitors: Vec<HealthMonitor>,
+    pub members: Vec<Member>,
+    /// Workload-cluster nodes with the cluster UID their server was tagged with, in
+    /// registration order.
+    pub nodes: Vec<(String, Node)>,
+    pub routers: Vec<Router>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum MutationKind {
+    Create,
+    Update,
+    Delete,
+}
+
+/// One mutating API call as the cloud received it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Mutation {
+    pub at: Timestamp,
+    /// `nova`, `neutron` or `octavia`.
+    pub service: &'static str,
+    /// The operation, e.g. `DELETE /servers/{server_id}`.
+    pub operation: String,
+    pub kind: MutationKind,
+    /// The object created, updated or deleted; empty for a create that failed. A
+    /// security-group rule create is an `Update` of its group; a member create is a
+    /// `Create` of the member.
+    pub target_id: String,
+    /// The target's tags: for a create the created object's (the request's if it
+    /// failed), otherwise the tags the object had when the call arrived (empty if
+    /// there was no such object).
+    pub target_tags: Vec<String>,
+    /// Whether the cloud accepted the call.
+    pub ok: bool,
+}
+
+/// Call counts and the bounded mutation log.
+#[derive(Debug, Default)]
+pub(crate) struct Log {
+    calls: BTreeMap<&'static str, BTreeMap<&'static str, u64>>,
+    pub(crate) mutations: VecDeque<Mutation>,
+    pub(crate) mutations_dropped: u64,
+    pub(crate) faults_ignored: u64,
+}
+
+impl Log {
+    pub(crate) fn count(&mut self, service: &'static str, operation: &'static str) {
+        *self
+            .calls
+            .entry(service)
+            .or_default()
+            .entry(operation)
+            .or_default() += 1;
+    }
+
+    pub(crate) fn mutation(&mut self, m: Mutation) {
+        if self.mutations.len() >= MUTATIONS_MAX {
+            self.mutations.pop_front();
+            self.mutations_dropped += 1;
+        }
+        self.mutations.push_back(m);
+    }
+
+    pub(crate) fn api_calls(&self) -> BTreeMap<String, BTreeMap<String, u64>> {
+        self.calls
+            .iter()
+            .map(|(service, ops)| {
+                let ops = ops.iter().map(|(op, n)| ((*op).to_string(), *n)).collect();
+                ((*service).to_string(), ops)
+            })
+            .collect()
+    }
+}
+
+/// An object a create call answers with: its id and tags, for the mutation log.
+pub(crate) trait Created {
+    fn identity(&self) -> (String, Vec<String>);
+}
+
+macro_rules! created {
+    ($($t:ty),*) => {$(
+        impl Created for $t {
+            fn identity(&self) -> (String, Vec<String>) {
+                (self.id.clone(), self.tags.clone())
+            }
+        }
+    )*};
+}
+
+created!(
+    Server,
+    SecurityGroup,
+    LoadBalancer,
+    Listener,
+    Pool,
+    HealthMonitor,
+    Member,
+    Router
+);
+
+pub(crate) fn snapshot(st: &State, now: Timestamp) -> World {
+    World {
+        now,
+        servers: st.servers.values().map(|s| s.server.clone()).collect(),
+        security_groups: st.security_groups.values().cloned().collect(),
+        load_balancers: st.lbs.values().map(|l| l.lb.clone()).collect(),
+        listeners: st.listeners.values().cloned().collect(),
+        pools: st.pools.values().cloned().collect(),
+        health_monitors: st.health_monitors.values().cloned().collect(),
+        members: st.members.values().map(|m| m.member.clone()).collect(),
+        nodes: st
+            .nodes
+            .values()
+            .map(|n| (n.uid.clone(), n.node.clone()))
+            .collect(),
+        routers: st.routers.values().cloned().collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mutation(n: u64) -> Mutation {
+        Mutation {
+            at: Timestamp(n),
+            service: "nova",
+            operation: "POST /servers".into(),
+            kind: MutationKind::Create,
+            target_id: n.to_string(),
+            target_tags: vec![],
+            ok: true,
+        }
+    }
+
+    #[test]
+    fn mutation_log_keeps_the_latest_and_counts_what_it_dropped() {
+        let mut log = Log::default();
+        for n in 0..(MUTATIONS_MAX as u64 + 3) {
+            log.mutation(mutation(n));
+        }
+        assert_eq!(log.mutations.len(), MUTATIONS_MAX);
+        assert_eq!(log.mutations_dropped, 3);
+        assert_eq!(log.mutations.front().map(|m| m.at), Some(Timestamp(3)));
+    }
+}

@@ -1,0 +1,101 @@
+//! The workload cluster's nodes and the reachability of its API.
+
+mod common;
+
+use common::*;
+use flightdeck_cloud::{Compute, GuestCluster, LoadBalancing, Node};
+use flightdeck_sim::SimCloud;
+
+fn nodes(sim: &SimCloud, uid: &str) -> Vec<Node> {
+    sim.snapshot()
+        .nodes
+        .into_iter()
+        .filter(|(u, _)| u == uid)
+        .map(|(_, n)| n)
+        .collect()
+}
+
+#[test]
+fn node_registers_then_turns_ready_and_goes_after_its_server() {
+    let sim = sim(1);
+    let o = owner("u1");
+    let (sid, _) = active_server(&sim, &o, "cp-1");
+    let active_at = now(&sim);
+    wait_ms(&sim, 39_999);
+    assert!(nodes(&sim, "u1").is_empty(), "kubelet takes at least 40 s");
+    wait_for(&sim, |sim| !nodes(sim, "u1").is_empty());
+    assert!(
+        now(&sim) <= active_at.plus_millis(70_000),
+        "and at most 70 s"
+    );
+    let n = nodes(&sim, "u1");
+    assert_eq!(n.len(), 1);
+    assert_eq!(n[0].name, "cp-1");
+    assert_eq!(n[0].server_id.as_deref(), Some(sid.as_str()));
+    assert!(!n[0].ready);
+    wait_ms(&sim, 15_000);
+    assert!(nodes(&sim, "u1")[0].ready);
+
+    ready(sim.delete_server(&sid)).expect("delete");
+    wait_for(&sim, |sim| server(sim, &sid).is_none());
+    let n = nodes(&sim, "u1");
+    assert!(n.len() == 1 && !n[0].ready, "lingers NotReady for a while");
+    wait_ms(&sim, 5_000);
+    assert!(nodes(&sim, "u1").is_empty());
+}
+
+#[test]
+fn servers_without_a_cluster_uid_never_register() {
+    let sim = sim(2);
+    sim.add_foreign_server("stranger", vec!["team=x".into()]);
+    let tagged = sim.add_foreign_server(
+        "tagged",
+        owner("u9").tags(&flightdeck_cloud::Role::Machine("tagged".into())),
+    );
+    wait_ms(&sim, 100_000);
+    let w = sim.snapshot();
+    assert_eq!(w.nodes.len(), 1);
+    assert_eq!(w.nodes[0].0, "u9");
+    assert_eq!(w.nodes[0].1.server_id.as_deref(), Some(tagged.as_str()));
+}
+
+#[test]
+fn nodes_are_unreachable_until_a_member_serves() {
+    let sim = sim(3);
+    let o = owner("u1");
+    assert_eq!(
+        ready(sim.list_nodes(&o)).expect("call"),
+        None,
+        "no load balancer"
+    );
+    let (lb, pool) = api_lb(&sim, &o, true);
+    let (sid, addr) = active_server(&sim, &o, "cp-1");
+    ready(sim.create_member(&member_req(&pool, "cp-1", addr, &o))).expect("member");
+    wait_lb_active(&sim, &lb);
+    assert_eq!(
+        ready(sim.list_nodes(&o)).expect("call"),
+        None,
+        "member not online"
+    );
+
+    wait_for(&sim, |sim| {
+        ready(sim.list_nodes(&o)).expect("call").is_some()
+    });
+    let listed = ready(sim.list_nodes(&o)).expect("call").expect("reachable");
+    assert_eq!(listed.len(), 1);
+    assert!(listed[0].ready, "reachable only through a Ready node");
+    assert_eq!(listed[0].server_id.as_deref(), Some(sid.as_str()));
+    assert_eq!(
+        ready(sim.list_nodes(&owner("other"))).expect("call"),
+        None,
+        "another cluster's endpoint is its own"
+    );
+
+    ready(sim.delete_server(&sid)).expect("delete");
+    assert_eq!(
+        ready(sim.list_nodes(&o)).expect("call"),
+        None,
+        "backend going away"
+    );
+    assert!(sim.api_calls()["kubernetes"]["GET /api/v1/nodes"] > 3);
+}
