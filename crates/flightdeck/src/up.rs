@@ -24,6 +24,21 @@ struct UpReport<'a> {
 
 pub async fn run_up(args: &UpArgs) -> anyhow::Result<(bool, flightdeck_scenario::Report)> {
     let docs = load_file(&args.file)?;
+    if let Some(dir) = &args.state_dir {
+        // The simulated cloud lives only as long as one `up`; memory from an earlier run
+        // would describe servers and load balancers that no longer exist.
+        let store = flightdeck_store::Store::open(dir)?;
+        let known = store.keys("spec")?;
+        if !known.is_empty() {
+            bail!(
+                "state directory {} already holds cluster(s) {} from an earlier run, whose \
+                 simulated cloud is gone; use a new --state-dir (the old one keeps that run's \
+                 events) or remove it",
+                dir.display(),
+                known.join(", ")
+            );
+        }
+    }
     let mut clusters = Vec::new();
     for d in docs {
         match d {
