@@ -16,6 +16,9 @@ use crate::{Output, PlanArgs, ValidateArgs};
 struct ClusterPlan {
     cluster: String,
     actions: Vec<flightdeck_plan::PlannedAction>,
+    /// Machines recorded by this pass whose servers wait for something (the security
+    /// group) before they can be requested.
+    machines_recorded: Vec<String>,
     requeue_after: Option<String>,
 }
 
@@ -46,8 +49,24 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
             now: clock.now(),
             options: &PlanOptions::default(),
         });
+        let requested: Vec<&str> = plan
+            .actions
+            .iter()
+            .filter_map(|a| match &a.action {
+                flightdeck_plan::Action::CreateServer { machine, .. } => Some(machine.as_str()),
+                _ => None,
+            })
+            .collect();
+        let machines_recorded = plan
+            .memory
+            .machines
+            .values()
+            .filter(|m| !requested.contains(&m.name.as_str()))
+            .map(|m| format!("{} ({}): {}", m.name, m.role.label(), m.reason))
+            .collect();
         plans.push(ClusterPlan {
             cluster: spec.name().to_string(),
+            machines_recorded,
             actions: plan.actions,
             requeue_after: plan.requeue_after.map(|d| d.to_string()),
         });
@@ -62,6 +81,12 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
                 for (i, a) in p.actions.iter().enumerate() {
                     println!("  {:>2}. {}", i + 1, a.action.summary());
                     println!("      because {}", a.reason);
+                }
+                if !p.machines_recorded.is_empty() {
+                    println!("  machines recorded now, their servers requested once the security group exists:");
+                    for m in &p.machines_recorded {
+                        println!("    - {m}");
+                    }
                 }
                 if let Some(r) = &p.requeue_after {
                     println!("  then look again in {r}");
