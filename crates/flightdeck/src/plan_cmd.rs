@@ -83,7 +83,9 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
                     println!("      because {}", a.reason);
                 }
                 if !p.machines_recorded.is_empty() {
-                    println!("  machines recorded now, their servers requested once the security group exists:");
+                    println!(
+                        "  machines recorded now, their servers requested once the security group exists:"
+                    );
                     for m in &p.machines_recorded {
                         println!("    - {m}");
                     }

@@ -17,26 +17,37 @@ fn repo() -> PathBuf {
 
 fn json(out: &Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!("stdout is not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout))
+        panic!(
+            "stdout is not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
     })
 }
 
 #[test]
 fn up_builds_the_example_cluster_to_ready_and_prints_its_status_as_json() {
     let out = flightdeck(&["up", "-f", "examples/openstack.yaml", "--output", "json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v = json(&out);
     assert_eq!(v["ready"], true);
     let cluster = &v["clusters"][0];
     assert_eq!(cluster["name"], "demo");
     assert_eq!(cluster["phase"], "Ready");
-    let cp = cluster["status"]["controlPlane"]["machines"].as_array().expect("machines");
+    let cp = cluster["status"]["controlPlane"]["machines"]
+        .as_array()
+        .expect("machines");
     assert_eq!(cp.len(), 3);
     for m in cp {
         assert_eq!(m["member"]["provisioningStatus"], "ACTIVE", "{m}");
         assert_eq!(m["node"], "Ready");
     }
-    let workers = cluster["status"]["nodePools"][0]["ready"].as_u64().expect("ready count");
+    let workers = cluster["status"]["nodePools"][0]["ready"]
+        .as_u64()
+        .expect("ready count");
     assert!(workers >= 2);
     // Progress went to stderr while stdout stayed pure JSON.
     let progress = String::from_utf8_lossy(&out.stderr);
@@ -49,16 +60,37 @@ fn up_shows_progress_and_a_status_table_in_text_mode_and_keeps_state() {
     let dir = tempfile::tempdir().expect("tempdir");
     let state = dir.path().join("state");
     let state_arg = state.to_str().expect("utf-8 path");
-    let out = flightdeck(&["up", "-f", "examples/two-clusters.yaml", "--state-dir", state_arg]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = flightdeck(&[
+        "up",
+        "-f",
+        "examples/two-clusters.yaml",
+        "--state-dir",
+        state_arg,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(table.contains("alpha") && table.contains("beta"), "{table}");
     assert!(table.contains("Ready after"), "{table}");
-    assert!(state.join("flightdeck.redb").is_file(), "the state store was written");
+    assert!(
+        state.join("flightdeck.redb").is_file(),
+        "the state store was written"
+    );
     // That store describes a simulated cloud that is gone: a second `up` on it refuses.
-    let again = flightdeck(&["up", "-f", "examples/two-clusters.yaml", "--state-dir", state_arg]);
+    let again = flightdeck(&[
+        "up",
+        "-f",
+        "examples/two-clusters.yaml",
+        "--state-dir",
+        state_arg,
+    ]);
     assert_eq!(again.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&again.stderr).contains("already holds cluster(s) alpha, beta"));
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("already holds cluster(s) alpha, beta")
+    );
 }
 
 #[test]
@@ -68,7 +100,11 @@ fn an_invalid_spec_is_rejected_naming_the_field_and_line() {
     for (from, to, field) in [
         ("10.244.0.0/16", "10.0.0.0/33", "spec.network.podCIDR"),
         ("replicas: 3", "replicas: 2", "spec.controlPlane.replicas"),
-        ("    maxSurge: 1", "    maxSurge: 1\n    maxSurgery: 2", "spec.flight.maxSurgery"),
+        (
+            "    maxSurge: 1",
+            "    maxSurge: 1\n    maxSurgery: 2",
+            "spec.flight.maxSurgery",
+        ),
     ] {
         let path = dir.path().join("bad.yaml");
         std::fs::write(&path, text.replacen(from, to, 1)).expect("write");
@@ -84,8 +120,18 @@ fn an_invalid_spec_is_rejected_naming_the_field_and_line() {
 
 #[test]
 fn sim_run_seed_001_reports_a_passing_run_as_json() {
-    let out = flightdeck(&["sim", "run", "seed-001-member-stuck-pending", "--output", "json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let out = flightdeck(&[
+        "sim",
+        "run",
+        "seed-001-member-stuck-pending",
+        "--output",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let v = json(&out);
     assert_eq!(v["scenario"], "seed-001-member-stuck-pending");
     assert_eq!(v["passed"], true);
@@ -99,8 +145,18 @@ fn sim_run_seed_001_reports_a_passing_run_as_json() {
         .expect("apiEndpointServing checked");
     assert_eq!(serving["held"], true);
     assert!(serving["first_violation"].is_null());
-    assert!(v["api_calls"]["octavia"]["POST /v2/lbaas/pools/{pool_id}/members"].as_u64().expect("counted") >= 3);
-    let reasons: Vec<&str> = v["timeline"].as_array().expect("timeline").iter().filter_map(|e| e["reason"].as_str()).collect();
+    assert!(
+        v["api_calls"]["octavia"]["POST /v2/lbaas/pools/{pool_id}/members"]
+            .as_u64()
+            .expect("counted")
+            >= 3
+    );
+    let reasons: Vec<&str> = v["timeline"]
+        .as_array()
+        .expect("timeline")
+        .iter()
+        .filter_map(|e| e["reason"].as_str())
+        .collect();
     assert!(reasons.contains(&"LoadBalancerMemberStuck"));
     assert!(reasons.contains(&"RolloutComplete"));
 }
@@ -110,7 +166,11 @@ fn sim_scenarios_lists_every_built_in_and_unknown_names_fail_clearly() {
     let out = flightdeck(&["sim", "scenarios"]);
     assert!(out.status.success());
     let list = String::from_utf8_lossy(&out.stdout);
-    for name in ["seed-001-member-stuck-pending", "member-offline-during-upgrade", "lifecycle"] {
+    for name in [
+        "seed-001-member-stuck-pending",
+        "member-offline-during-upgrade",
+        "lifecycle",
+    ] {
         assert!(list.contains(name), "{list}");
     }
     let out = flightdeck(&["sim", "run", "no-such-scenario"]);
@@ -121,10 +181,18 @@ fn sim_scenarios_lists_every_built_in_and_unknown_names_fail_clearly() {
 #[test]
 fn plan_is_a_dry_run_that_gives_a_reason_for_every_action() {
     let out = flightdeck(&["plan", "-f", "examples/openstack.yaml", "--output", "json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v = json(&out);
     let actions = v[0]["actions"].as_array().expect("actions");
     assert!(actions.iter().any(|a| a["action"] == "createSecurityGroup"));
     assert!(actions.iter().any(|a| a["action"] == "createLoadBalancer"));
-    assert!(actions.iter().all(|a| a["reason"].as_str().is_some_and(|r| !r.is_empty())));
+    assert!(
+        actions
+            .iter()
+            .all(|a| a["reason"].as_str().is_some_and(|r| !r.is_empty()))
+    );
 }

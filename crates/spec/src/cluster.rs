@@ -169,9 +169,14 @@ pub struct Flight {
     #[serde(default = "default_member_timeout")]
     pub member_timeout: Duration,
     /// How long a booted machine may take to register a Ready node.
+    ///
+    /// Not yet acted upon: replacing machines that miss it (F3) is flight control's job,
+    /// which is still to be built. Validated now so that specs written today stay valid.
     #[serde(default = "default_node_startup_timeout")]
     pub node_startup_timeout: Duration,
     /// The most machines of a pool that may be under remediation at once.
+    ///
+    /// Not yet acted upon: the remediation budget (F10) comes with flight control.
     #[serde(default = "default_max_unhealthy")]
     pub max_unhealthy: IntOrPercent,
     /// How many machines above the desired count a rollout may create (Cluster API's
