@@ -42,7 +42,7 @@ type Identity = (String, String, String);
 pub struct Invariants {
     enabled: BTreeSet<Invariant>,
     verdicts: BTreeMap<Invariant, Verdict>,
-    mutations_seen: usize,
+    mutations_seen: u64,
     deleted: BTreeMap<Identity, u64>,
     start: Timestamp,
 }
@@ -100,11 +100,17 @@ impl Invariants {
         }
     }
 
-    /// Checks every enabled invariant; returns the messages of new violations.
+    /// Where the next [`Invariants::check`] wants the mutation log to start.
+    pub fn mutations_seen(&self) -> u64 {
+        self.mutations_seen
+    }
+
+    /// Checks every enabled invariant. `fresh` are the mutations since
+    /// [`Invariants::mutations_seen`], and `next` the number of the next one.
     pub fn check(
         &mut self,
         world: &World,
-        mutations: &[Mutation],
+        (fresh, next): (Vec<Mutation>, u64),
         clusters: &BTreeMap<String, ClusterTrack>,
     ) {
         let now = world.now;
@@ -118,9 +124,7 @@ impl Invariants {
             }
         }
         let known: BTreeSet<&str> = clusters.values().map(|c| c.uid.as_str()).collect();
-        let start = self.mutations_seen.min(mutations.len());
-        let fresh = &mutations[start..];
-        self.mutations_seen = mutations.len();
+        self.mutations_seen = next;
         for m in fresh.iter().filter(|m| m.ok) {
             let owner = uid_of(&m.target_tags);
             if self.enabled.contains(&Invariant::OnlyOwned) {

@@ -254,7 +254,11 @@ pub async fn run(
             }
         }
         let world = cloud.snapshot();
-        invariants.check(&world, &cloud.mutations(), &tracks);
+        invariants.check(
+            &world,
+            cloud.mutations_since(invariants.mutations_seen()),
+            &tracks,
+        );
         for w in watches.iter_mut().filter(|w| w.met_at.is_none()) {
             if now < w.after || now > w.within {
                 continue;

@@ -376,6 +376,17 @@ impl SimCloud {
         self.lock().log.mutations.iter().cloned().collect()
     }
 
+    /// The mutations numbered `from` and later (the first mutation ever is number 0),
+    /// and the number the next one will get. Lets an observer read only what is new;
+    /// numbers already dropped from the bounded log are skipped.
+    pub fn mutations_since(&self, from: u64) -> (Vec<Mutation>, u64) {
+        let st = self.lock();
+        let first = st.log.mutations_dropped;
+        let next = first + st.log.mutations.len() as u64;
+        let skip = usize::try_from(from.saturating_sub(first)).unwrap_or(usize::MAX);
+        (st.log.mutations.iter().skip(skip).cloned().collect(), next)
+    }
+
     /// How many of the oldest mutations were dropped from [`SimCloud::mutations`].
     pub fn mutations_dropped(&self) -> u64 {
         self.lock().log.mutations_dropped

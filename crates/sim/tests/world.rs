@@ -155,3 +155,24 @@ fn sim_is_a_shareable_provider() {
         "Arc derefs"
     );
 }
+
+#[test]
+fn mutations_since_returns_only_what_is_new_and_the_next_number() {
+    let sim = sim(5);
+    let o = owner("u1");
+    let (all, next) = sim.mutations_since(0);
+    assert!(all.is_empty());
+    assert_eq!(next, 0);
+    for i in 0..3 {
+        ready(sim.create_server(&server_req(&format!("m{i}"), &o, &[]))).expect("created");
+    }
+    let (first, next) = sim.mutations_since(0);
+    assert_eq!(first.len(), 3);
+    assert_eq!(next, 3);
+    ready(sim.create_server(&server_req("m3", &o, &[]))).expect("created");
+    let (fresh, next) = sim.mutations_since(3);
+    assert_eq!(fresh.len(), 1, "only the mutation after number 2");
+    assert_eq!(fresh[0].kind, MutationKind::Create);
+    assert_eq!(next, 4);
+    assert!(sim.mutations_since(next).0.is_empty());
+}
