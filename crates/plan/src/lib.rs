@@ -11,11 +11,13 @@
 //! member first), `deletion` (F12), `status` (what a person sees).
 
 pub mod action;
+mod adoption;
 pub mod condition;
 mod deletion;
 mod infra;
 pub mod machines;
 pub mod member_gate;
+mod members;
 pub mod memory;
 mod removal;
 mod rollout;

@@ -3,17 +3,14 @@
 //! is chosen for removal, one at a time, and never when removal would leave fewer
 //! healthy machines than the set's replicas.
 
-use flightdeck_cloud::ownership::machine_of;
-use flightdeck_spec::Duration;
-
 use crate::action::Action;
 use crate::condition::{Condition, PlanEvent, kind, reason};
 use crate::infra::Infra;
 use crate::machines::{MachineView, ServerPhase, views};
-use crate::member_gate::{self, MemberWait};
+use crate::member_gate;
 use crate::memory::{MachineRecord, MachineRole, MachineTemplate, Removal};
 use crate::status::{MachineStatus, MemberStatus, Phase, SetStatus};
-use crate::{POLL_MACHINES, POLL_OCTAVIA, POLL_STUCK, Planner, removal};
+use crate::{POLL_MACHINES, Planner, adoption, members, removal};
 
 /// The most machines created in one pass, so a large scale-up is spread over several
 /// reconciles and a mistake cannot create hundreds of servers at once.
@@ -36,10 +33,10 @@ struct SetOutcome {
 }
 
 pub(crate) fn plan_machines(p: &mut Planner<'_>, infra: &Infra) {
-    adopt_orphans(p);
+    adoption::adopt_orphans(p);
     let records: Vec<MachineRecord> = p.memory.machines.values().cloned().collect();
     let all = views(records.iter(), p.observed);
-    record_observed_ids(p, &all);
+    adoption::record_observed_ids(p, &all);
 
     let monitored = infra.pool.as_ref().is_some_and(|x| x.monitored);
     let lb_active = infra.pool.as_ref().is_some_and(|x| x.lb_active);
@@ -107,7 +104,7 @@ pub(crate) fn plan_machines(p: &mut Planner<'_>, infra: &Infra) {
     }
 
     removal::plan_removals(p, &all);
-    plan_members(p, &cp_views, infra);
+    members::plan_members(p, &cp_views, infra);
 
     let removing = p.memory.machines.values().any(|m| m.removal.is_some());
     let converged = infra.complete && cp_out.converged && pools_converged && !removing;
@@ -443,172 +440,6 @@ pub(crate) fn mark_removal(p: &mut Planner<'_>, name: &str, why: String) {
         p.events.push(PlanEvent::normal(
             "MachineRemovalStarted",
             format!("removing {name}: {why}"),
-        ));
-    }
-}
-
-/// Servers and members carrying our machine tag whose IDs we had not recorded yet: a
-/// crash came between a create and its recording. Their IDs are recorded now.
-fn record_observed_ids(p: &mut Planner<'_>, all: &[MachineView<'_>]) {
-    for m in all {
-        let Some(rec) = p.memory.machines.get_mut(m.name()) else {
-            continue;
-        };
-        if let Some(s) = m.server
-            && rec.server_id.as_deref() != Some(s.id.as_str())
-        {
-            rec.server_id = Some(s.id.clone());
-        }
-        if let Some(x) = m.member
-            && rec.member_id.as_deref() != Some(x.id.as_str())
-        {
-            rec.member_id = Some(x.id.clone());
-        }
-    }
-}
-
-/// Servers that carry this cluster's UID and a machine tag but have no record: memory
-/// was lost. They are adopted with an unknown template, so a rollout replaces them.
-fn adopt_orphans(p: &mut Planner<'_>) {
-    let cluster = p.spec.name().to_string();
-    for s in &p.observed.servers {
-        let Some(key) = machine_of(&s.tags) else {
-            continue;
-        };
-        if p.memory.machines.values().any(|r| r.key == key) {
-            continue;
-        }
-        let role = match key.rsplit_once('-') {
-            Some(("cp", _)) => MachineRole::ControlPlane,
-            Some((pool, _)) => MachineRole::Pool(pool.to_string()),
-            None => continue,
-        };
-        if let Some(n) = key
-            .rsplit_once('-')
-            .and_then(|(_, n)| n.parse::<u64>().ok())
-        {
-            p.memory.machine_seq = p.memory.machine_seq.max(n);
-        }
-        let name = format!("{cluster}-{key}");
-        p.events.push(PlanEvent::warning(
-            "MachineAdopted",
-            format!(
-                "server {} carries this cluster's tags but was not in memory; adopted as {name}",
-                s.id
-            ),
-        ));
-        p.memory.machines.insert(
-            name.clone(),
-            MachineRecord {
-                name,
-                key: key.to_string(),
-                role,
-                template: MachineTemplate {
-                    flavor: s.flavor.clone(),
-                    image: s.image.clone(),
-                    version: "unknown".into(),
-                },
-                reason: "adopted: it carries this cluster's tags".into(),
-                created_at: s.created_at,
-                server_id: Some(s.id.clone()),
-                member_id: None,
-                member_unready_since: None,
-                removal: None,
-            },
-        );
-    }
-}
-
-/// Members: one per running control-plane machine; and the `memberTimeout` watch.
-fn plan_members(p: &mut Planner<'_>, cp: &[&MachineView<'_>], infra: &Infra) {
-    let Some(pool) = infra.pool.clone() else {
-        return;
-    };
-    let port = p.spec.spec.api_load_balancer.port.get();
-    let timeout = p.spec.spec.flight.member_timeout;
-    let desired_version = p.spec.spec.control_plane.version.to_string();
-    let mut stuck = Vec::new();
-    for m in cp {
-        let removing = p
-            .memory
-            .machines
-            .get(m.name())
-            .is_some_and(|r| r.removal.is_some());
-        if !removing
-            && m.member.is_none()
-            && m.server_phase() == ServerPhase::Running
-            && let Some(address) = m.server.and_then(|s| s.address)
-        {
-            p.act_on_load_balancer(
-                Action::CreateMember {
-                    machine: m.name().to_string(),
-                    key: m.record.key.clone(),
-                    pool_id: pool.pool_id.clone(),
-                    address,
-                    port,
-                },
-                format!(
-                    "{} is running and must serve the API through the load balancer",
-                    m.name()
-                ),
-            );
-        }
-        let serving = m.member_serving(pool.monitored);
-        let since = p
-            .memory
-            .machines
-            .get(m.name())
-            .and_then(|r| r.member_unready_since);
-        let verdict = member_gate::member_wait(m.member.is_some(), serving, since, p.now, timeout);
-        let new_since = match &verdict {
-            MemberWait::NotWaiting => None,
-            MemberWait::Waiting { since } | MemberWait::Stuck { since, .. } => Some(*since),
-        };
-        if let Some(r) = p.memory.machines.get_mut(m.name()) {
-            r.member_unready_since = new_since;
-        }
-        match &verdict {
-            MemberWait::Waiting { since } => {
-                // Wake up right at the deadline, not a poll later.
-                let left = timeout
-                    .as_millis()
-                    .saturating_sub(p.now.since(*since).as_millis());
-                p.wait(Duration::from_millis(left.max(1)).min(POLL_OCTAVIA));
-            }
-            // A stuck member is an operator's matter now: look less often, no hot loop.
-            MemberWait::Stuck { .. } => p.wait(POLL_STUCK),
-            MemberWait::NotWaiting => {}
-        }
-        // The rollout waits on up-to-date members and on members being removed; those are
-        // the ones whose being stuck halts it.
-        let waited_on = removing || m.template().version == desired_version;
-        if let (MemberWait::Stuck { since: _, waited }, Some(member)) = (&verdict, m.member)
-            && waited_on
-        {
-            let state = if member.provisioning_status.is_pending() {
-                member.provisioning_status.as_str()
-            } else {
-                member.operating_status.as_str()
-            };
-            stuck.push(format!(
-                "member of {} ({}:{}) has been {state} for {}, longer than memberTimeout {}",
-                m.name(),
-                member.address,
-                member.protocol_port,
-                Duration::from_secs(waited.as_millis() / 1000),
-                timeout
-            ));
-        }
-    }
-    if !stuck.is_empty() {
-        p.condition(Condition::new(
-            kind::LOAD_BALANCER_MEMBER_STUCK,
-            true,
-            "MemberNotServing",
-            format!(
-                "{}; the control-plane rollout is halted and no old member is removed until it serves",
-                stuck.join("; ")
-            ),
         ));
     }
 }

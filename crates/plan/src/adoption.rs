@@ -1,0 +1,82 @@
+//! Adoption: objects that carry this cluster's tags but whose IDs memory lacks. A crash
+//! between a create and the recording of its ID leaves such objects behind; they are
+//! taken back, never created a second time.
+
+use flightdeck_cloud::ownership::machine_of;
+
+use crate::Planner;
+use crate::condition::PlanEvent;
+use crate::machines::MachineView;
+use crate::memory::{MachineRecord, MachineRole, MachineTemplate};
+
+/// Servers and members carrying our machine tag whose IDs we had not recorded yet: a
+/// crash came between a create and its recording. Their IDs are recorded now.
+pub(crate) fn record_observed_ids(p: &mut Planner<'_>, all: &[MachineView<'_>]) {
+    for m in all {
+        let Some(rec) = p.memory.machines.get_mut(m.name()) else {
+            continue;
+        };
+        if let Some(s) = m.server
+            && rec.server_id.as_deref() != Some(s.id.as_str())
+        {
+            rec.server_id = Some(s.id.clone());
+        }
+        if let Some(x) = m.member
+            && rec.member_id.as_deref() != Some(x.id.as_str())
+        {
+            rec.member_id = Some(x.id.clone());
+        }
+    }
+}
+
+/// Servers that carry this cluster's UID and a machine tag but have no record: memory
+/// was lost. They are adopted with an unknown template, so a rollout replaces them.
+pub(crate) fn adopt_orphans(p: &mut Planner<'_>) {
+    let cluster = p.spec.name().to_string();
+    for s in &p.observed.servers {
+        let Some(key) = machine_of(&s.tags) else {
+            continue;
+        };
+        if p.memory.machines.values().any(|r| r.key == key) {
+            continue;
+        }
+        let role = match key.rsplit_once('-') {
+            Some(("cp", _)) => MachineRole::ControlPlane,
+            Some((pool, _)) => MachineRole::Pool(pool.to_string()),
+            None => continue,
+        };
+        if let Some(n) = key
+            .rsplit_once('-')
+            .and_then(|(_, n)| n.parse::<u64>().ok())
+        {
+            p.memory.machine_seq = p.memory.machine_seq.max(n);
+        }
+        let name = format!("{cluster}-{key}");
+        p.events.push(PlanEvent::warning(
+            "MachineAdopted",
+            format!(
+                "server {} carries this cluster's tags but was not in memory; adopted as {name}",
+                s.id
+            ),
+        ));
+        p.memory.machines.insert(
+            name.clone(),
+            MachineRecord {
+                name,
+                key: key.to_string(),
+                role,
+                template: MachineTemplate {
+                    flavor: s.flavor.clone(),
+                    image: s.image.clone(),
+                    version: "unknown".into(),
+                },
+                reason: "adopted: it carries this cluster's tags".into(),
+                created_at: s.created_at,
+                server_id: Some(s.id.clone()),
+                member_id: None,
+                member_unready_since: None,
+                removal: None,
+            },
+        );
+    }
+}
