@@ -15,7 +15,9 @@
 pub mod act;
 pub mod backoff;
 mod engine;
+mod events;
 pub mod observe;
 pub mod queue;
+mod reconcile;
 
 pub use engine::{ClusterRecord, Engine, EngineConfig, EngineError, ReconcileStats};

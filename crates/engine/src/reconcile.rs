@@ -1,0 +1,244 @@
+//! One reconcile: observe → plan → write-ahead → act → record.
+
+use flightdeck_cloud::{Clock, ErrorClass, Observed, Ownership, Provider, Timestamp};
+use flightdeck_plan::condition::kind;
+use flightdeck_plan::{ClusterStatus, Condition, Event, Memory, PlanEvent, PlanInput, Severity};
+use flightdeck_spec::{Cluster, Duration};
+use flightdeck_store::{Store, Write};
+
+use crate::act::{ActOutcome, act};
+use crate::engine::{EngineConfig, EngineError, T_MEMORY, T_STATUS};
+use crate::events::{condition_events, progress_events};
+use crate::observe::observe;
+
+/// The result of one reconcile, applied to the engine afterwards.
+pub(crate) struct Outcome {
+    pub name: String,
+    pub memory: Memory,
+    pub status: Option<ClusterStatus>,
+    pub events: Vec<Event>,
+    pub requeue_after: Option<Duration>,
+    pub failure: Option<ErrorClass>,
+    pub deleted: bool,
+    pub actions: u64,
+    pub action_failures: u64,
+    pub observe_failed: bool,
+}
+
+pub(crate) struct Ctx<'a, P> {
+    pub provider: &'a P,
+    pub store: &'a Store,
+    pub clock: &'a dyn Clock,
+    pub config: &'a EngineConfig,
+}
+
+fn stamp(now: Timestamp, cluster: &str, e: PlanEvent) -> Event {
+    Event {
+        at: now,
+        cluster: cluster.to_string(),
+        severity: e.severity,
+        reason: e.reason,
+        message: e.message,
+    }
+}
+
+/// One observe → plan → act pass over one cluster.
+pub(crate) async fn reconcile<P: Provider>(
+    ctx: &Ctx<'_, P>,
+    name: String,
+    spec: Cluster,
+    memory: Memory,
+    prev: ClusterStatus,
+) -> Result<Outcome, EngineError> {
+    let now = ctx.clock.now();
+    let owner = Ownership {
+        cluster: name.clone(),
+        uid: memory.uid.clone(),
+    };
+    let observed = match observe(ctx.provider, &owner, now).await {
+        Ok(o) => o,
+        Err(e) => {
+            let event = Event {
+                at: ctx.clock.now(),
+                cluster: name.clone(),
+                severity: Severity::Warning,
+                reason: "ObserveFailed".into(),
+                message: e.to_string(),
+            };
+            ctx.store.commit(vec![Write::event(&name, &event)])?;
+            return Ok(Outcome {
+                name,
+                memory,
+                status: None,
+                events: vec![event],
+                requeue_after: None,
+                failure: Some(e.class),
+                deleted: false,
+                actions: 0,
+                action_failures: 0,
+                observe_failed: true,
+            });
+        }
+    };
+    let plan = flightdeck_plan::plan(PlanInput {
+        spec: &spec,
+        observed: &observed,
+        memory: &memory,
+        now,
+        options: &ctx.config.plan,
+    });
+    let mut events: Vec<Event> = plan
+        .events
+        .iter()
+        .cloned()
+        .map(|e| stamp(now, &name, e))
+        .collect();
+    let mut memory = plan.memory;
+    let mut status = plan.status;
+
+    // Write-ahead: the plan's memory (new machine records, deadlines) is durable before
+    // any of its actions reaches the cloud.
+    ctx.store
+        .commit(vec![Write::put(T_MEMORY, &name, &memory)])?;
+
+    let (failure, actions, action_failures, act_events, failure_conditions) =
+        carry_out(ctx, &owner, &observed, &mut memory, &plan.actions, &name).await;
+    events.extend(act_events);
+
+    let mut conditions = plan.conditions;
+    for c in failure_conditions {
+        conditions.retain(|x| x.kind != c.kind);
+        conditions.push(c);
+    }
+    conditions.sort_by(|a, b| a.kind.cmp(&b.kind));
+    let now_after = ctx.clock.now();
+    events.extend(progress_events(&prev, &status, now_after, &name));
+    events.extend(condition_events(
+        &prev.conditions,
+        &mut conditions,
+        now_after,
+        &name,
+    ));
+    status.conditions = conditions;
+
+    let mut writes = vec![
+        Write::put(T_MEMORY, &name, &memory),
+        Write::put(T_STATUS, &name, &status),
+    ];
+    writes.extend(events.iter().map(|e| Write::event(&name, e)));
+    ctx.store.commit(writes)?;
+
+    Ok(Outcome {
+        name,
+        memory,
+        status: Some(status),
+        events,
+        requeue_after: plan.requeue_after,
+        failure,
+        deleted: plan.deleted && actions == 0,
+        actions,
+        action_failures,
+        observe_failed: false,
+    })
+}
+
+type ActResults = (Option<ErrorClass>, u64, u64, Vec<Event>, Vec<Condition>);
+
+async fn carry_out<P: Provider>(
+    ctx: &Ctx<'_, P>,
+    owner: &Ownership,
+    observed: &Observed,
+    memory: &mut Memory,
+    actions: &[flightdeck_plan::PlannedAction],
+    name: &str,
+) -> ActResults {
+    let mut failure: Option<ErrorClass> = None;
+    let mut failures = 0;
+    let mut events = Vec::new();
+    let mut conditions = Vec::new();
+    let mut lb_blocked = false;
+    let mut count = 0;
+    for planned in actions {
+        if lb_blocked && planned.action.mutates_load_balancer() {
+            continue;
+        }
+        count += 1;
+        let outcome = act(
+            ctx.provider,
+            owner,
+            observed,
+            memory,
+            &planned.action,
+            ctx.config.ownership_check,
+        )
+        .await;
+        let at = ctx.clock.now();
+        let verb = planned.action.kind().to_string();
+        match outcome {
+            ActOutcome::Done => events.push(Event {
+                at,
+                cluster: name.to_string(),
+                severity: Severity::Normal,
+                reason: verb,
+                message: planned.to_string(),
+            }),
+            ActOutcome::AlreadyDone(msg) => events.push(Event {
+                at,
+                cluster: name.to_string(),
+                severity: Severity::Normal,
+                reason: verb,
+                message: format!("{}: already so ({msg})", planned.action.summary()),
+            }),
+            ActOutcome::Refused(why) => {
+                failures += 1;
+                failure = Some(ErrorClass::Permanent);
+                events.push(Event {
+                    at,
+                    cluster: name.to_string(),
+                    severity: Severity::Warning,
+                    reason: "OwnershipRefused".into(),
+                    message: why,
+                });
+            }
+            ActOutcome::Failed(e) => {
+                failures += 1;
+                if planned.action.mutates_load_balancer() {
+                    lb_blocked = true;
+                }
+                // The gentlest class wins: a conflict only means "look again soon".
+                failure = Some(match (failure, e.class) {
+                    (None, c) => c,
+                    (Some(ErrorClass::Conflict), _) | (_, ErrorClass::Conflict) => {
+                        ErrorClass::Conflict
+                    }
+                    (Some(prev), _) => prev,
+                });
+                let severity = if e.class == ErrorClass::Conflict {
+                    Severity::Normal
+                } else {
+                    Severity::Warning
+                };
+                events.push(Event {
+                    at,
+                    cluster: name.to_string(),
+                    severity,
+                    reason: if e.class == ErrorClass::Conflict {
+                        "CloudBusy".into()
+                    } else {
+                        "ActionFailed".into()
+                    },
+                    message: format!("{} failed: {e}", planned.action.summary()),
+                });
+                if e.class == ErrorClass::Permanent {
+                    conditions.push(Condition::new(
+                        kind::CLOUD_ERROR,
+                        true,
+                        "PermanentCloudError",
+                        format!("{}: {e}", planned.action.summary()),
+                    ));
+                }
+            }
+        }
+    }
+    (failure, count, failures, events, conditions)
+}
