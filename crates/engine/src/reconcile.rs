@@ -127,6 +127,14 @@ pub(crate) async fn reconcile<P: Provider>(
     ];
     writes.extend(events.iter().map(|e| Write::event(&name, e)));
     ctx.store.commit(writes)?;
+    tracing::debug!(
+        cluster = %name,
+        actions,
+        action_failures,
+        requeue_after = ?plan.requeue_after,
+        phase = status.phase.as_str(),
+        "reconciled"
+    );
 
     Ok(Outcome {
         name,
@@ -201,6 +209,7 @@ async fn carry_out<P: Provider>(
                 });
             }
             ActOutcome::Failed(e) => {
+                tracing::warn!(cluster = %name, action = planned.action.kind(), error = %e, "action failed");
                 failures += 1;
                 if planned.action.mutates_load_balancer() {
                     lb_blocked = true;

@@ -108,8 +108,29 @@ fn parse_duration(s: &str) -> Result<flightdeck_spec::Duration, String> {
         .map_err(|e: flightdeck_spec::duration::DurationError| e.to_string())
 }
 
+/// Diagnostic logs go to stderr at the level named by `FLIGHTDECK_LOG` (error, warn,
+/// info, debug, trace); off unless set. Progress and results are printed separately.
+fn init_logs() -> Result<(), String> {
+    let Ok(level) = std::env::var("FLIGHTDECK_LOG") else {
+        return Ok(());
+    };
+    let level: tracing::Level = level.parse().map_err(|_| {
+        format!("FLIGHTDECK_LOG={level:?} is not one of error, warn, info, debug, trace")
+    })?;
+    tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .without_time()
+        .init();
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(e) = init_logs() {
+        eprintln!("flightdeck: {e}");
+        return ExitCode::from(2);
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
