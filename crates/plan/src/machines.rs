@@ -90,9 +90,11 @@ pub fn views<'a>(
                 record.server_id.as_deref() == Some(s.id.as_str())
                     || machine_of(&s.tags) == Some(record.key.as_str())
             });
+            // A member Octavia lists as DELETED is gone, like one it no longer lists.
             let member = observed.members.iter().find(|m| {
-                record.member_id.as_deref() == Some(m.id.as_str())
-                    || machine_of(&m.tags) == Some(record.key.as_str())
+                m.provisioning_status != ProvisioningStatus::Deleted
+                    && (record.member_id.as_deref() == Some(m.id.as_str())
+                        || machine_of(&m.tags) == Some(record.key.as_str()))
             });
             let node = observed.nodes.as_ref().and_then(|nodes| {
                 nodes.iter().find(|n| match (server, &n.server_id) {

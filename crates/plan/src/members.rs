@@ -3,21 +3,30 @@
 
 use flightdeck_spec::Duration;
 
+use flightdeck_cloud::ProvisioningStatus;
+use flightdeck_cloud::ownership::machine_of;
+
 use crate::action::Action;
-use crate::condition::{Condition, kind};
+use crate::condition::{Condition, PlanEvent, kind};
 use crate::infra::Infra;
 use crate::machines::{MachineView, ServerPhase};
 use crate::member_gate::{self, MemberWait};
+use crate::memory::MachineTemplate;
 use crate::{POLL_OCTAVIA, POLL_STUCK, Planner};
 
 /// Members: one per running control-plane machine; and the `memberTimeout` watch.
-pub(crate) fn plan_members(p: &mut Planner<'_>, cp: &[&MachineView<'_>], infra: &Infra) {
+pub(crate) fn plan_members(
+    p: &mut Planner<'_>,
+    cp: &[&MachineView<'_>],
+    infra: &Infra,
+    desired: &MachineTemplate,
+) {
     let Some(pool) = infra.pool.clone() else {
         return;
     };
     let port = p.spec.spec.api_load_balancer.port.get();
     let timeout = p.spec.spec.flight.member_timeout;
-    let desired_version = p.spec.spec.control_plane.version.to_string();
+    remove_orphan_members(p, &pool.pool_id);
     let mut stuck = Vec::new();
     for m in cp {
         let removing = p
@@ -30,6 +39,23 @@ pub(crate) fn plan_members(p: &mut Planner<'_>, cp: &[&MachineView<'_>], infra: 
             && m.server_phase() == ServerPhase::Running
             && let Some(address) = m.server.and_then(|s| s.address)
         {
+            // Octavia refuses a second member on the same address and port. That address
+            // can only be held by the member of a machine that is gone; wait for it to go.
+            if let Some(other) = p.observed.members.iter().find(|x| {
+                x.pool_id == pool.pool_id && x.address == address && x.protocol_port == port
+            }) {
+                p.events.push(PlanEvent::normal(
+                    "MemberAddressBusy",
+                    format!(
+                        "{} waits for member {} ({}) to release {address}:{port}",
+                        m.name(),
+                        other.id,
+                        other.provisioning_status.as_str()
+                    ),
+                ));
+                p.wait(POLL_OCTAVIA);
+                continue;
+            }
             p.act_on_load_balancer(
                 Action::CreateMember {
                     machine: m.name().to_string(),
@@ -72,7 +98,7 @@ pub(crate) fn plan_members(p: &mut Planner<'_>, cp: &[&MachineView<'_>], infra: 
         }
         // The rollout waits on up-to-date members and on members being removed; those are
         // the ones whose being stuck halts it.
-        let waited_on = removing || m.template().version == desired_version;
+        let waited_on = removing || m.template() == desired;
         if let (MemberWait::Stuck { since: _, waited }, Some(member)) = (&verdict, m.member)
             && waited_on
         {
@@ -101,5 +127,37 @@ pub(crate) fn plan_members(p: &mut Planner<'_>, cp: &[&MachineView<'_>], infra: 
                 stuck.join("; ")
             ),
         ));
+    }
+}
+
+/// Members that carry this cluster's machine tag but whose machine no longer exists in
+/// memory: left behind by a crash, or by a removal that moved on too early. They are
+/// deleted, one per pass like every load-balancer change.
+fn remove_orphan_members(p: &mut Planner<'_>, pool_id: &str) {
+    let orphans: Vec<(String, String)> = p
+        .observed
+        .members
+        .iter()
+        .filter(|x| {
+            x.pool_id == pool_id && x.provisioning_status != ProvisioningStatus::PendingDelete
+        })
+        .filter(|x| x.provisioning_status != ProvisioningStatus::Deleted)
+        .filter_map(|x| {
+            let key = machine_of(&x.tags)?;
+            let known = p.memory.machines.values().any(|r| r.key == key);
+            (!known).then(|| (x.id.clone(), key.to_string()))
+        })
+        .collect();
+    for (member_id, key) in orphans {
+        p.act_on_load_balancer(
+            Action::DeleteMember {
+                machine: format!("{}-{key}", p.spec.name()),
+                pool_id: pool_id.to_string(),
+                member_id,
+            },
+            format!(
+                "the member's machine {key} no longer exists; a member without a machine is a leak"
+            ),
+        );
     }
 }

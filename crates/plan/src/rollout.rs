@@ -104,7 +104,7 @@ pub(crate) fn plan_machines(p: &mut Planner<'_>, infra: &Infra) {
     }
 
     removal::plan_removals(p, &all);
-    members::plan_members(p, &cp_views, infra);
+    members::plan_members(p, &cp_views, infra, &cp_spec.template);
 
     let removing = p.memory.machines.values().any(|m| m.removal.is_some());
     let converged = infra.complete && cp_out.converged && pools_converged && !removing;
@@ -213,13 +213,16 @@ fn plan_set(
     let healthy_count = active.iter().filter(|m| healthy(m)).count() as u32;
     let current_n = current.len() as u32;
     let total = active.len() as u32;
+    // Machines still being removed hold a server (and maybe a member) until they are
+    // gone, so they count against maxSurge as Cluster API counts deleting machines.
+    let total_with_leaving = machines.len() as u32;
 
     // Creation.
     let want_create = if outdated.is_empty() {
         set.replicas.saturating_sub(current_n)
     } else if in_flight == 0 {
         (set.replicas + set.max_surge)
-            .saturating_sub(total)
+            .saturating_sub(total_with_leaving)
             .min(set.replicas.saturating_sub(current_n))
     } else {
         0
@@ -287,6 +290,23 @@ fn plan_set(
                 };
                 mark_removal(p, victim.name(), why);
             } else {
+                let unhealthy: Vec<&str> = active
+                    .iter()
+                    .filter(|m| !healthy(m))
+                    .map(|m| m.name())
+                    .collect();
+                p.condition(Condition::new(
+                    kind::ROLLOUT_HALTED,
+                    true,
+                    "TooFewHealthyMachines",
+                    format!(
+                        "{label}: removing {} would leave {others_healthy} healthy machine(s), \
+                         fewer than the {} that must stay; waiting for {} to recover",
+                        victim.name(),
+                        set.replicas,
+                        unhealthy.join(", ")
+                    ),
+                ));
                 p.wait(POLL_MACHINES);
             }
         }

@@ -3,7 +3,7 @@
 //! objects are kept in.
 
 use std::collections::BTreeMap;
-use std::collections::BTreeSet;
+use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use flightdeck_cloud::{Rng, SeededRng};
@@ -76,8 +76,10 @@ impl<T> Table<T> {
     }
 }
 
-/// The addresses of the simulated subnet. Hands out the lowest free host address,
-/// never the network address, the gateway (`.1`) or the last address (IPv4 broadcast).
+/// The addresses of the simulated subnet. Hands out never-used addresses first and then
+/// the address freed longest ago, as Neutron's IPAM avoids handing a just-released
+/// address straight to the next port; never the network address, the gateway (`.1`) or
+/// the last address (IPv4 broadcast).
 /// A subnet that does not parse has no addresses at all, so every allocation fails
 /// visibly instead of silently using some other network.
 #[derive(Debug)]
@@ -87,7 +89,8 @@ pub(crate) struct AddressPool {
     /// Offsets `2..last` are host addresses.
     last: u128,
     next_fresh: u128,
-    freed: BTreeSet<u128>,
+    /// Released addresses, oldest release first.
+    freed: VecDeque<u128>,
 }
 
 impl AddressPool {
@@ -97,7 +100,7 @@ impl AddressPool {
             v6: false,
             last: 0,
             next_fresh: 2,
-            freed: BTreeSet::new(),
+            freed: VecDeque::new(),
         };
         let Ok(net) = cidr.parse::<Cidr>() else {
             return empty;
@@ -117,15 +120,14 @@ impl AddressPool {
         }
     }
 
-    /// The lowest free address, or `None` when the subnet is exhausted.
+    /// A never-used address while there is one, else the one freed longest ago, or
+    /// `None` when the subnet is exhausted.
     pub(crate) fn allocate(&mut self) -> Option<IpAddr> {
-        let offset = match self.freed.pop_first() {
-            Some(o) => o,
-            None if self.next_fresh < self.last => {
-                self.next_fresh += 1;
-                self.next_fresh - 1
-            }
-            None => return None,
+        let offset = if self.next_fresh < self.last {
+            self.next_fresh += 1;
+            self.next_fresh - 1
+        } else {
+            self.freed.pop_front()?
         };
         Some(self.address(offset))
     }
@@ -140,8 +142,8 @@ impl AddressPool {
         let Some(offset) = raw.checked_sub(self.base) else {
             return;
         };
-        if (2..self.next_fresh).contains(&offset) {
-            self.freed.insert(offset);
+        if (2..self.next_fresh).contains(&offset) && !self.freed.contains(&offset) {
+            self.freed.push_back(offset);
         }
     }
 
@@ -172,7 +174,7 @@ mod tests {
     }
 
     #[test]
-    fn pool_hands_out_lowest_free_host_address_and_reuses_freed_ones() {
+    fn pool_hands_out_fresh_addresses_first_then_the_longest_freed() {
         let mut p = AddressPool::new("10.0.0.0/29");
         let got: Vec<IpAddr> = (0..5).filter_map(|_| p.allocate()).collect();
         let want: Vec<IpAddr> = (2..=6)
@@ -182,8 +184,19 @@ mod tests {
         assert_eq!(p.allocate(), None, "a /29 has five host addresses here");
         p.release(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 4)));
         p.release(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 3)));
-        assert_eq!(p.allocate(), Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 3))));
         assert_eq!(p.allocate(), Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 4))));
+        assert_eq!(p.allocate(), Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 3))));
+
+        let mut p = AddressPool::new("10.0.0.0/24");
+        let first = p.allocate();
+        if let Some(ip) = first {
+            p.release(ip);
+        }
+        assert_ne!(
+            p.allocate(),
+            first,
+            "a just-freed address is not handed out again at once"
+        );
     }
 
     #[test]

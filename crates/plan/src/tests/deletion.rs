@@ -1,0 +1,155 @@
+//! F12: deletion removes every owned object in dependency order and confirms each is gone.
+
+use super::*;
+use crate::status::Phase;
+
+fn deleting(w: &mut World) {
+    w.memory.deletion_requested = Some(Timestamp(T0.0 - 1000));
+}
+
+#[test]
+fn deletion_deletes_the_load_balancer_with_cascade_and_every_server_but_not_the_security_group() {
+    let mut w = World::cluster(spec(V1, 2), V1, 2);
+    deleting(&mut w);
+    let p = w.plan();
+
+    let lbs: Vec<_> = p
+        .actions
+        .iter()
+        .filter(|a| {
+            a.action
+                == Action::DeleteLoadBalancer {
+                    load_balancer_id: LB.into(),
+                }
+        })
+        .collect();
+    assert_eq!(lbs.len(), 1, "{:#?}", p.actions);
+    assert!(lbs[0].action.summary().contains("cascade"));
+    assert_eq!(
+        count(&p, "DeleteMember"),
+        0,
+        "the cascade takes the members"
+    );
+    let mut servers = targets(&p, "DeleteServer");
+    servers.sort();
+    let mut want: Vec<_> = w.observed.servers.iter().map(|s| s.name.clone()).collect();
+    want.sort();
+    assert_eq!(servers, want);
+    assert_eq!(count(&p, "DeleteSecurityGroup"), 0, "servers still use it");
+    assert_eq!(p.actions.len(), 1 + want.len(), "{:#?}", p.actions);
+    assert!(!p.deleted);
+    assert_eq!(p.status.phase, Phase::Deleting);
+    assert_eq!(count(&p, "CreateServer") + count(&p, "CreateMember"), 0);
+}
+
+#[test]
+fn security_group_is_deleted_only_once_no_server_is_listed() {
+    // (what is left besides the security group, want DeleteSecurityGroup)
+    let rows: [(&str, Setup, bool); 4] = [
+        (
+            "a running server",
+            |w| w.observed.servers.truncate(1),
+            false,
+        ),
+        (
+            "a server already deleting",
+            |w| {
+                w.observed.servers.truncate(1);
+                w.observed.servers[0].task_state = Some("deleting".into());
+            },
+            false,
+        ),
+        (
+            "no server, load balancer still listed",
+            |w| w.observed.servers.clear(),
+            true,
+        ),
+        (
+            "nothing else",
+            |w| {
+                w.observed.servers.clear();
+                w.observed.load_balancers.clear();
+            },
+            true,
+        ),
+    ];
+    for (name, setup, want) in rows {
+        let mut w = World::cluster(spec(V1, 2), V1, 2);
+        deleting(&mut w);
+        // The load balancer's cascade is under way: its children are gone already.
+        w.observed.load_balancers[0].provisioning_status = ProvisioningStatus::PendingDelete;
+        w.observed.listeners.clear();
+        w.observed.pools.clear();
+        w.observed.health_monitors.clear();
+        w.observed.members.clear();
+        setup(&mut w);
+        let p = w.plan();
+        let deletes_sg = p.actions.iter().any(|a| {
+            a.action
+                == Action::DeleteSecurityGroup {
+                    security_group_id: SG.into(),
+                }
+        });
+        assert_eq!(deletes_sg, want, "{name}: {:#?}", p.actions);
+        assert_eq!(
+            count(&p, "DeleteLoadBalancer"),
+            0,
+            "{name}: PENDING_DELETE is waited out"
+        );
+        assert!(!p.deleted, "{name}: the security group is still listed");
+    }
+}
+
+#[test]
+fn deletion_is_done_only_when_nothing_is_observed() {
+    let rows: [(&str, Setup); 8] = [
+        ("load balancer", |w| {
+            w.observed.load_balancers = World::with_infra(spec(V1, 2)).observed.load_balancers
+        }),
+        ("orphan listener", |w| {
+            w.observed.listeners = World::with_infra(spec(V1, 2)).observed.listeners
+        }),
+        ("orphan pool", |w| {
+            w.observed.pools = World::with_infra(spec(V1, 2)).observed.pools
+        }),
+        ("orphan health monitor", |w| {
+            w.observed.health_monitors = World::with_infra(spec(V1, 2)).observed.health_monitors
+        }),
+        ("orphan member", |w| {
+            w.observed.members = World::cluster(spec(V1, 2), V1, 0).observed.members
+        }),
+        ("server", |w| {
+            w.observed.servers = World::cluster(spec(V1, 2), V1, 0).observed.servers
+        }),
+        ("security group", |w| {
+            w.observed.security_groups = World::with_infra(spec(V1, 2)).observed.security_groups
+        }),
+        ("nothing", |_| {}),
+    ];
+    for (left, setup) in rows {
+        let mut w = World::cluster(spec(V1, 2), V1, 2);
+        let nodes = w.observed.nodes.clone();
+        w.observed = Observed {
+            nodes, // nodes belong to the workload cluster, not to the cloud
+            ..Observed::default()
+        };
+        deleting(&mut w);
+        setup(&mut w);
+        let p = w.plan();
+        let done = left == "nothing";
+        assert_eq!(p.deleted, done, "{left} left: {:#?}", p.actions);
+        if done {
+            assert!(p.actions.is_empty(), "{:#?}", p.actions);
+            assert!(p.memory.machines.is_empty());
+            assert_eq!(p.memory.ids, RecordedIds::default());
+            assert_eq!(p.status.phase, Phase::Deleted);
+            assert!(p.events.iter().any(|e| e.reason == "ClusterDeleted"));
+        } else {
+            assert!(
+                !p.memory.machines.is_empty(),
+                "{left}: records kept until done"
+            );
+            assert!(p.requeue_after.is_some(), "{left}: looks again");
+        }
+    }
+}
