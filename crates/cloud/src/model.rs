@@ -261,6 +261,10 @@ pub struct Node {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Observed {
     pub at: Timestamp,
+    /// The cluster's write counter when the lists were taken: an observation taken
+    /// before the cluster's latest write is stale, and nothing may be concluded from it.
+    #[serde(default)]
+    pub after_write: u64,
     pub servers: Vec<Server>,
     pub security_groups: Vec<SecurityGroup>,
     pub load_balancers: Vec<LoadBalancer>,

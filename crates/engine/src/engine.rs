@@ -8,8 +8,9 @@ use flightdeck_store::{Store, StoreError, Write};
 use serde::{Deserialize, Serialize};
 
 use crate::backoff::{BackoffPolicy, jitter};
+use crate::faults::{EngineFaults, RequeueFate};
 use crate::queue::WorkQueue;
-use crate::reconcile::{Ctx, Outcome, reconcile};
+use crate::reconcile::{Ctx, Job, Outcome, reconcile};
 
 pub(crate) const T_SPEC: &str = "spec";
 pub(crate) const T_MEMORY: &str = "memory";
@@ -53,6 +54,10 @@ pub enum EngineError {
     UnknownCluster(String),
     #[error("this flightdeck already manages {CLUSTERS_MAX} clusters")]
     TooManyClusters,
+    /// An injected crash (see [`crate::EngineFaults`]); the engine must be dropped and
+    /// rebuilt from the store.
+    #[error("the engine crashed (injected) while reconciling {0}")]
+    Crashed(String),
 }
 
 /// What the engine keeps per cluster; its persisted parts live in the store.
@@ -84,6 +89,10 @@ pub struct Engine<P: Provider> {
     queue: WorkQueue,
     events: Vec<Event>,
     stats: ReconcileStats,
+    /// The last observation per cluster, kept only to be handed out stale by injected
+    /// faults.
+    last_observed: BTreeMap<String, flightdeck_cloud::Observed>,
+    faults: Option<std::sync::Mutex<Box<dyn EngineFaults>>>,
 }
 
 impl<P: Provider> Engine<P> {
@@ -105,6 +114,8 @@ impl<P: Provider> Engine<P> {
             queue: WorkQueue::default(),
             events: Vec::new(),
             stats: ReconcileStats::default(),
+            last_observed: BTreeMap::new(),
+            faults: None,
         };
         let now = engine.clock.now();
         for name in engine.store.keys(T_SPEC)? {
@@ -130,6 +141,12 @@ impl<P: Provider> Engine<P> {
             engine.queue.schedule(&name, now);
         }
         Ok(engine)
+    }
+
+    /// Installs injected engine faults (the swarm's; never the product's).
+    pub fn with_faults(mut self, faults: Box<dyn EngineFaults>) -> Self {
+        self.faults = Some(std::sync::Mutex::new(faults));
+        self
     }
 
     /// Applies a cluster spec: a new cluster gets a UID; a known one picks up the change
@@ -250,13 +267,12 @@ impl<P: Provider> Engine<P> {
         let jobs: Vec<_> = keys
             .iter()
             .filter_map(|k| {
-                self.clusters.get(k).map(|c| {
-                    (
-                        k.clone(),
-                        c.spec.clone(),
-                        c.memory.clone(),
-                        c.status.clone(),
-                    )
+                self.clusters.get(k).map(|c| Job {
+                    name: k.clone(),
+                    spec: c.spec.clone(),
+                    memory: c.memory.clone(),
+                    status: c.status.clone(),
+                    previous: self.last_observed.get(k).cloned(),
                 })
             })
             .collect();
@@ -265,12 +281,10 @@ impl<P: Provider> Engine<P> {
             store: &self.store,
             clock: &*self.clock,
             config: &self.config,
+            faults: self.faults.as_ref(),
         };
-        let outcomes = futures_util::future::join_all(
-            jobs.into_iter()
-                .map(|(name, spec, memory, status)| reconcile(&ctx, name, spec, memory, status)),
-        )
-        .await;
+        let outcomes =
+            futures_util::future::join_all(jobs.into_iter().map(|job| reconcile(&ctx, job))).await;
         let n = outcomes.len();
         for outcome in outcomes {
             self.finish(outcome?)?;
@@ -284,6 +298,9 @@ impl<P: Provider> Engine<P> {
         self.stats.action_failures += o.action_failures;
         self.stats.observe_failures += u64::from(o.observe_failed);
         self.events.extend(o.events);
+        if let Some(observed) = o.observed {
+            self.last_observed.insert(o.name.clone(), observed);
+        }
         let now = self.clock.now();
         if o.deleted {
             self.store.commit(vec![
@@ -302,6 +319,7 @@ impl<P: Provider> Engine<P> {
             ])?;
             self.clusters.remove(&o.name);
             self.queue.remove(&o.name);
+            self.last_observed.remove(&o.name);
             return Ok(());
         }
         let Some(c) = self.clusters.get_mut(&o.name) else {
@@ -334,6 +352,26 @@ impl<P: Provider> Engine<P> {
                         let period = c.spec.spec.flight.resync_period.as_millis();
                         Duration::from_millis(jitter(period, 0.1, &mut *self.rng))
                     }
+                }
+            }
+        };
+        let resync = || c.spec.spec.flight.resync_period.as_millis();
+        let delay = match self.faults.as_ref() {
+            None => delay,
+            Some(faults) => {
+                let fate = faults
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .requeue(&o.name, delay);
+                match fate {
+                    RequeueFate::Keep => delay,
+                    RequeueFate::Delay(extra) => {
+                        Duration::from_millis(delay.as_millis().saturating_add(extra.as_millis()))
+                    }
+                    // A lost requeue leaves the periodic resync as the only wake-up.
+                    RequeueFate::Drop => Duration::from_millis(
+                        jitter(resync(), 0.1, &mut *self.rng).max(delay.as_millis()),
+                    ),
                 }
             }
         };

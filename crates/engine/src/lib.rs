@@ -16,8 +16,10 @@ pub mod act;
 pub mod backoff;
 mod engine;
 mod events;
+pub mod faults;
 pub mod observe;
 pub mod queue;
 mod reconcile;
 
 pub use engine::{ClusterRecord, Engine, EngineConfig, EngineError, ReconcileStats};
+pub use faults::{EngineFaults, RequeueFate};

@@ -38,6 +38,7 @@ pub async fn observe<P: Provider>(
     };
     Ok(Observed {
         at: now,
+        after_write: 0,
         servers,
         security_groups,
         load_balancers,

@@ -4,11 +4,14 @@ use flightdeck_cloud::{Clock, ErrorClass, Observed, Ownership, Provider, Timesta
 use flightdeck_plan::condition::kind;
 use flightdeck_plan::{ClusterStatus, Condition, Event, Memory, PlanEvent, PlanInput, Severity};
 use flightdeck_spec::{Cluster, Duration};
+use std::sync::Mutex;
+
 use flightdeck_store::{Store, Write};
 
 use crate::act::{ActOutcome, act};
 use crate::engine::{EngineConfig, EngineError, T_MEMORY, T_STATUS};
 use crate::events::{condition_events, progress_events};
+use crate::faults::EngineFaults;
 use crate::observe::observe;
 
 /// The result of one reconcile, applied to the engine afterwards.
@@ -23,6 +26,17 @@ pub(crate) struct Outcome {
     pub actions: u64,
     pub action_failures: u64,
     pub observe_failed: bool,
+    /// A fresh observation, kept by the engine (only to be replayed stale by faults).
+    pub observed: Option<Observed>,
+}
+
+/// Everything one reconcile starts from.
+pub(crate) struct Job {
+    pub name: String,
+    pub spec: Cluster,
+    pub memory: Memory,
+    pub status: ClusterStatus,
+    pub previous: Option<Observed>,
 }
 
 pub(crate) struct Ctx<'a, P> {
@@ -30,7 +44,19 @@ pub(crate) struct Ctx<'a, P> {
     pub store: &'a Store,
     pub clock: &'a dyn Clock,
     pub config: &'a EngineConfig,
+    pub faults: Option<&'a Mutex<Box<dyn EngineFaults>>>,
 }
+
+fn with_faults<T>(
+    ctx: &Ctx<'_, impl Sized>,
+    f: impl FnOnce(&mut dyn EngineFaults) -> T,
+) -> Option<T> {
+    ctx.faults
+        .map(|m| f(&mut **m.lock().unwrap_or_else(|e| e.into_inner())))
+}
+
+/// How soon to look again after refusing to plan from a stale observation.
+const STALE_RETRY: Duration = Duration::from_secs(1);
 
 fn stamp(now: Timestamp, cluster: &str, e: PlanEvent) -> Event {
     Event {
@@ -45,17 +71,31 @@ fn stamp(now: Timestamp, cluster: &str, e: PlanEvent) -> Event {
 /// One observe → plan → act pass over one cluster.
 pub(crate) async fn reconcile<P: Provider>(
     ctx: &Ctx<'_, P>,
-    name: String,
-    spec: Cluster,
-    memory: Memory,
-    prev: ClusterStatus,
+    job: Job,
 ) -> Result<Outcome, EngineError> {
+    let Job {
+        name,
+        spec,
+        mut memory,
+        status: prev,
+        previous,
+    } = job;
     let now = ctx.clock.now();
     let owner = Ownership {
         cluster: name.clone(),
         uid: memory.uid.clone(),
     };
-    let observed = match observe(ctx.provider, &owner, now).await {
+    let stale =
+        previous.filter(|_| with_faults(ctx, |f| f.stale_observation(&name)).unwrap_or(false));
+    let fresh = stale.is_none();
+    let observed = match stale {
+        Some(o) => Ok(o),
+        None => observe(ctx.provider, &owner, now).await.map(|mut o| {
+            o.after_write = memory.write_seq;
+            o
+        }),
+    };
+    let observed = match observed {
         Ok(o) => o,
         Err(e) => {
             let event = Event {
@@ -77,9 +117,38 @@ pub(crate) async fn reconcile<P: Provider>(
                 actions: 0,
                 action_failures: 0,
                 observe_failed: true,
+                observed: None,
             });
         }
     };
+    // Never plan from a list older than our own last write: it would show objects we
+    // just created as missing and objects we just deleted as present.
+    if observed.after_write < memory.write_seq {
+        let event = Event {
+            at: now,
+            cluster: name.clone(),
+            severity: Severity::Warning,
+            reason: "StaleObservationIgnored".into(),
+            message: format!(
+                "the observation predates write {} of this cluster; looking again",
+                memory.write_seq
+            ),
+        };
+        ctx.store.commit(vec![Write::event(&name, &event)])?;
+        return Ok(Outcome {
+            name,
+            memory,
+            status: None,
+            events: vec![event],
+            requeue_after: Some(STALE_RETRY),
+            failure: None,
+            deleted: false,
+            actions: 0,
+            action_failures: 0,
+            observe_failed: false,
+            observed: None,
+        });
+    }
     let plan = flightdeck_plan::plan(PlanInput {
         spec: &spec,
         observed: &observed,
@@ -93,16 +162,19 @@ pub(crate) async fn reconcile<P: Provider>(
         .cloned()
         .map(|e| stamp(now, &name, e))
         .collect();
-    let mut memory = plan.memory;
+    memory = plan.memory;
     let mut status = plan.status;
+    if !plan.actions.is_empty() {
+        memory.write_seq += 1;
+    }
 
-    // Write-ahead: the plan's memory (new machine records, deadlines) is durable before
-    // any of its actions reaches the cloud.
+    // Write-ahead: the plan's memory (new machine records, deadlines, the write counter)
+    // is durable before any of its actions reaches the cloud.
     ctx.store
         .commit(vec![Write::put(T_MEMORY, &name, &memory)])?;
 
     let (failure, actions, action_failures, act_events, failure_conditions) =
-        carry_out(ctx, &owner, &observed, &mut memory, &plan.actions, &name).await;
+        carry_out(ctx, &owner, &observed, &mut memory, &plan.actions, &name).await?;
     events.extend(act_events);
 
     let mut conditions = plan.conditions;
@@ -147,6 +219,7 @@ pub(crate) async fn reconcile<P: Provider>(
         actions,
         action_failures,
         observe_failed: false,
+        observed: fresh.then_some(observed),
     })
 }
 
@@ -159,14 +232,18 @@ async fn carry_out<P: Provider>(
     memory: &mut Memory,
     actions: &[flightdeck_plan::PlannedAction],
     name: &str,
-) -> ActResults {
+) -> Result<ActResults, EngineError> {
     let mut failure: Option<ErrorClass> = None;
     let mut failures = 0;
     let mut events = Vec::new();
     let mut conditions = Vec::new();
     let mut lb_blocked = false;
     let mut count = 0;
-    for planned in actions {
+    for (index, planned) in actions.iter().enumerate() {
+        if with_faults(ctx, |f| f.crash_before_action(name, index, actions.len())).unwrap_or(false)
+        {
+            return Err(EngineError::Crashed(name.to_string()));
+        }
         if lb_blocked && planned.action.mutates_load_balancer() {
             continue;
         }
@@ -249,5 +326,5 @@ async fn carry_out<P: Provider>(
             }
         }
     }
-    (failure, count, failures, events, conditions)
+    Ok((failure, count, failures, events, conditions))
 }

@@ -88,6 +88,10 @@ pub struct Memory {
     pub rollout_target: Option<MachineTemplate>,
     /// When deletion was requested; deletion is never undone by a later apply.
     pub deletion_requested: Option<Timestamp>,
+    /// Counts the reconciles that changed the cloud. An observation taken before the
+    /// latest of them is stale and is not planned from.
+    #[serde(default)]
+    pub write_seq: u64,
 }
 
 impl Memory {
@@ -101,6 +105,7 @@ impl Memory {
             ready_since: None,
             rollout_target: None,
             deletion_requested: None,
+            write_seq: 0,
         }
     }
 }

@@ -71,6 +71,34 @@ impl Write {
     }
 }
 
+/// An in-memory disk image for [`Store::on_memory_disk`]. Clones share the image.
+#[derive(Clone, Debug, Default)]
+pub struct MemoryDisk(std::sync::Arc<redb::backends::InMemoryBackend>);
+
+impl MemoryDisk {
+    pub fn new() -> Self {
+        MemoryDisk::default()
+    }
+}
+
+impl redb::StorageBackend for MemoryDisk {
+    fn len(&self) -> Result<u64, std::io::Error> {
+        self.0.len()
+    }
+    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
+        self.0.read(offset, out)
+    }
+    fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
+        self.0.set_len(len)
+    }
+    fn sync_data(&self) -> Result<(), std::io::Error> {
+        self.0.sync_data()
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
+        self.0.write(offset, data)
+    }
+}
+
 pub struct Store {
     db: Database,
     path: PathBuf,
@@ -114,6 +142,26 @@ impl Store {
             db,
             path: PathBuf::from("<memory>"),
             durable: false,
+        };
+        store.init_tables()?;
+        Ok(store)
+    }
+
+    /// A store on `disk`, an in-memory image that outlives the store: dropping this store
+    /// and opening another on the same disk is a store restart, through redb's own
+    /// recovery path, without touching the file system.
+    pub fn on_memory_disk(disk: &MemoryDisk) -> Result<Store, StoreError> {
+        let db = Database::builder()
+            .create_with_backend(disk.clone())
+            .map_err(|e| StoreError::Backend {
+                path: "<memory disk>".into(),
+                message: e.to_string(),
+            })?;
+        let store = Store {
+            db,
+            path: PathBuf::from("<memory disk>"),
+            // Only durable commits survive a reopen; syncing memory costs nothing.
+            durable: true,
         };
         store.init_tables()?;
         Ok(store)
@@ -299,6 +347,20 @@ mod tests {
             }])
             .expect("remove");
         assert_eq!(store.get::<Vec<i32>>("memory", "demo").expect("get"), None);
+    }
+
+    #[test]
+    fn a_store_restarted_on_the_same_memory_disk_keeps_every_commit() {
+        let disk = MemoryDisk::new();
+        {
+            let store = Store::on_memory_disk(&disk).expect("open");
+            store
+                .commit(vec![Write::put("memory", "demo", &7u32), Write::event("demo", &"e1")])
+                .expect("commit");
+        }
+        let store = Store::on_memory_disk(&disk).expect("reopen");
+        assert_eq!(store.get::<u32>("memory", "demo").expect("get"), Some(7));
+        assert_eq!(store.events::<String>("demo").expect("events"), vec!["e1".to_string()]);
     }
 
     #[test]
