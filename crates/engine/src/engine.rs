@@ -66,6 +66,10 @@ pub struct ClusterRecord {
     pub spec: Cluster,
     pub memory: Memory,
     pub status: ClusterStatus,
+    /// Actions the latest reconcile carried out: `Some(0)` once nothing is left to do,
+    /// `None` when it could not plan (observation failed or was stale).
+    #[serde(skip)]
+    pub last_actions: Option<u64>,
     #[serde(skip)]
     failures: u32,
 }
@@ -135,6 +139,7 @@ impl<P: Provider> Engine<P> {
                     spec,
                     memory,
                     status,
+                    last_actions: None,
                     failures: 0,
                 },
             );
@@ -201,6 +206,7 @@ impl<P: Provider> Engine<P> {
                 spec,
                 memory,
                 status,
+                last_actions: None,
                 failures: 0,
             },
         );
@@ -233,6 +239,11 @@ impl<P: Provider> Engine<P> {
         }
         self.queue.schedule(name, now);
         Ok(())
+    }
+
+    /// Gives up the engine, handing back its store (to be closed or reused).
+    pub fn into_store(self) -> Arc<Store> {
+        self.store
     }
 
     pub fn cluster(&self, name: &str) -> Option<&ClusterRecord> {
@@ -326,6 +337,7 @@ impl<P: Provider> Engine<P> {
             return Ok(());
         };
         c.memory = o.memory;
+        c.last_actions = o.status.is_some().then_some(o.actions);
         if let Some(status) = o.status {
             c.status = status;
         }

@@ -21,13 +21,39 @@ pub struct ClusterTrack {
     pub generation: u64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Violation {
     pub at_seconds: f64,
+    /// The runner's step at which it was seen; a replay sees it at the same step.
+    pub step: u64,
     pub message: String,
 }
 
-#[derive(Clone, Debug, Serialize)]
+/// Bounds of the `callBudget` invariant.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallBudget {
+    /// Cloud API calls one reconcile may make (observation included).
+    pub per_reconcile_max: u64,
+    /// Calls per cluster-hour over the whole run.
+    pub per_cluster_hour_max: f64,
+    /// Failed calls one cluster may see in any `hot_loop_window` before it counts as a
+    /// hot retry loop.
+    pub failures_per_window_max: usize,
+    pub hot_loop_window: flightdeck_spec::Duration,
+}
+
+impl Default for CallBudget {
+    fn default() -> Self {
+        CallBudget {
+            per_reconcile_max: 64,
+            per_cluster_hour_max: 6_000.0,
+            failures_per_window_max: 60,
+            hot_loop_window: flightdeck_spec::Duration::from_mins(10),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Verdict {
     pub name: &'static str,
     pub held: bool,
@@ -45,10 +71,13 @@ pub struct Invariants {
     mutations_seen: u64,
     deleted: BTreeMap<Identity, u64>,
     start: Timestamp,
+    step: u64,
+    budget: CallBudget,
+    failures: BTreeMap<String, std::collections::VecDeque<Timestamp>>,
 }
 
 impl Invariants {
-    pub fn new(enabled: &[Invariant], start: Timestamp) -> Self {
+    pub fn new(enabled: &[Invariant], start: Timestamp, budget: CallBudget) -> Self {
         let enabled: BTreeSet<Invariant> = enabled.iter().copied().collect();
         let verdicts = enabled
             .iter()
@@ -71,7 +100,71 @@ impl Invariants {
             mutations_seen: 0,
             deleted: BTreeMap::new(),
             start,
+            step: 0,
+            budget,
+            failures: BTreeMap::new(),
         }
+    }
+
+    /// The step the following checks belong to.
+    pub fn at_step(&mut self, step: u64) {
+        self.step = step;
+    }
+
+    /// `callBudget`: one batch of `reconciles` reconciles made `calls` cloud calls.
+    pub fn check_batch(&mut self, now: Timestamp, reconciles: usize, calls: u64) {
+        if reconciles == 0 || !self.enabled.contains(&Invariant::CallBudget) {
+            return;
+        }
+        let max = self.budget.per_reconcile_max * reconciles as u64;
+        let v = (calls > max).then(|| {
+            format!("{reconciles} reconcile(s) made {calls} cloud calls, more than {max} allowed")
+        });
+        self.record(Invariant::CallBudget, now, v);
+    }
+
+    /// `callBudget`: a failed call seen by `cluster`; too many within the window is a
+    /// hot retry loop.
+    pub fn note_failure(&mut self, cluster: &str, at: Timestamp) {
+        if !self.enabled.contains(&Invariant::CallBudget) {
+            return;
+        }
+        let window = self.budget.hot_loop_window;
+        let max = self.budget.failures_per_window_max;
+        let q = self.failures.entry(cluster.to_string()).or_default();
+        q.push_back(at);
+        while q.front().is_some_and(|t| at.since(*t) > window) {
+            q.pop_front();
+        }
+        let n = q.len();
+        let v = (n > max).then(|| {
+            format!("cluster {cluster}: {n} failed cloud calls within {window}, a hot retry loop (at most {max})")
+        });
+        self.record(Invariant::CallBudget, at, v);
+    }
+
+    /// `callBudget` over the whole run: calls per cluster-hour.
+    pub fn check_calls_per_cluster_hour(&mut self, now: Timestamp, per_cluster_hour: f64) {
+        if !self.enabled.contains(&Invariant::CallBudget) {
+            return;
+        }
+        let max = self.budget.per_cluster_hour_max;
+        let v = (per_cluster_hour > max).then(|| {
+            format!("{per_cluster_hour:.0} cloud calls per cluster-hour, more than {max:.0}")
+        });
+        self.record(Invariant::CallBudget, now, v);
+    }
+
+    /// `convergence`: `problem` is why the fleet has not converged in time, if it has not.
+    pub fn check_convergence(&mut self, now: Timestamp, problem: Option<String>) {
+        if self.enabled.contains(&Invariant::Convergence) {
+            self.record(Invariant::Convergence, now, problem);
+        }
+    }
+
+    /// Whether `inv` is checked in this run.
+    pub fn enabled(&self, inv: Invariant) -> bool {
+        self.enabled.contains(&inv)
     }
 
     pub fn verdicts(&self) -> Vec<Verdict> {
@@ -84,6 +177,7 @@ impl Invariants {
 
     fn record(&mut self, inv: Invariant, now: Timestamp, violation: Option<String>) {
         let start = self.start;
+        let step = self.step;
         let Some(v) = self.verdicts.get_mut(&inv) else {
             return;
         };
@@ -94,6 +188,7 @@ impl Invariants {
                 v.held = false;
                 v.first_violation = Some(Violation {
                     at_seconds: now.since(start).as_secs_f64(),
+                    step,
                     message,
                 });
             }

@@ -6,10 +6,13 @@
 //! this crate is where the two meet.
 
 pub mod builtin;
+pub mod engine_faults;
+mod expect;
 pub mod invariants;
 pub mod load;
 pub mod report;
 pub mod runner;
+mod workload;
 
 pub use load::{LoadedScenario, ScenarioError, load_scenario};
 pub use report::Report;

@@ -20,6 +20,8 @@ pub struct Report {
     /// service → "METHOD /path" → calls.
     pub api_calls: BTreeMap<String, BTreeMap<String, u64>>,
     pub api_calls_total: u64,
+    /// Calls divided by the cluster-hours the run simulated (at least a quarter hour).
+    pub api_calls_per_cluster_hour: f64,
     pub engine: ReconcileStats,
     pub clusters: Vec<ClusterReport>,
     pub timeline: Vec<TimelineEntry>,

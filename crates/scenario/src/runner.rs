@@ -1,26 +1,29 @@
 //! The driver loop: virtual time advances to the next thing that happens (a reconcile
-//! due, a cloud transition, a fault or workload step), and after every step the
-//! invariants are checked against the simulator's ground truth.
+//! due, a cloud transition, a fault, a workload step or a restart), and after every step
+//! the invariants are checked against the simulator's ground truth.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use flightdeck_cloud::{Clock, SeededRng, SimClock, Timestamp};
+use flightdeck_cloud::{Clock, Rng, SeededRng, SimClock, Timestamp};
 use flightdeck_engine::{Engine, EngineConfig, EngineError};
 use flightdeck_plan::{Event, Severity};
 use flightdeck_sim::{SimCloud, SimConfig, SimFault};
-use flightdeck_spec::scenario::{FinalState, WorkloadAction};
-use flightdeck_spec::{Cluster, Duration, Invariant, KubernetesVersion, MachineTemplate};
-use flightdeck_store::{Store, StoreError};
+use flightdeck_spec::scenario::{WorkloadAction, WorkloadStep};
+use flightdeck_spec::{Cluster, Duration, Invariant};
+use flightdeck_store::{MemoryDisk, Store, StoreError};
 
-use crate::invariants::{ClusterTrack, Invariants, leaks};
+use crate::engine_faults::{EngineFaultProfile, Fired, InjectedEngineFaults, STORE_RESTART};
+use crate::expect::{ConditionWatch, final_expectations};
+use crate::invariants::{CallBudget, ClusterTrack, Invariants};
 use crate::load::LoadedScenario;
 use crate::report::{ClusterReport, ExpectationResult, Report, TimelineEntry};
+use crate::workload::apply_step;
 
 /// The most steps one run may take; a run that needs more is stuck in a loop.
 pub const STEPS_MAX: u64 = 2_000_000;
-/// The most reconciles run at one virtual instant before time must move on.
+/// The most reconcile batches run at one virtual instant before time must move on.
 pub const RECONCILES_PER_INSTANT_MAX: usize = 64;
 
 #[derive(Clone, Debug, Default)]
@@ -28,13 +31,21 @@ pub struct RunOptions {
     /// Overrides the scenario's own seed.
     pub seed: Option<u64>,
     pub engine: EngineConfig,
-    /// Keep state here instead of in memory.
+    /// Keep state here instead of on an in-memory disk.
     pub state_dir: Option<PathBuf>,
     /// Virtual times (since start) at which the engine is dropped and rebuilt on the
     /// same store and the same cloud, as after a crash.
     pub restarts: Vec<Duration>,
+    /// Virtual times at which the engine and the store are both closed and reopened.
+    pub store_restarts: Vec<Duration>,
+    /// Engine faults (crashes between writes, stale observations, lost requeues).
+    pub engine_faults: Option<EngineFaultProfile>,
     /// End as soon as every cluster is Ready (the `up` command).
     pub stop_when_ready: bool,
+    /// From this time on no fault is active and the fleet must converge before the
+    /// scenario ends (the `convergence` invariant); the run ends once it has.
+    pub converge_after: Option<Duration>,
+    pub call_budget: CallBudget,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -51,373 +62,581 @@ pub enum RunError {
 pub struct Run {
     pub report: Report,
     pub cloud: Arc<SimCloud>,
+    /// Engine faults that struck, by name.
+    pub engine_faults_fired: BTreeMap<&'static str, u64>,
+    /// Virtual seconds from `converge_after` until the fleet converged.
+    pub convergence_seconds: Option<f64>,
 }
 
-struct ConditionWatch {
-    cluster: String,
-    condition: String,
-    status: bool,
-    after: Timestamp,
-    within: Timestamp,
-    met_at: Option<Timestamp>,
+/// Where the state store lives; either can be closed and opened again.
+enum StoreHome {
+    Dir(PathBuf),
+    Disk(MemoryDisk),
 }
 
-/// Runs a scenario to its end (or, with `stop_when_ready`, until every cluster is Ready)
-/// and reports. `on_event` sees every timeline entry as it happens.
+impl StoreHome {
+    fn open(&self) -> Result<Store, StoreError> {
+        match self {
+            StoreHome::Dir(dir) => {
+                let mut s = Store::open(dir)?;
+                // The simulated cloud lives in memory; waiting for the disk buys nothing.
+                s.set_durable(false);
+                Ok(s)
+            }
+            StoreHome::Disk(disk) => Store::on_memory_disk(disk),
+        }
+    }
+}
+
+/// Runs a scenario to its end (or until the stop condition of `options` holds) and
+/// reports. `on_event` sees every timeline entry as it happens.
 pub async fn run(
     loaded: &LoadedScenario,
     options: &RunOptions,
     on_event: &mut dyn FnMut(&TimelineEntry),
 ) -> Result<Run, RunError> {
-    let spec = &loaded.scenario.spec;
-    let seed = options.seed.unwrap_or(spec.seed);
-    let start = Timestamp::SIM_EPOCH;
-    let end = start.plus(spec.duration);
-    let clock = SimClock::new(start);
-    let cloud = Arc::new(SimCloud::new(SimConfig::default(), seed, clock.clone()));
-    // Objects flightdeck did not create: it must never touch them, even when they share
-    // a name with the cluster's own.
-    cloud.add_foreign_server("bastion", vec!["team=platform".into()]);
-    cloud.add_foreign_load_balancer("legacy-ingress");
-    for c in &loaded.clusters {
-        cloud.add_foreign_security_group(c.spec.network.security_group.as_str());
-    }
-    let mut timeline: Vec<TimelineEntry> = Vec::new();
-    let mut emit = |timeline: &mut Vec<TimelineEntry>, e: TimelineEntry| {
-        on_event(&e);
-        timeline.push(e);
-    };
-    for f in &spec.faults {
-        cloud.inject(SimFault {
-            kind: f.kind,
-            start: start.plus(f.at),
-            end: f.duration.map(|d| start.plus(f.at).plus(d)),
-            service: f.service,
-            rate: f.rate,
-            latency: f.latency,
-            count: f.count,
-        });
-    }
-    let mut fault_marks: Vec<(Timestamp, String)> = Vec::new();
-    for f in &spec.faults {
-        let what = match f.service {
-            Some(s) => format!("{} on {}", f.kind.as_str(), s.as_str()),
-            None => f.kind.as_str().to_string(),
+    let mut d = Driver::new(loaded, options, on_event)?;
+    d.run().await?;
+    Ok(d.finish())
+}
+
+struct Driver<'a> {
+    loaded: &'a LoadedScenario,
+    options: &'a RunOptions,
+    on_event: &'a mut dyn FnMut(&TimelineEntry),
+    seed: u64,
+    start: Timestamp,
+    end: Timestamp,
+    clock: SimClock,
+    cloud: Arc<SimCloud>,
+    home: StoreHome,
+    engine: Engine<SimCloud>,
+    engine_generation: u64,
+    fired: Fired,
+    timeline: Vec<TimelineEntry>,
+    marks: Vec<(Timestamp, Severity, &'static str, String)>,
+    workload: Vec<(usize, &'a WorkloadStep)>,
+    next_step: usize,
+    restarts: Vec<(Timestamp, bool)>,
+    tracks: BTreeMap<String, ClusterTrack>,
+    specs: BTreeMap<String, Cluster>,
+    invariants: Invariants,
+    watches: Vec<ConditionWatch>,
+    workload_failures: Vec<String>,
+    steps: u64,
+    converged_at: Option<Timestamp>,
+    cluster_millis: u64,
+}
+
+impl<'a> Driver<'a> {
+    fn new(
+        loaded: &'a LoadedScenario,
+        options: &'a RunOptions,
+        on_event: &'a mut dyn FnMut(&TimelineEntry),
+    ) -> Result<Self, RunError> {
+        let spec = &loaded.scenario.spec;
+        let seed = options.seed.unwrap_or(spec.seed);
+        let start = Timestamp::SIM_EPOCH;
+        let clock = SimClock::new(start);
+        let cloud = Arc::new(SimCloud::new(SimConfig::default(), seed, clock.clone()));
+        // Objects flightdeck did not create: it must never touch them, even when they
+        // share a name with the cluster's own.
+        cloud.add_foreign_server("bastion", vec!["team=platform".into()]);
+        cloud.add_foreign_load_balancer("legacy-ingress");
+        for c in &loaded.clusters {
+            cloud.add_foreign_security_group(c.spec.network.security_group.as_str());
+        }
+        let mut marks = Vec::new();
+        for f in &spec.faults {
+            let at = start.plus(f.at);
+            cloud.inject(SimFault {
+                kind: f.kind,
+                start: at,
+                end: f.duration.map(|d| at.plus(d)),
+                service: f.service,
+                rate: f.rate,
+                latency: f.latency,
+                count: f.count,
+            });
+            let what = match f.service {
+                Some(s) => format!("{} on {}", f.kind.as_str(), s.as_str()),
+                None => f.kind.as_str().to_string(),
+            };
+            marks.push((
+                at,
+                Severity::Warning,
+                "Fault",
+                format!("fault {what} starts"),
+            ));
+            if let Some(d) = f.duration {
+                marks.push((
+                    at.plus(d),
+                    Severity::Normal,
+                    "Fault",
+                    format!("fault {what} ends"),
+                ));
+            }
+        }
+        marks.sort_by(|a, b| (a.0, &a.3).cmp(&(b.0, &b.3)));
+        let home = match &options.state_dir {
+            Some(dir) => StoreHome::Dir(dir.clone()),
+            None => StoreHome::Disk(MemoryDisk::new()),
         };
-        fault_marks.push((start.plus(f.at), format!("fault {what} starts")));
-        if let Some(d) = f.duration {
-            fault_marks.push((start.plus(f.at).plus(d), format!("fault {what} ends")));
-        }
-    }
-    fault_marks.sort();
-
-    let store = Arc::new(match &options.state_dir {
-        Some(dir) => {
-            let mut s = Store::open(dir)?;
-            // The simulated cloud lives in memory; waiting for the disk buys nothing.
-            s.set_durable(false);
-            s
-        }
-        None => Store::in_memory()?,
-    });
-    let build = |clock: &SimClock, generation: u64| -> Result<Engine<SimCloud>, EngineError> {
-        Engine::new(
-            cloud.clone(),
-            store.clone(),
-            Arc::new(clock.clone()),
-            Box::new(SeededRng::fork(seed, &format!("engine-{generation}"))),
-            options.engine.clone(),
-        )
-    };
-    let mut engine = build(&clock, 0)?;
-    let mut tracks: BTreeMap<String, ClusterTrack> = BTreeMap::new();
-    let mut specs: BTreeMap<String, Cluster> = BTreeMap::new();
-    for c in &loaded.clusters {
-        engine.apply(c.clone())?;
-        specs.insert(c.name().to_string(), c.clone());
-    }
-    let enabled: Vec<Invariant> = spec
-        .expect
-        .invariants
-        .clone()
-        .unwrap_or_else(|| Invariant::ALL.to_vec());
-    let mut invariants = Invariants::new(&enabled, start);
-    let mut watches: Vec<ConditionWatch> = spec
-        .expect
-        .conditions
-        .iter()
-        .map(|c| ConditionWatch {
-            cluster: c.cluster.to_string(),
-            condition: c.condition.clone(),
-            status: c.status,
-            after: start.plus(c.after),
-            within: start.plus(c.within),
-            met_at: None,
+        let store = Arc::new(home.open()?);
+        let fired: Fired = Arc::default();
+        let engine = build_engine(&cloud, &store, &clock, seed, 0, options, start, &fired)?;
+        let mut workload: Vec<(usize, &WorkloadStep)> = spec.workload.iter().enumerate().collect();
+        workload.sort_by_key(|(i, w)| (w.at, *i));
+        let mut restarts: Vec<(Timestamp, bool)> = options
+            .restarts
+            .iter()
+            .map(|d| (start.plus(*d), false))
+            .chain(
+                options
+                    .store_restarts
+                    .iter()
+                    .map(|d| (start.plus(*d), true)),
+            )
+            .collect();
+        restarts.sort();
+        let enabled: Vec<Invariant> = spec
+            .expect
+            .invariants
+            .clone()
+            .unwrap_or_else(|| Invariant::ALL.to_vec());
+        let watches = spec
+            .expect
+            .conditions
+            .iter()
+            .map(|c| ConditionWatch::new(c, start))
+            .collect();
+        Ok(Driver {
+            loaded,
+            options,
+            on_event,
+            seed,
+            start,
+            end: start.plus(spec.duration),
+            clock,
+            cloud,
+            home,
+            engine,
+            engine_generation: 0,
+            fired,
+            timeline: Vec::new(),
+            marks,
+            workload,
+            next_step: 0,
+            restarts,
+            tracks: BTreeMap::new(),
+            specs: BTreeMap::new(),
+            invariants: Invariants::new(&enabled, start, options.call_budget.clone()),
+            watches,
+            workload_failures: Vec::new(),
+            steps: 0,
+            converged_at: None,
+            cluster_millis: 0,
         })
-        .collect();
-    let mut workload: Vec<(usize, &flightdeck_spec::scenario::WorkloadStep)> =
-        spec.workload.iter().enumerate().collect();
-    workload.sort_by_key(|(i, w)| (w.at, *i));
-    let mut next_step = 0;
-    let mut restarts: Vec<Timestamp> = options.restarts.iter().map(|d| start.plus(*d)).collect();
-    restarts.sort();
-    let mut restart_generation = 0;
-    let mut steps: u64 = 0;
-    let mut workload_failures: Vec<String> = Vec::new();
+    }
 
-    loop {
-        steps += 1;
-        if steps > STEPS_MAX {
-            return Err(RunError::TooManySteps);
+    fn emit(
+        &mut self,
+        at: Timestamp,
+        source: &str,
+        severity: Severity,
+        reason: &str,
+        message: String,
+    ) {
+        let e = entry(at, source, severity, reason, message);
+        (self.on_event)(&e);
+        self.timeline.push(e);
+    }
+
+    async fn run(&mut self) -> Result<(), RunError> {
+        for c in &self.loaded.clusters {
+            self.engine.apply(c.clone())?;
+            self.specs.insert(c.name().to_string(), c.clone());
         }
-        cloud.advance();
-        let now = clock.now();
-        while fault_marks.first().is_some_and(|(t, _)| *t <= now) {
-            let (t, what) = fault_marks.remove(0);
-            emit(
-                &mut timeline,
-                entry(t, "sim", Severity::Warning, "Fault", what),
-            );
-        }
-        while restarts.first().is_some_and(|t| *t <= now) {
-            restarts.remove(0);
-            restart_generation += 1;
-            drop(engine);
-            engine = build(&clock, restart_generation)?;
-            emit(
-                &mut timeline,
-                entry(
-                    now,
-                    "sim",
-                    Severity::Warning,
-                    "EngineRestarted",
-                    "the engine was dropped and rebuilt on the same store".into(),
-                ),
-            );
-        }
-        while let Some((index, step)) = workload.get(next_step).copied() {
-            if start.plus(step.at) > now {
+        let mut last = self.clock.now();
+        loop {
+            self.steps += 1;
+            if self.steps > STEPS_MAX {
+                return Err(RunError::TooManySteps);
+            }
+            self.invariants.at_step(self.steps);
+            self.cloud.advance();
+            let now = self.clock.now();
+            self.cluster_millis +=
+                now.since(last).as_millis() * self.engine.clusters().count() as u64;
+            last = now;
+            self.fire_marks(now);
+            self.fire_restarts(now)?;
+            self.fire_workload(now)?;
+            self.reconcile_due().await?;
+            let now = self.clock.now();
+            self.track_clusters(now);
+            let world = self.cloud.snapshot();
+            let fresh = self.cloud.mutations_since(self.invariants.mutations_seen());
+            self.invariants.check(&world, fresh, &self.tracks);
+            for w in &mut self.watches {
+                w.observe(now, &self.engine);
+            }
+            if self.check_convergence(now) || now >= self.end {
                 break;
             }
-            next_step += 1;
-            let name = step.cluster.to_string();
-            let result = apply_step(&mut engine, &mut specs, loaded, index, step);
-            let (severity, message) = match result {
-                Ok(m) => (Severity::Normal, m),
-                Err(e) => {
-                    workload_failures.push(format!("workload step {index} ({name}): {e}"));
-                    (Severity::Warning, format!("failed: {e}"))
-                }
+            if self.options.stop_when_ready
+                && self.next_step >= self.workload.len()
+                && self.engine.clusters().count() > 0
+                && self.engine.clusters().all(|(_, c)| c.status.ready)
+            {
+                break;
+            }
+            let candidates = [
+                self.engine.next_due(),
+                self.cloud.next_transition_at(),
+                self.workload
+                    .get(self.next_step)
+                    .map(|(_, w)| self.start.plus(w.at)),
+                self.marks.first().map(|m| m.0),
+                self.restarts.first().map(|r| r.0),
+                self.options.converge_after.map(|d| self.start.plus(d)),
+                Some(self.end),
+            ];
+            let next = candidates
+                .into_iter()
+                .flatten()
+                .filter(|t| *t > now)
+                .min()
+                .unwrap_or(self.end);
+            self.clock.advance_to(next);
+        }
+        Ok(())
+    }
+
+    fn fire_marks(&mut self, now: Timestamp) {
+        while self.marks.first().is_some_and(|m| m.0 <= now) {
+            let (t, severity, reason, what) = self.marks.remove(0);
+            self.emit(t, "sim", severity, reason, what);
+        }
+    }
+
+    fn fire_restarts(&mut self, now: Timestamp) -> Result<(), RunError> {
+        while self.restarts.first().is_some_and(|r| r.0 <= now) {
+            let (_, with_store) = self.restarts.remove(0);
+            let what = if with_store {
+                "the engine and its store were closed and reopened"
+            } else {
+                "the engine was dropped and rebuilt on the same store"
             };
-            if let Some(t) = tracks.get_mut(&name) {
+            self.restart_engine(with_store)?;
+            if with_store {
+                *self
+                    .fired
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .entry(STORE_RESTART)
+                    .or_default() += 1;
+            }
+            self.emit(
+                now,
+                "sim",
+                Severity::Warning,
+                "EngineRestarted",
+                what.into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Drops the engine (losing everything it held in memory) and builds a new one from
+    /// the store; with `with_store` the store itself is closed and reopened first.
+    fn restart_engine(&mut self, with_store: bool) -> Result<(), RunError> {
+        self.engine_generation += 1;
+        // A stand-in on a scratch store lets the old engine, the only holder of the real
+        // store, be dropped before the store is reopened. It never runs.
+        let scratch = Arc::new(Store::in_memory()?);
+        let stand_in = self.build(&scratch, u64::MAX)?;
+        let store = std::mem::replace(&mut self.engine, stand_in).into_store();
+        let store = if with_store {
+            drop(store);
+            Arc::new(self.home.open()?)
+        } else {
+            store
+        };
+        self.engine = self.build(&store, self.engine_generation)?;
+        Ok(())
+    }
+
+    fn build(&self, store: &Arc<Store>, generation: u64) -> Result<Engine<SimCloud>, EngineError> {
+        build_engine(
+            &self.cloud,
+            store,
+            &self.clock,
+            self.seed,
+            generation,
+            self.options,
+            self.start,
+            &self.fired,
+        )
+    }
+
+    fn fire_workload(&mut self, now: Timestamp) -> Result<(), RunError> {
+        while let Some((index, step)) = self.workload.get(self.next_step).copied() {
+            if self.start.plus(step.at) > now {
+                break;
+            }
+            self.next_step += 1;
+            let name = step.cluster.to_string();
+            let (severity, message) =
+                match apply_step(&mut self.engine, &mut self.specs, self.loaded, index, step) {
+                    Ok(m) => (Severity::Normal, m),
+                    Err(e) => {
+                        self.workload_failures
+                            .push(format!("workload step {index} ({name}): {e}"));
+                        (Severity::Warning, format!("failed: {e}"))
+                    }
+                };
+            if let Some(t) = self.tracks.get_mut(&name) {
                 t.generation += 1;
                 if step.action == WorkloadAction::Delete {
                     t.deletion_requested = true;
                 }
             }
-            emit(
-                &mut timeline,
-                entry(
-                    now,
-                    "workload",
-                    severity,
-                    &format!("{:?}", step.action),
-                    message,
-                ),
+            self.emit(
+                now,
+                "workload",
+                severity,
+                &format!("{:?}", step.action),
+                message,
             );
         }
+        Ok(())
+    }
+
+    async fn reconcile_due(&mut self) -> Result<(), RunError> {
         for _ in 0..RECONCILES_PER_INSTANT_MAX {
-            if engine.run_due().await? == 0 {
+            let calls_before = self.cloud_calls();
+            let ran = match self.engine.run_due().await {
+                Ok(n) => n,
+                Err(EngineError::Crashed(cluster)) => {
+                    let now = self.clock.now();
+                    self.drain_events();
+                    self.emit(
+                        now,
+                        "sim",
+                        Severity::Warning,
+                        "EngineCrashed",
+                        format!("the engine crashed between two writes of {cluster}'s plan"),
+                    );
+                    self.restart_engine(false)?;
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let calls = self.cloud_calls() - calls_before;
+            self.invariants.check_batch(self.clock.now(), ran, calls);
+            self.drain_events();
+            if ran == 0 {
                 break;
             }
         }
-        for e in engine.drain_events() {
-            emit(&mut timeline, from_event(e));
+        Ok(())
+    }
+
+    fn drain_events(&mut self) {
+        for e in self.engine.drain_events() {
+            if matches!(
+                e.reason.as_str(),
+                "ActionFailed" | "CloudBusy" | "ObserveFailed"
+            ) {
+                self.invariants.note_failure(&e.cluster, e.at);
+            }
+            let entry = from_event(e);
+            (self.on_event)(&entry);
+            self.timeline.push(entry);
         }
-        // Track clusters for the invariants.
-        let now = clock.now();
-        for (name, c) in engine.clusters() {
-            let t = tracks.entry(name.clone()).or_insert_with(|| ClusterTrack {
-                name: name.clone(),
-                uid: c.memory.uid.clone(),
-                ready_since: None,
-                deletion_requested: false,
-                deleted_at: None,
-                generation: 0,
-            });
+    }
+
+    fn cloud_calls(&self) -> u64 {
+        self.cloud
+            .api_calls()
+            .values()
+            .flat_map(|m| m.values())
+            .sum()
+    }
+
+    fn track_clusters(&mut self, now: Timestamp) {
+        for (name, c) in self.engine.clusters() {
+            let t = self
+                .tracks
+                .entry(name.clone())
+                .or_insert_with(|| ClusterTrack {
+                    name: name.clone(),
+                    uid: c.memory.uid.clone(),
+                    ready_since: None,
+                    deletion_requested: false,
+                    deleted_at: None,
+                    generation: 0,
+                });
             t.ready_since = c.memory.ready_since;
             t.deletion_requested |= c.memory.deletion_requested.is_some();
         }
-        for t in tracks.values_mut() {
-            if t.deleted_at.is_none() && t.deletion_requested && engine.cluster(&t.name).is_none() {
+        for t in self.tracks.values_mut() {
+            if t.deleted_at.is_none()
+                && t.deletion_requested
+                && self.engine.cluster(&t.name).is_none()
+            {
                 t.deleted_at = Some(now);
             }
         }
-        let world = cloud.snapshot();
-        invariants.check(
-            &world,
-            cloud.mutations_since(invariants.mutations_seen()),
-            &tracks,
-        );
-        for w in watches.iter_mut().filter(|w| w.met_at.is_none()) {
-            if now < w.after || now > w.within {
-                continue;
-            }
-            let holds = engine.cluster(&w.cluster).is_some_and(|c| {
-                c.status
-                    .conditions
-                    .iter()
-                    .any(|x| x.kind == w.condition && x.status == w.status)
-            });
-            if holds {
-                w.met_at = Some(now);
-            }
-        }
-
-        if now >= end {
-            break;
-        }
-        if options.stop_when_ready
-            && next_step >= workload.len()
-            && engine.clusters().count() > 0
-            && engine.clusters().all(|(_, c)| c.status.ready)
-        {
-            break;
-        }
-        let candidates = [
-            engine.next_due(),
-            cloud.next_transition_at(),
-            workload.get(next_step).map(|(_, w)| start.plus(w.at)),
-            fault_marks.first().map(|(t, _)| *t),
-            restarts.first().copied(),
-            Some(end),
-        ];
-        let next = candidates
-            .into_iter()
-            .flatten()
-            .filter(|t| *t > now)
-            .min()
-            .unwrap_or(end);
-        clock.advance_to(next);
     }
 
-    let now = clock.now();
-    let mut expectations: Vec<ExpectationResult> = watches
-        .iter()
-        .map(|w| ExpectationResult {
-            expectation: format!(
-                "{} {}={} between {} and {}",
-                w.cluster,
-                w.condition,
-                if w.status { "True" } else { "False" },
-                w.after.since(start),
-                w.within.since(start)
-            ),
-            met: w.met_at.is_some(),
-            at_seconds: w.met_at.map(|t| t.since(start).as_secs_f64()),
-            detail: if w.met_at.is_some() {
-                "seen".into()
-            } else {
-                "never seen in the window".into()
-            },
-        })
-        .collect();
-    for f in &spec.expect.final_state {
-        let name = f.cluster.to_string();
-        let (met, detail) = match f.state {
-            FinalState::Deleted => match engine.cluster(&name) {
-                Some(c) => (
-                    false,
-                    format!("still there, phase {}", c.status.phase.as_str()),
-                ),
-                None => {
-                    let uid = tracks.get(&name).map(|t| t.uid.clone()).unwrap_or_default();
-                    match leaks(&cloud.snapshot(), &uid) {
-                        Some(left) => (false, format!("deleted, but {left} remain")),
-                        None => (true, "deleted; nothing it owned remains".into()),
-                    }
-                }
-            },
-            FinalState::Ready => match engine.cluster(&name) {
-                None => (false, "not there".into()),
-                Some(c) if !c.status.ready => (false, format!("phase {}", c.status.phase.as_str())),
-                Some(c) => match &f.version {
-                    Some(v) => {
-                        let all = c
-                            .status
-                            .control_plane
-                            .machines
-                            .iter()
-                            .all(|m| m.version == v.as_str());
-                        (
-                            all,
-                            if all {
-                                format!("Ready on {v}")
-                            } else {
-                                format!("Ready, but not every control-plane machine runs {v}")
-                            },
-                        )
-                    }
-                    None => (true, "Ready".into()),
-                },
-            },
+    /// Whether the fleet has converged after the faults stopped: every cluster that
+    /// should exist is Ready with nothing left to do, every deleted one is gone.
+    fn check_convergence(&mut self, now: Timestamp) -> bool {
+        let Some(after) = self.options.converge_after.map(|d| self.start.plus(d)) else {
+            return false;
         };
-        expectations.push(ExpectationResult {
-            expectation: format!(
-                "{name} ends {:?}{}",
-                f.state,
-                f.version
-                    .as_ref()
-                    .map(|v| format!(" on {v}"))
-                    .unwrap_or_default()
-            ),
-            met,
-            at_seconds: if met {
-                Some(now.since(start).as_secs_f64())
-            } else {
-                None
-            },
-            detail,
-        });
+        if now < after || self.next_step < self.workload.len() {
+            return false;
+        }
+        let problem = self.fleet_problem();
+        if problem.is_none() {
+            self.converged_at = Some(now);
+            self.invariants.check_convergence(now, None);
+            return true;
+        }
+        if now >= self.end {
+            let bound = self.end.since(after);
+            let why = problem.unwrap_or_default();
+            self.invariants.check_convergence(
+                now,
+                Some(format!(
+                    "not converged {bound} after the faults stopped: {why}"
+                )),
+            );
+        }
+        false
     }
-    for failure in workload_failures {
-        expectations.push(ExpectationResult {
-            expectation: "every workload step applies".into(),
-            met: false,
-            at_seconds: None,
-            detail: failure,
-        });
+
+    fn fleet_problem(&self) -> Option<String> {
+        for t in self.tracks.values() {
+            let c = self.engine.cluster(&t.name);
+            match (t.deletion_requested, c) {
+                (true, Some(c)) => {
+                    return Some(format!("{} is still {}", t.name, c.status.phase.as_str()));
+                }
+                (true, None) => {}
+                (false, None) => return Some(format!("{} is missing", t.name)),
+                (false, Some(c)) if !c.status.ready => {
+                    return Some(format!("{} is {}", t.name, c.status.phase.as_str()));
+                }
+                (false, Some(c)) if c.last_actions != Some(0) => {
+                    return Some(format!("{} still has actions to take", t.name));
+                }
+                (false, Some(_)) => {}
+            }
+        }
+        None
     }
-    let api_calls = cloud.api_calls();
-    let api_calls_total = api_calls.values().flat_map(|m| m.values()).sum();
-    let clusters = tracks
-        .values()
-        .map(|t| ClusterReport {
-            name: t.name.clone(),
-            uid: t.uid.clone(),
-            phase: match engine.cluster(&t.name) {
-                Some(c) => c.status.phase.as_str().to_string(),
-                None => "Deleted".into(),
-            },
-            status: engine.cluster(&t.name).map(|c| c.status.clone()),
-        })
-        .collect();
-    let passed = invariants.all_held() && expectations.iter().all(|e| e.met);
-    let report = Report {
-        scenario: loaded.scenario.metadata.name.to_string(),
-        seed,
-        passed,
-        virtual_seconds: now.since(start).as_secs_f64(),
-        steps,
-        invariants: invariants.verdicts(),
-        expectations,
-        api_calls,
-        api_calls_total,
-        engine: engine.stats().clone(),
-        clusters,
-        timeline,
-    };
-    Ok(Run { report, cloud })
+
+    fn finish(mut self) -> Run {
+        let now = self.clock.now();
+        let start = self.start;
+        let api_calls = self.cloud.api_calls();
+        let api_calls_total: u64 = api_calls.values().flat_map(|m| m.values()).sum();
+        let cluster_hours = (self.cluster_millis as f64 / 3_600_000.0).max(0.25);
+        let per_cluster_hour = api_calls_total as f64 / cluster_hours;
+        self.invariants
+            .check_calls_per_cluster_hour(now, per_cluster_hour);
+        let mut expectations: Vec<ExpectationResult> =
+            self.watches.iter().map(|w| w.result(start)).collect();
+        expectations.extend(final_expectations(
+            &self.loaded.scenario.spec.expect.final_state,
+            &self.engine,
+            &self.tracks,
+            &self.cloud.snapshot(),
+            now.since(start).as_secs_f64(),
+        ));
+        for failure in std::mem::take(&mut self.workload_failures) {
+            expectations.push(ExpectationResult {
+                expectation: "every workload step applies".into(),
+                met: false,
+                at_seconds: None,
+                detail: failure,
+            });
+        }
+        let clusters = self
+            .tracks
+            .values()
+            .map(|t| ClusterReport {
+                name: t.name.clone(),
+                uid: t.uid.clone(),
+                phase: match self.engine.cluster(&t.name) {
+                    Some(c) => c.status.phase.as_str().to_string(),
+                    None => "Deleted".into(),
+                },
+                status: self.engine.cluster(&t.name).map(|c| c.status.clone()),
+            })
+            .collect();
+        let passed = self.invariants.all_held() && expectations.iter().all(|e| e.met);
+        let convergence_seconds = match (self.converged_at, self.options.converge_after) {
+            (Some(t), Some(after)) => Some(t.since(start.plus(after)).as_secs_f64()),
+            _ => None,
+        };
+        let report = Report {
+            scenario: self.loaded.scenario.metadata.name.to_string(),
+            seed: self.seed,
+            passed,
+            virtual_seconds: now.since(start).as_secs_f64(),
+            steps: self.steps,
+            invariants: self.invariants.verdicts(),
+            expectations,
+            api_calls,
+            api_calls_total,
+            api_calls_per_cluster_hour: per_cluster_hour,
+            engine: self.engine.stats().clone(),
+            clusters,
+            timeline: std::mem::take(&mut self.timeline),
+        };
+        let engine_faults_fired = self.fired.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        Run {
+            report,
+            cloud: self.cloud,
+            engine_faults_fired,
+            convergence_seconds,
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build_engine(
+    cloud: &Arc<SimCloud>,
+    store: &Arc<Store>,
+    clock: &SimClock,
+    seed: u64,
+    generation: u64,
+    options: &RunOptions,
+    start: Timestamp,
+    fired: &Fired,
+) -> Result<Engine<SimCloud>, EngineError> {
+    let engine = Engine::new(
+        cloud.clone(),
+        store.clone(),
+        Arc::new(clock.clone()),
+        Box::new(SeededRng::fork(seed, &format!("engine-{generation}"))),
+        options.engine.clone(),
+    )?;
+    Ok(match &options.engine_faults {
+        Some(profile) => engine.with_faults(Box::new(InjectedEngineFaults::new(
+            profile.clone(),
+            SeededRng::fork(seed, &format!("engine-faults-{generation}")).next_u64(),
+            clock.clone(),
+            start,
+            fired.clone(),
+        ))),
+        None => engine,
+    })
 }
 
 fn entry(
@@ -438,75 +657,4 @@ fn entry(
 
 fn from_event(e: Event) -> TimelineEntry {
     entry(e.at, &e.cluster, e.severity, &e.reason, e.message)
-}
-
-/// Carries out one workload step against the engine; returns what it did.
-fn apply_step(
-    engine: &mut Engine<SimCloud>,
-    specs: &mut BTreeMap<String, Cluster>,
-    loaded: &LoadedScenario,
-    index: usize,
-    step: &flightdeck_spec::scenario::WorkloadStep,
-) -> Result<String, String> {
-    let name = step.cluster.to_string();
-    if step.action == WorkloadAction::Delete {
-        engine.delete(&name).map_err(|e| e.to_string())?;
-        return Ok(format!("delete cluster {name}"));
-    }
-    let mut spec = match step.action {
-        WorkloadAction::Apply => loaded
-            .applies
-            .iter()
-            .find(|(i, _)| *i == index)
-            .map(|(_, c)| c.clone())
-            .ok_or_else(|| "no cluster file for this step".to_string())?,
-        _ => specs
-            .get(&name)
-            .cloned()
-            .ok_or_else(|| format!("cluster {name} was never applied"))?,
-    };
-    let what = match step.action {
-        WorkloadAction::Scale => {
-            let n = step.replicas.unwrap_or_default();
-            match &step.pool {
-                Some(pool) => {
-                    let p = spec
-                        .spec
-                        .node_pools
-                        .iter_mut()
-                        .find(|p| p.name == *pool)
-                        .ok_or_else(|| format!("cluster {name} has no node pool {pool}"))?;
-                    p.replicas = flightdeck_spec::cluster::PoolReplicas::new(n)?;
-                    format!("scale {name}/{pool} to {n}")
-                }
-                None => {
-                    spec.spec.control_plane.replicas =
-                        flightdeck_spec::cluster::ControlPlaneReplicas::new(n)?;
-                    format!("scale {name} control plane to {n}")
-                }
-            }
-        }
-        WorkloadAction::Upgrade => {
-            let cp = &mut spec.spec.control_plane;
-            if let Some(v) = &step.version {
-                cp.version = KubernetesVersion::clone(v);
-            }
-            if let Some(m) = &step.machine {
-                cp.machine = MachineTemplate::clone(m);
-            }
-            format!(
-                "upgrade {name} control plane to {} ({})",
-                cp.version, cp.machine.image
-            )
-        }
-        WorkloadAction::Apply => format!("apply a new spec for {name}"),
-        WorkloadAction::Delete => {
-            return Err("a delete step has no spec to apply".into());
-        }
-    };
-    spec.validate()
-        .map_err(|(path, msg)| format!("{path}: {msg}"))?;
-    engine.apply(spec.clone()).map_err(|e| e.to_string())?;
-    specs.insert(name, spec);
-    Ok(what)
 }

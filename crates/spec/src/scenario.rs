@@ -149,7 +149,8 @@ pub enum WorkloadAction {
     Apply,
     /// Change a node pool's (or, without `pool`, the control plane's) replica count.
     Scale,
-    /// Change the control plane's version and/or machine template: a rollout.
+    /// Change the control plane's version and/or machine template (or, with `pool`, that
+    /// node pool's machine template): a rollout.
     Upgrade,
     /// Delete the cluster.
     Delete,
@@ -186,14 +187,21 @@ pub enum Invariant {
     NoLeaks,
     /// No mutation touches an object that lacks the cluster's ownership tag.
     OnlyOwned,
+    /// Cloud API calls stay within budget: per reconcile, per cluster-hour, and no
+    /// action fails over and over in a hot loop.
+    CallBudget,
+    /// Once faults stop, the fleet converges to its spec within a bound.
+    Convergence,
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 4] = [
+    pub const ALL: [Invariant; 6] = [
         Invariant::ApiEndpointServing,
         Invariant::NoChurn,
         Invariant::NoLeaks,
         Invariant::OnlyOwned,
+        Invariant::CallBudget,
+        Invariant::Convergence,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -202,6 +210,8 @@ impl Invariant {
             Invariant::NoChurn => "noChurn",
             Invariant::NoLeaks => "noLeaks",
             Invariant::OnlyOwned => "onlyOwned",
+            Invariant::CallBudget => "callBudget",
+            Invariant::Convergence => "convergence",
         }
     }
 }
@@ -340,9 +350,9 @@ impl Scenario {
                 WorkloadAction::Scale => (false, w.pool.is_some(), true, false, false),
                 WorkloadAction::Upgrade => (
                     false,
+                    w.pool.is_some(),
                     false,
-                    false,
-                    w.version.is_some(),
+                    w.version.is_some() && w.pool.is_none(),
                     w.machine.is_some(),
                 ),
                 WorkloadAction::Delete => (false, false, false, false, false),
@@ -360,6 +370,12 @@ impl Scenario {
                         presence(&format!("{:?}", w.action).to_lowercase(), wanted),
                     ));
                 }
+            }
+            if w.action == WorkloadAction::Upgrade && w.pool.is_some() && w.machine.is_none() {
+                return Err((
+                    at("machine"),
+                    "upgrading a node pool needs its new machine".into(),
+                ));
             }
             if w.action == WorkloadAction::Upgrade && w.version.is_none() && w.machine.is_none() {
                 return Err((

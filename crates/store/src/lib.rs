@@ -355,12 +355,18 @@ mod tests {
         {
             let store = Store::on_memory_disk(&disk).expect("open");
             store
-                .commit(vec![Write::put("memory", "demo", &7u32), Write::event("demo", &"e1")])
+                .commit(vec![
+                    Write::put("memory", "demo", &7u32),
+                    Write::event("demo", &"e1"),
+                ])
                 .expect("commit");
         }
         let store = Store::on_memory_disk(&disk).expect("reopen");
         assert_eq!(store.get::<u32>("memory", "demo").expect("get"), Some(7));
-        assert_eq!(store.events::<String>("demo").expect("events"), vec!["e1".to_string()]);
+        assert_eq!(
+            store.events::<String>("demo").expect("events"),
+            vec!["e1".to_string()]
+        );
     }
 
     #[test]

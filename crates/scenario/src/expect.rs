@@ -1,0 +1,136 @@
+//! Expectations of a scenario: conditions seen within a window, and final states.
+
+use std::collections::BTreeMap;
+
+use flightdeck_cloud::Timestamp;
+use flightdeck_engine::Engine;
+use flightdeck_sim::{SimCloud, World};
+use flightdeck_spec::scenario::{ConditionExpectation, FinalExpectation, FinalState};
+
+use crate::invariants::{ClusterTrack, leaks};
+use crate::report::ExpectationResult;
+
+/// Watches for one condition to be seen with a status inside a time window.
+pub(crate) struct ConditionWatch {
+    cluster: String,
+    condition: String,
+    status: bool,
+    after: Timestamp,
+    within: Timestamp,
+    met_at: Option<Timestamp>,
+}
+
+impl ConditionWatch {
+    pub(crate) fn new(c: &ConditionExpectation, start: Timestamp) -> Self {
+        ConditionWatch {
+            cluster: c.cluster.to_string(),
+            condition: c.condition.clone(),
+            status: c.status,
+            after: start.plus(c.after),
+            within: start.plus(c.within),
+            met_at: None,
+        }
+    }
+
+    pub(crate) fn observe(&mut self, now: Timestamp, engine: &Engine<SimCloud>) {
+        if self.met_at.is_some() || now < self.after || now > self.within {
+            return;
+        }
+        let holds = engine.cluster(&self.cluster).is_some_and(|c| {
+            c.status
+                .conditions
+                .iter()
+                .any(|x| x.kind == self.condition && x.status == self.status)
+        });
+        if holds {
+            self.met_at = Some(now);
+        }
+    }
+
+    pub(crate) fn result(&self, start: Timestamp) -> ExpectationResult {
+        ExpectationResult {
+            expectation: format!(
+                "{} {}={} between {} and {}",
+                self.cluster,
+                self.condition,
+                if self.status { "True" } else { "False" },
+                self.after.since(start),
+                self.within.since(start)
+            ),
+            met: self.met_at.is_some(),
+            at_seconds: self.met_at.map(|t| t.since(start).as_secs_f64()),
+            detail: if self.met_at.is_some() {
+                "seen".into()
+            } else {
+                "never seen in the window".into()
+            },
+        }
+    }
+}
+
+/// Judges where each named cluster ended.
+pub(crate) fn final_expectations(
+    wanted: &[FinalExpectation],
+    engine: &Engine<SimCloud>,
+    tracks: &BTreeMap<String, ClusterTrack>,
+    world: &World,
+    at_seconds: f64,
+) -> Vec<ExpectationResult> {
+    wanted
+        .iter()
+        .map(|f| {
+            let name = f.cluster.to_string();
+            let (met, detail) = match f.state {
+                FinalState::Deleted => match engine.cluster(&name) {
+                    Some(c) => (
+                        false,
+                        format!("still there, phase {}", c.status.phase.as_str()),
+                    ),
+                    None => {
+                        let uid = tracks.get(&name).map(|t| t.uid.clone()).unwrap_or_default();
+                        match leaks(world, &uid) {
+                            Some(left) => (false, format!("deleted, but {left} remain")),
+                            None => (true, "deleted; nothing it owned remains".into()),
+                        }
+                    }
+                },
+                FinalState::Ready => match engine.cluster(&name) {
+                    None => (false, "not there".into()),
+                    Some(c) if !c.status.ready => {
+                        (false, format!("phase {}", c.status.phase.as_str()))
+                    }
+                    Some(c) => match &f.version {
+                        Some(v) => {
+                            let all = c
+                                .status
+                                .control_plane
+                                .machines
+                                .iter()
+                                .all(|m| m.version == v.as_str());
+                            let detail = if all {
+                                format!("Ready on {v}")
+                            } else {
+                                format!("Ready, but not every control-plane machine runs {v}")
+                            };
+                            (all, detail)
+                        }
+                        None => (true, "Ready".into()),
+                    },
+                },
+            };
+            ExpectationResult {
+                expectation: format!(
+                    "{name} ends {:?}{}",
+                    f.state,
+                    f.version
+                        .as_ref()
+                        .map(|v| format!(" on {v}"))
+                        .unwrap_or_default()
+                ),
+                met,
+                at_seconds: met.then_some(at_seconds),
+                detail,
+            }
+        })
+        .collect()
+}
