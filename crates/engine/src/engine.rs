@@ -16,6 +16,9 @@ pub(crate) const T_SPEC: &str = "spec";
 pub(crate) const T_MEMORY: &str = "memory";
 pub(crate) const T_STATUS: &str = "status";
 
+/// Conflicts (409 busy) in a row that are retried quickly before backoff grows.
+pub const CONFLICTS_BEFORE_BACKOFF: u32 = 10;
+
 /// The most clusters one engine manages; a bound on every per-cluster structure.
 pub const CLUSTERS_MAX: usize = 1000;
 
@@ -72,6 +75,15 @@ pub struct ClusterRecord {
     pub last_actions: Option<u64>,
     #[serde(skip)]
     failures: u32,
+    #[serde(skip)]
+    conflicts: u32,
+}
+
+impl ClusterRecord {
+    /// Reconciles in a row that ended in a failed or refused call; zero after a success.
+    pub fn consecutive_failures(&self) -> u32 {
+        self.failures + self.conflicts
+    }
 }
 
 /// Counters over the engine's life, for reports and budgets.
@@ -141,6 +153,7 @@ impl<P: Provider> Engine<P> {
                     status,
                     last_actions: None,
                     failures: 0,
+                    conflicts: 0,
                 },
             );
             engine.queue.schedule(&name, now);
@@ -208,6 +221,7 @@ impl<P: Provider> Engine<P> {
                 status,
                 last_actions: None,
                 failures: 0,
+                conflicts: 0,
             },
         );
         self.queue.schedule(&name, now);
@@ -343,10 +357,17 @@ impl<P: Provider> Engine<P> {
         }
         let delay = match o.failure {
             Some(ErrorClass::Conflict) => {
-                // Busy, not broken: look again soon without growing the backoff.
-                o.requeue_after
-                    .unwrap_or(self.config.conflict_retry)
-                    .min(self.config.conflict_retry)
+                // Busy, not broken: look again soon without growing the backoff. A
+                // conflict that does not clear is no longer "busy": after a few in a
+                // row the backoff grows after all, so it never becomes a hot loop.
+                c.conflicts += 1;
+                match c.conflicts.checked_sub(CONFLICTS_BEFORE_BACKOFF) {
+                    Some(over) if over > 0 => self.config.backoff.delay(over, &mut *self.rng),
+                    _ => o
+                        .requeue_after
+                        .unwrap_or(self.config.conflict_retry)
+                        .min(self.config.conflict_retry),
+                }
             }
             Some(ErrorClass::RateLimited(Some(after))) => {
                 c.failures += 1;
@@ -358,6 +379,7 @@ impl<P: Provider> Engine<P> {
             }
             None => {
                 c.failures = 0;
+                c.conflicts = 0;
                 match o.requeue_after {
                     Some(d) => d,
                     None => {

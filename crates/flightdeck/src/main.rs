@@ -4,6 +4,7 @@
 mod output;
 mod plan_cmd;
 mod sim_cmd;
+mod swarm_cmd;
 mod up;
 
 use std::path::PathBuf;
@@ -87,6 +88,43 @@ enum SimCommand {
     /// Run one scenario in virtual time and print its timeline; exits 0 only if every
     /// invariant and expectation held.
     Run(SimRunArgs),
+    /// Randomized fault simulation: every seed becomes a fleet, faults, a workload and
+    /// engine perturbations; invariants are checked at every step, then the fleet must
+    /// converge. Exits 0 only if no seed failed.
+    Swarm(SwarmArgs),
+}
+
+#[derive(Args)]
+pub struct SwarmArgs {
+    /// How many seeds to run.
+    #[arg(long, default_value_t = 100)]
+    seeds: u64,
+    /// The first seed.
+    #[arg(long, default_value_t = 1)]
+    from: u64,
+    /// Seeds run in parallel (default: the machine's cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Stop starting new seeds after this much wall-clock time (e.g. 5m).
+    #[arg(long, value_parser = parse_duration)]
+    budget: Option<flightdeck_spec::Duration>,
+    #[arg(long, value_enum, default_value_t)]
+    output: Output,
+    /// Print each seed's whole timeline (for replaying one seed).
+    #[arg(long)]
+    trace: bool,
+    /// Skip the second run of each seed that checks determinism.
+    #[arg(long)]
+    no_determinism_check: bool,
+    /// Switch off a safety mechanism, to prove the swarm notices (testing the tests).
+    #[arg(long = "unsafe-disable", value_enum)]
+    unsafe_disable: Vec<UnsafeSwitch>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum UnsafeSwitch {
+    MemberGate,
+    OwnershipCheck,
 }
 
 #[derive(Args)]
@@ -148,6 +186,7 @@ fn main() -> ExitCode {
             Command::Validate(args) => plan_cmd::validate(args),
             Command::Sim(SimCommand::Scenarios) => sim_cmd::list(),
             Command::Sim(SimCommand::Run(args)) => sim_cmd::run(args).await,
+            Command::Sim(SimCommand::Swarm(args)) => swarm_cmd::run(args),
         }
     });
     match result {

@@ -36,8 +36,9 @@ pub struct CallBudget {
     pub per_reconcile_max: u64,
     /// Calls per cluster-hour over the whole run.
     pub per_cluster_hour_max: f64,
-    /// Failed calls one cluster may see in any `hot_loop_window` before it counts as a
-    /// hot retry loop.
+    /// Failed reconciles in a row (no success between them) one cluster may see within
+    /// `hot_loop_window` before it counts as a hot retry loop. Backoff that doubles
+    /// from 1 s allows about ten in ten minutes.
     pub failures_per_window_max: usize,
     pub hot_loop_window: flightdeck_spec::Duration,
 }
@@ -47,7 +48,7 @@ impl Default for CallBudget {
         CallBudget {
             per_reconcile_max: 64,
             per_cluster_hour_max: 6_000.0,
-            failures_per_window_max: 60,
+            failures_per_window_max: 30,
             hot_loop_window: flightdeck_spec::Duration::from_mins(10),
         }
     }
@@ -123,8 +124,13 @@ impl Invariants {
         self.record(Invariant::CallBudget, now, v);
     }
 
-    /// `callBudget`: a failed call seen by `cluster`; too many within the window is a
-    /// hot retry loop.
+    /// `callBudget`: `cluster` reconciled successfully; its run of failures is over.
+    pub fn note_success(&mut self, cluster: &str) {
+        self.failures.remove(cluster);
+    }
+
+    /// `callBudget`: a failed call seen by `cluster`; too many in a row within the window
+    /// is a hot retry loop.
     pub fn note_failure(&mut self, cluster: &str, at: Timestamp) {
         if !self.enabled.contains(&Invariant::CallBudget) {
             return;
@@ -138,7 +144,7 @@ impl Invariants {
         }
         let n = q.len();
         let v = (n > max).then(|| {
-            format!("cluster {cluster}: {n} failed cloud calls within {window}, a hot retry loop (at most {max})")
+            format!("cluster {cluster}: {n} failed reconciles in a row within {window}, a hot retry loop (at most {max})")
         });
         self.record(Invariant::CallBudget, at, v);
     }

@@ -12,6 +12,7 @@ pub mod invariants;
 pub mod load;
 pub mod report;
 pub mod runner;
+pub mod swarm;
 mod workload;
 
 pub use load::{LoadedScenario, ScenarioError, load_scenario};

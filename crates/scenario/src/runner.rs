@@ -149,18 +149,11 @@ impl<'a> Driver<'a> {
         let mut marks = Vec::new();
         for f in &spec.faults {
             let at = start.plus(f.at);
-            cloud.inject(SimFault {
-                kind: f.kind,
-                start: at,
-                end: f.duration.map(|d| at.plus(d)),
-                service: f.service,
-                rate: f.rate,
-                latency: f.latency,
-                count: f.count,
-            });
-            let what = match f.service {
-                Some(s) => format!("{} on {}", f.kind.as_str(), s.as_str()),
-                None => f.kind.as_str().to_string(),
+            cloud.inject(SimFault::from_spec(f, start));
+            let what = match (f.service, &f.cluster) {
+                (Some(s), _) => format!("{} on {}", f.kind.as_str(), s.as_str()),
+                (None, Some(c)) => format!("{} on cluster {c}", f.kind.as_str()),
+                (None, None) => f.kind.as_str().to_string(),
             };
             marks.push((
                 at,
@@ -436,6 +429,11 @@ impl<'a> Driver<'a> {
             let calls = self.cloud_calls() - calls_before;
             self.invariants.check_batch(self.clock.now(), ran, calls);
             self.drain_events();
+            for (name, c) in self.engine.clusters() {
+                if c.consecutive_failures() == 0 {
+                    self.invariants.note_success(name);
+                }
+            }
             if ran == 0 {
                 break;
             }

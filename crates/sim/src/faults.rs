@@ -30,6 +30,9 @@ pub struct SimFault {
     pub latency: Option<Duration>,
     /// `octavia.memberOffline`: how many ACTIVE members go offline (default 1).
     pub count: Option<u32>,
+    /// Object faults (`octavia.*`, `nova.bootError`) hit only objects tagged
+    /// `flightdeck-cluster=<cluster>`; `None` hits all.
+    pub cluster: Option<String>,
 }
 
 impl SimFault {
@@ -43,6 +46,7 @@ impl SimFault {
             rate: None,
             latency: None,
             count: None,
+            cluster: None,
         }
     }
 
@@ -58,7 +62,16 @@ impl SimFault {
             rate: fault.rate,
             latency: fault.latency,
             count: fault.count,
+            cluster: fault.cluster.as_ref().map(|c| c.to_string()),
         }
+    }
+
+    /// Whether an object with `tags` is within the fault's target.
+    pub(crate) fn targets(&self, tags: &[String]) -> bool {
+        self.cluster.as_deref().is_none_or(|c| {
+            tags.iter()
+                .any(|t| t.strip_prefix(flightdeck_cloud::ownership::TAG_CLUSTER) == Some(c))
+        })
     }
 
     /// Whether the fault is in force at `t`.
@@ -126,11 +139,7 @@ pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
                         }
                     }
                 }
-                FaultKind::MemberStuckPending
-                    if !any_active(st, FaultKind::MemberStuckPending, t) =>
-                {
-                    members::release_stuck(st, t);
-                }
+                FaultKind::MemberStuckPending => members::release_stuck(st, t),
                 _ => {}
             }
         }
@@ -144,6 +153,11 @@ fn take_members_offline(st: &mut State, index: usize, count: usize) {
         .members
         .values()
         .filter(|m| m.member.provisioning_status == flightdeck_cloud::ProvisioningStatus::Active)
+        .filter(|m| {
+            st.faults
+                .get(index)
+                .is_some_and(|r| r.fault.targets(&m.member.tags))
+        })
         .map(|m| m.member.id.clone())
         .collect();
     let mut chosen = Vec::new();
@@ -161,19 +175,21 @@ fn take_members_offline(st: &mut State, index: usize, count: usize) {
     }
 }
 
-/// Whether any fault of `kind` is in force at `t`.
-pub(crate) fn any_active(st: &State, kind: FaultKind, t: Timestamp) -> bool {
+/// Whether an object with `tags` is held by an active fault of `kind` at `t`.
+pub(crate) fn any_active_for(st: &State, kind: FaultKind, t: Timestamp, tags: &[String]) -> bool {
     st.faults
         .iter()
-        .any(|r| r.fault.kind == kind && r.fault.is_active_at(t))
+        .any(|r| r.fault.kind == kind && r.fault.is_active_at(t) && r.fault.targets(tags))
 }
 
-/// Whether a server requested at `t` is doomed by an active `nova.bootError`.
-pub(crate) fn boot_fails(st: &mut State, t: Timestamp) -> bool {
+/// Whether a server with `tags` requested at `t` is doomed by an active `nova.bootError`.
+pub(crate) fn boot_fails(st: &mut State, t: Timestamp, tags: &[String]) -> bool {
     let rates: Vec<f64> = st
         .faults
         .iter()
-        .filter(|r| r.fault.kind == FaultKind::BootError && r.fault.is_active_at(t))
+        .filter(|r| {
+            r.fault.kind == FaultKind::BootError && r.fault.is_active_at(t) && r.fault.targets(tags)
+        })
         .map(|r| r.fault.rate.unwrap_or(1.0))
         .collect();
     // Every active fault draws, so the stream does not depend on earlier outcomes.

@@ -117,7 +117,9 @@ pub(crate) fn delete_member(
 
 /// Completes a member's pending change, unless a stuck-pending fault holds it.
 pub(crate) fn complete(st: &mut State, t: Timestamp, id: &str) {
-    let stuck = faults::any_active(st, FaultKind::MemberStuckPending, t);
+    let stuck = st.members.get(id).is_some_and(|m| {
+        faults::any_active_for(st, FaultKind::MemberStuckPending, t, &m.member.tags)
+    });
     let Some(m) = st.members.get_mut(id) else {
         return;
     };
@@ -136,12 +138,25 @@ pub(crate) fn complete(st: &mut State, t: Timestamp, id: &str) {
     }
 }
 
-/// The last stuck-pending fault ended at `t`: every held member completes after its
-/// usual latency, counted from now.
+/// A stuck-pending fault ended at `t`: every member no other such fault still holds
+/// completes after its usual latency, counted from now.
 pub(crate) fn release_stuck(st: &mut State, t: Timestamp) {
     let lat = st.config.latencies.clone();
     let mut releases = Vec::new();
-    for m in st.members.values_mut().filter(|m| m.stuck) {
+    // Members another stuck-pending fault still holds stay held.
+    let still_held: Vec<String> = st
+        .members
+        .values()
+        .filter(|m| {
+            m.stuck && faults::any_active_for(st, FaultKind::MemberStuckPending, t, &m.member.tags)
+        })
+        .map(|m| m.member.id.clone())
+        .collect();
+    for m in st
+        .members
+        .values_mut()
+        .filter(|m| m.stuck && !still_held.contains(&m.member.id))
+    {
         m.stuck = false;
         m.change += 1;
         let range = match m.member.provisioning_status {

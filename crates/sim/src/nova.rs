@@ -123,7 +123,7 @@ fn create(st: &mut State, now: Timestamp, req: &ServerCreate) -> Result<Server> 
         }
     }
     let id = st.new_id();
-    let boot_fails = faults::boot_fails(st, now);
+    let boot_fails = faults::boot_fails(st, now, &req.tags);
     let allocated = st.addresses.allocate();
     let server = Server {
         id: id.clone(),

@@ -140,6 +140,10 @@ pub struct Fault {
     /// `octavia.memberOffline`: how many existing members go offline (default 1).
     #[serde(default)]
     pub count: Option<u32>,
+    /// `octavia.*`, `nova.bootError`: only this cluster's objects are hit; absent hits
+    /// every cluster's.
+    #[serde(default)]
+    pub cluster: Option<Name>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -335,6 +339,13 @@ impl Scenario {
             }
             if !takes_count && f.count.is_some() {
                 return Err((at("count"), presence(kind, false)));
+            }
+            let takes_cluster = !matches!(f.kind, FaultKind::ApiErrorRate | FaultKind::ApiLatency);
+            if !takes_cluster && f.cluster.is_some() {
+                return Err((
+                    at("cluster"),
+                    format!("{kind} hits a whole service; it takes no cluster"),
+                ));
             }
         }
         for (i, w) in s.workload.iter().enumerate() {

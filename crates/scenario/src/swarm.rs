@@ -1,0 +1,672 @@
+//! The swarm: randomized fault simulation. A seed expands, deterministically, into a
+//! fleet, a fault profile, a workload and engine perturbations; the run has a safety
+//! phase (faults active, every invariant checked after every step) and a liveness phase
+//! (faults stopped, the fleet must converge within a bound set by its size). Every seed
+//! runs twice and its two timelines must hash the same.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use flightdeck_cloud::{Rng, SeededRng};
+use flightdeck_plan::MemberGate;
+use flightdeck_spec::cluster::ApiVersion;
+use flightdeck_spec::scenario::{
+    Expectations, Fault, FaultKind, ScenarioMetadata, ScenarioSpec, WorkloadAction, WorkloadStep,
+};
+use flightdeck_spec::{
+    Cluster, Document, Duration, Invariant, Scenario, Service, Text, load_documents,
+};
+use serde::Serialize;
+
+use crate::engine_faults::EngineFaultProfile;
+use crate::load::LoadedScenario;
+use crate::report::{Report, TimelineEntry};
+use crate::runner::{RunOptions, run};
+
+/// The most clusters one seed's fleet holds.
+pub const FLEET_MAX: u64 = 5;
+/// Timeline entries shown before a violation.
+pub const TRACE_LINES: usize = 20;
+
+/// A safety mechanism a test may switch off to prove the swarm notices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum Unsafe {
+    /// Roll the control plane on the load balancer's word alone (seed 001).
+    MemberGate,
+    /// Let deletions through without checking the target's ownership tag.
+    OwnershipCheck,
+}
+
+impl Unsafe {
+    pub fn flag(self) -> &'static str {
+        match self {
+            Unsafe::MemberGate => "member-gate",
+            Unsafe::OwnershipCheck => "ownership-check",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct SwarmOptions {
+    pub seeds: u64,
+    pub from: u64,
+    pub jobs: usize,
+    pub disabled: Vec<Unsafe>,
+    /// Run every seed twice and compare the timelines (on by default in the CLI).
+    pub check_determinism: bool,
+}
+
+/// One seed, expanded.
+#[derive(Clone, Debug)]
+pub struct SwarmCase {
+    pub loaded: LoadedScenario,
+    pub options: RunOptions,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SeedFailure {
+    pub seed: u64,
+    pub invariant: String,
+    pub step: Option<u64>,
+    pub at_seconds: Option<f64>,
+    pub message: String,
+    /// The timeline just before the violation, oldest first.
+    pub trace: Vec<String>,
+    /// The one command that replays exactly this seed.
+    pub replay: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SeedOutcome {
+    pub seed: u64,
+    pub clusters: usize,
+    pub failure: Option<SeedFailure>,
+    pub fault_kinds: BTreeSet<String>,
+    pub api_calls: u64,
+    pub cluster_hours: f64,
+    pub convergence_seconds: Option<f64>,
+    pub steps: u64,
+    pub timeline_hash: u64,
+    #[serde(skip)]
+    pub timeline: Vec<TimelineEntry>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SlowestConvergence {
+    pub seed: u64,
+    pub seconds: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SwarmReport {
+    pub from: u64,
+    pub seeds_requested: u64,
+    pub seeds_run: u64,
+    pub failures: Vec<SeedFailure>,
+    pub failures_by_invariant: BTreeMap<String, u64>,
+    pub fault_kinds_exercised: BTreeSet<String>,
+    pub api_calls_per_cluster_hour: f64,
+    pub slowest_convergence: Option<SlowestConvergence>,
+    pub determinism_checked: bool,
+    pub disabled_safety: Vec<String>,
+}
+
+fn pick<'a, T>(rng: &mut SeededRng, items: &'a [T]) -> &'a T {
+    let i = rng.below(items.len() as u64) as usize;
+    &items[i.min(items.len() - 1)]
+}
+
+fn minutes(rng: &mut SeededRng, lo: u64, hi: u64) -> Duration {
+    Duration::from_secs(rng.between(lo * 60, hi * 60))
+}
+
+const VERSIONS: [&str; 3] = ["v1.30.2", "v1.31.0", "v1.32.1"];
+
+/// Expands `seed` into its fleet, faults, workload and engine perturbations.
+pub fn case(seed: u64, options: &SwarmOptions) -> Result<SwarmCase, String> {
+    let mut rng = SeededRng::fork(seed, "swarm-case");
+    let fleet = 1 + [0, 0, 0, 1, 1, 1, 2, 2, 3, 4][rng.below(10) as usize];
+    let safety = minutes(&mut rng, 30, 50);
+    let mut clusters = Vec::new();
+    let mut workload = Vec::new();
+    for i in 1..=fleet {
+        let name = format!("c{i}");
+        let cp = *pick(&mut rng, &[1u32, 3, 3, 3, 5]);
+        let pools = rng.below(3);
+        let mut pool_yaml = String::new();
+        for p in 1..=pools {
+            let _ = write!(
+                pool_yaml,
+                "\n    - {{name: p{p}, replicas: {}, machine: {{flavor: m1.xlarge, image: worker-a}}}}",
+                rng.between(0, 3)
+            );
+        }
+        let monitor = if rng.chance(0.5) {
+            "\n    healthMonitor: {}"
+        } else {
+            ""
+        };
+        let yaml = format!(
+            "apiVersion: flightdeck.dev/v1alpha1
+kind: Cluster
+metadata: {{name: {name}}}
+spec:
+  controlPlane:
+    replicas: {cp}
+    version: {v}
+    machine: {{flavor: m1.large, image: ubuntu-kube-{v}}}
+  nodePools:{pools}
+  network: {{podCIDR: 10.{cidr}.0.0/16, securityGroup: {name}-nodes}}
+  apiLoadBalancer:
+    port: 6443{monitor}
+  provider:
+    openstack: {{cloud: sim, network: private, subnet: private-subnet}}
+  flight:
+    memberTimeout: {timeout}s
+    maxSurge: {surge}
+",
+            v = VERSIONS[0],
+            pools = if pool_yaml.is_empty() {
+                " []".to_string()
+            } else {
+                pool_yaml.clone()
+            },
+            cidr = 100 + i,
+            timeout = rng.between(60, 300),
+            surge = rng.between(1, 2),
+        );
+        let cluster = match load_documents(&yaml, &format!("swarm seed {seed} cluster {name}"))
+            .map_err(|e| e.to_string())?
+            .pop()
+        {
+            Some(Document::Cluster(c)) => *c,
+            _ => {
+                return Err(format!(
+                    "seed {seed}: generated cluster {name} is not a cluster"
+                ));
+            }
+        };
+        clusters.push((cluster, pools));
+    }
+    let faults = cloud_faults(&mut rng, safety, &clusters);
+    for (cluster, pools) in &clusters {
+        // A cluster whose members a fault takes offline keeps at least three control-plane
+        // machines: a fault that blacks out every member is an outage no controller can
+        // prevent, not a finding.
+        let keep_three = faults.iter().any(|f| {
+            f.kind == FaultKind::MemberOffline && f.cluster.as_ref() == Some(&cluster.metadata.name)
+        });
+        workload.extend(cluster_workload(
+            &mut rng, cluster, *pools, safety, keep_three,
+        ));
+    }
+    workload.sort_by_key(|w: &WorkloadStep| w.at);
+    let clusters: Vec<Cluster> = clusters.into_iter().map(|(c, _)| c).collect();
+
+    let engine_faults = engine_faults(&mut rng, safety);
+    let store_restarts = (0..rng.below(3))
+        .map(|_| Duration::from_secs(rng.between(60, safety.as_millis() / 1000)))
+        .collect();
+    let restarts = (0..rng.below(2))
+        .map(|_| Duration::from_secs(rng.between(60, safety.as_millis() / 1000)))
+        .collect();
+    // Liveness bound: time to build or roll the largest cluster, once per cluster.
+    let bound = Duration::from_mins(25 + 5 * fleet);
+    let mut engine = flightdeck_engine::EngineConfig::default();
+    for d in &options.disabled {
+        match d {
+            Unsafe::MemberGate => engine.plan.member_gate = MemberGate::LoadBalancerOnly,
+            Unsafe::OwnershipCheck => engine.ownership_check = false,
+        }
+    }
+    let scenario = Scenario {
+        api_version: ApiVersion,
+        kind: "Scenario".into(),
+        metadata: ScenarioMetadata {
+            name: Text::new(&format!("swarm-{seed}"))?,
+        },
+        spec: ScenarioSpec {
+            description: format!("swarm seed {seed}: {fleet} cluster(s)"),
+            seed,
+            duration: Duration::from_millis(safety.as_millis() + bound.as_millis()),
+            clusters: clusters
+                .iter()
+                .map(|c| flightdeck_spec::scenario::ClusterSource {
+                    file: None,
+                    inline: Some(Box::new(c.clone())),
+                })
+                .collect(),
+            faults,
+            workload,
+            expect: Expectations {
+                invariants: Some(Invariant::ALL.to_vec()),
+                conditions: Vec::new(),
+                final_state: Vec::new(),
+            },
+        },
+    };
+    scenario.validate().map_err(|(path, msg)| {
+        format!("seed {seed}: generated scenario is invalid at {path}: {msg}")
+    })?;
+    Ok(SwarmCase {
+        loaded: LoadedScenario {
+            source: format!("swarm seed {seed}"),
+            scenario,
+            clusters,
+            applies: Vec::new(),
+        },
+        options: RunOptions {
+            seed: Some(seed),
+            engine,
+            restarts,
+            store_restarts,
+            engine_faults,
+            converge_after: Some(safety),
+            ..RunOptions::default()
+        },
+    })
+}
+
+fn cluster_workload(
+    rng: &mut SeededRng,
+    c: &Cluster,
+    pools: u64,
+    safety: Duration,
+    keep_three: bool,
+) -> Vec<WorkloadStep> {
+    let mut steps = Vec::new();
+    let mut version = 0;
+    let latest = safety.as_millis() / 1000 - 180;
+    for _ in 0..rng.below(4) {
+        let at = Duration::from_secs(rng.between(180, latest));
+        let step = |action| WorkloadStep {
+            at,
+            action,
+            cluster: c.metadata.name.clone(),
+            file: None,
+            pool: None,
+            replicas: None,
+            version: None,
+            machine: None,
+        };
+        let kind = rng.below(10);
+        let s = match kind {
+            0..=2 if pools > 0 => WorkloadStep {
+                pool: flightdeck_spec::Name::new(&format!("p{}", rng.between(1, pools))).ok(),
+                replicas: Some(rng.between(0, 4) as u32),
+                ..step(WorkloadAction::Scale)
+            },
+            3..=5 if version + 1 < VERSIONS.len() => {
+                version += 1;
+                let v = VERSIONS[version];
+                WorkloadStep {
+                    version: flightdeck_spec::KubernetesVersion::new(v).ok(),
+                    machine: machine("m1.large", &format!("ubuntu-kube-{v}")),
+                    ..step(WorkloadAction::Upgrade)
+                }
+            }
+            6 if pools > 0 => WorkloadStep {
+                pool: flightdeck_spec::Name::new(&format!("p{}", rng.between(1, pools))).ok(),
+                machine: machine("m1.xlarge", &format!("worker-{}", rng.between(1, 9))),
+                ..step(WorkloadAction::Upgrade)
+            },
+            7 => WorkloadStep {
+                replicas: Some(if keep_three {
+                    *pick(rng, &[3u32, 5])
+                } else {
+                    *pick(rng, &[1u32, 3, 5])
+                }),
+                ..step(WorkloadAction::Scale)
+            },
+            8 if at.as_millis() > 600_000 => step(WorkloadAction::Delete),
+            _ => continue,
+        };
+        let deleting = s.action == WorkloadAction::Delete;
+        steps.push(s);
+        if deleting {
+            break;
+        }
+    }
+    // Nothing may follow a delete of the same cluster.
+    steps.sort_by_key(|s| s.at);
+    if let Some(i) = steps
+        .iter()
+        .position(|s| s.action == WorkloadAction::Delete)
+    {
+        steps.truncate(i + 1);
+    }
+    steps
+}
+
+fn machine(flavor: &str, image: &str) -> Option<flightdeck_spec::MachineTemplate> {
+    Some(flightdeck_spec::MachineTemplate {
+        flavor: Text::new(flavor).ok()?,
+        image: Text::new(image).ok()?,
+    })
+}
+
+fn cloud_faults(rng: &mut SeededRng, safety: Duration, clusters: &[(Cluster, u64)]) -> Vec<Fault> {
+    let end_s = safety.as_millis() / 1000;
+    // `octavia.memberOffline` may only target clusters with spare members.
+    let mut spare: Vec<&Cluster> = clusters
+        .iter()
+        .map(|(c, _)| c)
+        .filter(|c| c.spec.control_plane.replicas.get() >= 3)
+        .collect();
+    (0..rng.between(1, 4))
+        .map(|_| {
+            let mut kind = *pick(rng, &FaultKind::ALL);
+            if kind == FaultKind::MemberOffline && spare.is_empty() {
+                // No cluster left with members to spare.
+                kind = FaultKind::MemberStuckPending;
+            }
+            let at_s = rng.between(0, end_s - 120);
+            let len_s = rng.between(60, 720).min(end_s - at_s);
+            let mut f = Fault {
+                at: Duration::from_secs(at_s),
+                duration: Some(Duration::from_secs(len_s)),
+                kind,
+                service: None,
+                rate: None,
+                latency: None,
+                count: None,
+                cluster: None,
+            };
+            let any_cluster = |rng: &mut SeededRng| {
+                rng.chance(0.5)
+                    .then(|| pick(rng, clusters).0.metadata.name.clone())
+            };
+            match kind {
+                FaultKind::ApiErrorRate => {
+                    f.service = Some(*pick(
+                        rng,
+                        &[
+                            Service::Nova,
+                            Service::Neutron,
+                            Service::Octavia,
+                            Service::Kubernetes,
+                        ],
+                    ));
+                    f.rate = Some(0.05 + 0.35 * rng.unit());
+                }
+                FaultKind::ApiLatency => {
+                    f.service = Some(*pick(
+                        rng,
+                        &[
+                            Service::Nova,
+                            Service::Neutron,
+                            Service::Octavia,
+                            Service::Kubernetes,
+                        ],
+                    ));
+                    f.latency = Some(Duration::from_millis(rng.between(200, 5000)));
+                }
+                FaultKind::BootError => {
+                    f.rate = Some(0.1 + 0.5 * rng.unit());
+                    f.cluster = any_cluster(rng);
+                }
+                FaultKind::MemberOffline => {
+                    // One such fault per cluster: two at once could take every member.
+                    let target = spare.remove(rng.below(spare.len() as u64) as usize);
+                    f.count = Some(
+                        rng.between(1, u64::from(target.spec.control_plane.replicas.get()) - 1)
+                            .min(2) as u32,
+                    );
+                    f.cluster = Some(target.metadata.name.clone());
+                }
+                FaultKind::MemberStuckPending => f.cluster = any_cluster(rng),
+            }
+            f
+        })
+        .collect()
+}
+
+fn engine_faults(rng: &mut SeededRng, safety: Duration) -> Option<EngineFaultProfile> {
+    let on = |p: f64, lo: f64, hi: f64, rng: &mut SeededRng| {
+        if rng.chance(p) {
+            lo + (hi - lo) * rng.unit()
+        } else {
+            0.0
+        }
+    };
+    let profile = EngineFaultProfile {
+        until: safety,
+        crash_rate: on(0.5, 0.005, 0.03, rng),
+        stale_rate: on(0.5, 0.05, 0.3, rng),
+        requeue_drop_rate: on(0.5, 0.02, 0.2, rng),
+        requeue_delay_rate: on(0.5, 0.05, 0.3, rng),
+        requeue_delay_max: Duration::from_secs(rng.between(5, 60)),
+    };
+    let any = profile.crash_rate
+        + profile.stale_rate
+        + profile.requeue_drop_rate
+        + profile.requeue_delay_rate
+        > 0.0;
+    any.then_some(profile)
+}
+
+/// The command that replays exactly `seed` under `options`.
+pub fn replay_command(seed: u64, options: &SwarmOptions) -> String {
+    let mut cmd = format!("flightdeck sim swarm --seeds 1 --from {seed} --trace");
+    for d in &options.disabled {
+        cmd.push_str(" --unsafe-disable ");
+        cmd.push_str(d.flag());
+    }
+    cmd
+}
+
+/// Runs one seed (twice, when determinism is checked) and judges it.
+pub async fn run_seed(seed: u64, options: &SwarmOptions) -> SeedOutcome {
+    let failed = |invariant: &str, message: String| SeedOutcome {
+        seed,
+        clusters: 0,
+        failure: Some(SeedFailure {
+            seed,
+            invariant: invariant.into(),
+            step: None,
+            at_seconds: None,
+            message,
+            trace: Vec::new(),
+            replay: replay_command(seed, options),
+        }),
+        fault_kinds: BTreeSet::new(),
+        api_calls: 0,
+        cluster_hours: 0.0,
+        convergence_seconds: None,
+        steps: 0,
+        timeline_hash: 0,
+        timeline: Vec::new(),
+    };
+    let case = match case(seed, options) {
+        Ok(c) => c,
+        Err(e) => return failed("generator", e),
+    };
+    let first = match run(&case.loaded, &case.options, &mut |_| {}).await {
+        Ok(r) => r,
+        Err(e) => return failed("run", e.to_string()),
+    };
+    let mut fault_kinds: BTreeSet<String> = case
+        .loaded
+        .scenario
+        .spec
+        .faults
+        .iter()
+        .map(|f| f.kind.as_str().to_string())
+        .collect();
+    fault_kinds.extend(first.engine_faults_fired.keys().map(|k| k.to_string()));
+    let report = &first.report;
+    let mut failure = first_failure(report, seed, options);
+    if failure.is_none() && options.check_determinism {
+        match run(&case.loaded, &case.options, &mut |_| {}).await {
+            Ok(second)
+                if second.report.timeline_hash() == report.timeline_hash()
+                    && second.report.steps == report.steps => {}
+            Ok(second) => {
+                let diverged = report
+                    .timeline
+                    .iter()
+                    .zip(second.report.timeline.iter())
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(report.timeline.len().min(second.report.timeline.len()));
+                failure = Some(SeedFailure {
+                    seed,
+                    invariant: "determinism".into(),
+                    step: None,
+                    at_seconds: report
+                        .timeline
+                        .get(diverged)
+                        .map(|e| e.at_ms as f64 / 1000.0),
+                    message: format!(
+                        "two runs of the same seed differ from timeline entry {diverged} on (hashes {:016x} and {:016x})",
+                        report.timeline_hash(),
+                        second.report.timeline_hash()
+                    ),
+                    trace: trace_before(
+                        &report.timeline,
+                        report.timeline.get(diverged).map_or(u64::MAX, |e| e.at_ms),
+                    ),
+                    replay: replay_command(seed, options),
+                });
+            }
+            Err(e) => return failed("run", e.to_string()),
+        }
+    }
+    let cluster_hours = if report.api_calls_per_cluster_hour > 0.0 {
+        report.api_calls_total as f64 / report.api_calls_per_cluster_hour
+    } else {
+        0.0
+    };
+    SeedOutcome {
+        seed,
+        clusters: case.loaded.clusters.len(),
+        failure,
+        fault_kinds,
+        api_calls: report.api_calls_total,
+        cluster_hours,
+        convergence_seconds: first.convergence_seconds,
+        steps: report.steps,
+        timeline_hash: report.timeline_hash(),
+        timeline: first.report.timeline,
+    }
+}
+
+fn first_failure(report: &Report, seed: u64, options: &SwarmOptions) -> Option<SeedFailure> {
+    let v = report
+        .invariants
+        .iter()
+        .filter_map(|v| v.first_violation.as_ref().map(|f| (v.name, f)))
+        .min_by(|a, b| a.1.step.cmp(&b.1.step))?;
+    let at_ms = (v.1.at_seconds * 1000.0) as u64;
+    Some(SeedFailure {
+        seed,
+        invariant: v.0.to_string(),
+        step: Some(v.1.step),
+        at_seconds: Some(v.1.at_seconds),
+        message: v.1.message.clone(),
+        trace: trace_before(&report.timeline, at_ms),
+        replay: replay_command(seed, options),
+    })
+}
+
+fn trace_before(timeline: &[TimelineEntry], at_ms: u64) -> Vec<String> {
+    let upto = timeline.iter().take_while(|e| e.at_ms <= at_ms).count();
+    timeline[upto.saturating_sub(TRACE_LINES)..upto]
+        .iter()
+        .map(|e| {
+            format!(
+                "[{}] {} {}: {}",
+                e.at_label(),
+                e.source,
+                e.reason,
+                e.message
+            )
+        })
+        .collect()
+}
+
+/// Runs seeds `from .. from + seeds` on `jobs` threads, until done or until
+/// `should_stop` says the budget is spent. `on_seed` sees each outcome as it finishes.
+pub fn run_swarm(
+    options: &SwarmOptions,
+    should_stop: &(dyn Fn() -> bool + Sync),
+    on_seed: &(dyn Fn(&SeedOutcome) + Sync),
+) -> SwarmReport {
+    let next = AtomicU64::new(0);
+    let outcomes: Mutex<Vec<SeedOutcome>> = Mutex::new(Vec::new());
+    let jobs = options.jobs.max(1);
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| {
+                let Ok(runtime) = tokio::runtime::Builder::new_current_thread().build() else {
+                    return;
+                };
+                loop {
+                    if should_stop() {
+                        break;
+                    }
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    if i >= options.seeds {
+                        break;
+                    }
+                    let seed = options.from.wrapping_add(i);
+                    let outcome = runtime.block_on(run_seed(seed, options));
+                    on_seed(&outcome);
+                    outcomes
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(outcome);
+                }
+            });
+        }
+    });
+    let mut outcomes = outcomes.into_inner().unwrap_or_else(|e| e.into_inner());
+    outcomes.sort_by_key(|o| o.seed);
+    summarize(options, &outcomes)
+}
+
+pub fn summarize(options: &SwarmOptions, outcomes: &[SeedOutcome]) -> SwarmReport {
+    let mut failures_by_invariant = BTreeMap::new();
+    let mut fault_kinds = BTreeSet::new();
+    let (mut calls, mut hours) = (0u64, 0.0f64);
+    let mut slowest: Option<SlowestConvergence> = None;
+    for o in outcomes {
+        if let Some(f) = &o.failure {
+            *failures_by_invariant
+                .entry(f.invariant.clone())
+                .or_insert(0) += 1;
+        }
+        fault_kinds.extend(o.fault_kinds.iter().cloned());
+        calls += o.api_calls;
+        hours += o.cluster_hours;
+        if let Some(s) = o.convergence_seconds
+            && slowest.as_ref().is_none_or(|x| s > x.seconds)
+        {
+            slowest = Some(SlowestConvergence {
+                seed: o.seed,
+                seconds: s,
+            });
+        }
+    }
+    SwarmReport {
+        from: options.from,
+        seeds_requested: options.seeds,
+        seeds_run: outcomes.len() as u64,
+        failures: outcomes.iter().filter_map(|o| o.failure.clone()).collect(),
+        failures_by_invariant,
+        fault_kinds_exercised: fault_kinds,
+        api_calls_per_cluster_hour: if hours > 0.0 {
+            calls as f64 / hours
+        } else {
+            0.0
+        },
+        slowest_convergence: slowest,
+        determinism_checked: options.check_determinism,
+        disabled_safety: options
+            .disabled
+            .iter()
+            .map(|d| d.flag().to_string())
+            .collect(),
+    }
+}
