@@ -197,6 +197,7 @@ fn faults_from_a_scenario_start_relative_to_its_origin() {
         rate: Some(1.0),
         latency: None,
         count: None,
+        cluster: None,
     };
     let origin = flightdeck_cloud::Timestamp::SIM_EPOCH;
     let f = SimFault::from_spec(&fault, origin);
@@ -205,4 +206,45 @@ fn faults_from_a_scenario_start_relative_to_its_origin() {
     assert!(!f.is_active_at(origin.plus_millis(9_999)));
     assert!(f.is_active_at(origin.plus_millis(10_000)));
     assert!(!f.is_active_at(origin.plus_millis(15_000)));
+}
+
+#[test]
+fn a_fault_targeted_at_one_cluster_leaves_the_others_alone() {
+    let sim = sim(8);
+    let a = flightdeck_cloud::Ownership {
+        cluster: "alpha".into(),
+        uid: "ua".into(),
+    };
+    let b = flightdeck_cloud::Ownership {
+        cluster: "beta".into(),
+        uid: "ub".into(),
+    };
+    let (lb_a, pool_a) = api_lb(&sim, &a, false);
+    let (lb_b, pool_b) = api_lb(&sim, &b, false);
+    let (_, addr_a) = active_server(&sim, &a, "a-cp-1");
+    let (_, addr_b) = active_server(&sim, &b, "b-cp-1");
+    let start = now(&sim);
+    sim.inject(SimFault {
+        end: Some(start.plus_millis(60_000)),
+        cluster: Some("alpha".into()),
+        ..SimFault::new(FaultKind::MemberStuckPending, start)
+    });
+    ready(sim.create_member(&member_req(&pool_a, "a-cp-1", addr_a, &a))).expect("member a");
+    ready(sim.create_member(&member_req(&pool_b, "b-cp-1", addr_b, &b))).expect("member b");
+    wait_ms(&sim, 10_000);
+    wait_lb_active(&sim, &lb_a);
+    wait_lb_active(&sim, &lb_b);
+    let status = |pool: &str| ready(sim.list_members(pool)).expect("list")[0].provisioning_status;
+    assert_eq!(
+        status(&pool_a),
+        ProvisioningStatus::PendingCreate,
+        "alpha is the target"
+    );
+    assert_eq!(status(&pool_b), ProvisioningStatus::Active, "beta is not");
+    wait_ms(&sim, 60_000);
+    assert_eq!(
+        status(&pool_a),
+        ProvisioningStatus::Active,
+        "released when the fault ends"
+    );
 }
