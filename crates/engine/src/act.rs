@@ -163,7 +163,20 @@ pub async fn act<P: Provider>(
     .await;
     match result {
         Ok(()) => ActOutcome::Done,
-        Err(e) if e.class == ErrorClass::AlreadyExists => ActOutcome::AlreadyDone(e.message),
+        // Only a rule is identified by its content alone: the same rule existing is the
+        // rule we wanted. Any other object that already exists is not one we made (ours
+        // would have been listed by its tags), so it is reported, not taken over.
+        Err(e) if e.class == ErrorClass::AlreadyExists => match action {
+            Action::CreateSecurityGroupRule { .. } => ActOutcome::AlreadyDone(e.message),
+            _ => ActOutcome::Failed(CloudError {
+                class: ErrorClass::Permanent,
+                message: format!(
+                    "{} (an object flightdeck did not create is in the way; remove it or adopt it by tagging it)",
+                    e.message
+                ),
+                ..e
+            }),
+        },
         Err(e) if e.class == ErrorClass::NotFound && is_delete(action) => {
             ActOutcome::AlreadyDone(e.message)
         }

@@ -55,6 +55,16 @@ pub enum EngineError {
     Deleting(String),
     #[error("cluster {0} is not known to this flightdeck")]
     UnknownCluster(String),
+    #[error(
+        "cluster {cluster}: {field} cannot change once the cluster exists ({from} → {to}); \
+         create a new cluster instead"
+    )]
+    Immutable {
+        cluster: String,
+        field: &'static str,
+        from: String,
+        to: String,
+    },
     #[error("this flightdeck already manages {CLUSTERS_MAX} clusters")]
     TooManyClusters,
     /// An injected crash (see [`crate::EngineFaults`]); the engine must be dropped and
@@ -176,7 +186,10 @@ impl<P: Provider> Engine<P> {
             Some(c) if c.memory.deletion_requested.is_some() => {
                 return Err(EngineError::Deleting(name));
             }
-            Some(c) => c.memory.clone(),
+            Some(c) => {
+                immutable_fields_unchanged(&c.spec, &spec)?;
+                c.memory.clone()
+            }
             None => {
                 if self.clusters.len() >= CLUSTERS_MAX {
                     return Err(EngineError::TooManyClusters);
@@ -311,10 +324,28 @@ impl<P: Provider> Engine<P> {
         let outcomes =
             futures_util::future::join_all(jobs.into_iter().map(|job| reconcile(&ctx, job))).await;
         let n = outcomes.len();
-        for outcome in outcomes {
-            self.finish(outcome?)?;
+        // Every outcome is applied before an error is returned: the others' state and
+        // schedule must not be lost because one cluster's reconcile failed.
+        let mut first_error = None;
+        for (key, outcome) in keys.iter().zip(outcomes) {
+            let result = outcome.and_then(|o| self.finish(o));
+            if let Err(e) = result {
+                if !matches!(e, EngineError::Crashed(_)) {
+                    // Look again after the backoff, as after any failed reconcile.
+                    let now = self.clock.now();
+                    if let Some(c) = self.clusters.get_mut(key) {
+                        c.failures += 1;
+                        let delay = self.config.backoff.delay(c.failures, &mut *self.rng);
+                        self.queue.reschedule(key, now.plus(delay));
+                    }
+                }
+                first_error.get_or_insert(e);
+            }
         }
-        Ok(n)
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(n),
+        }
     }
 
     fn finish(&mut self, o: Outcome) -> Result<(), EngineError> {
@@ -412,4 +443,49 @@ impl<P: Provider> Engine<P> {
         self.queue.reschedule(&o.name, now.plus(delay));
         Ok(())
     }
+}
+
+/// Fields the cloud objects are built from once and that flightdeck does not migrate:
+/// a change would leave the old objects (rules, listener, group) behind or silently
+/// unapplied, so it is refused with the field's name.
+fn immutable_fields_unchanged(old: &Cluster, new: &Cluster) -> Result<(), EngineError> {
+    let (o, n) = (&old.spec, &new.spec);
+    let fields: [(&'static str, String, String); 5] = [
+        (
+            "spec.network.podCIDR",
+            o.network.pod_cidr.to_string(),
+            n.network.pod_cidr.to_string(),
+        ),
+        (
+            "spec.network.securityGroup",
+            o.network.security_group.to_string(),
+            n.network.security_group.to_string(),
+        ),
+        (
+            "spec.apiLoadBalancer.port",
+            o.api_load_balancer.port.get().to_string(),
+            n.api_load_balancer.port.get().to_string(),
+        ),
+        (
+            "spec.apiLoadBalancer.healthMonitor",
+            format!("{:?}", o.api_load_balancer.health_monitor),
+            format!("{:?}", n.api_load_balancer.health_monitor),
+        ),
+        (
+            "spec.provider",
+            format!("{:?}", o.provider),
+            format!("{:?}", n.provider),
+        ),
+    ];
+    for (field, from, to) in fields {
+        if from != to {
+            return Err(EngineError::Immutable {
+                cluster: new.name().to_string(),
+                field,
+                from,
+                to,
+            });
+        }
+    }
+    Ok(())
 }

@@ -1,7 +1,9 @@
 //! Observation: what the cloud has for one cluster, one list per resource kind.
 
 use flightdeck_cloud::ownership::role_of;
-use flightdeck_cloud::{CloudError, Observed, Ownership, Provider, Role, Timestamp};
+use std::future::Future;
+
+use flightdeck_cloud::{CloudError, ErrorClass, Observed, Ownership, Provider, Role, Timestamp};
 
 /// Lists every owned object of the cluster. Members are listed per pool (Octavia has no
 /// cross-pool member list), and only for the cluster's own API pool.
@@ -10,17 +12,17 @@ pub async fn observe<P: Provider>(
     owner: &Ownership,
     now: Timestamp,
 ) -> Result<Observed, CloudError> {
-    let servers = provider.list_servers(owner).await?;
-    let security_groups = provider.list_security_groups(owner).await?;
-    let load_balancers = provider.list_load_balancers(owner).await?;
+    let servers = twice(|| provider.list_servers(owner)).await?;
+    let security_groups = twice(|| provider.list_security_groups(owner)).await?;
+    let load_balancers = twice(|| provider.list_load_balancers(owner)).await?;
     let (listeners, pools, health_monitors) = if load_balancers.is_empty() {
         // Children cannot exist without a load balancer: skip three calls.
         (Vec::new(), Vec::new(), Vec::new())
     } else {
         (
-            provider.list_listeners(owner).await?,
-            provider.list_pools(owner).await?,
-            provider.list_health_monitors(owner).await?,
+            twice(|| provider.list_listeners(owner)).await?,
+            twice(|| provider.list_pools(owner)).await?,
+            twice(|| provider.list_health_monitors(owner)).await?,
         )
     };
     let mut members = Vec::new();
@@ -28,13 +30,19 @@ pub async fn observe<P: Provider>(
         .iter()
         .filter(|p| role_of(&p.tags) == Some(Role::ApiPool) && owner.owns(&p.tags))
     {
-        members.extend(provider.list_members(&pool.id).await?);
+        members.extend(twice(|| provider.list_members(&pool.id)).await?);
     }
     let nodes = if members.is_empty() {
         // No member, no API endpoint: the workload cluster cannot be reached.
         None
     } else {
-        provider.list_nodes(owner).await?
+        // The workload cluster's API failing is not the cloud failing: it only means
+        // nothing is known about nodes, which the planner treats as "not Ready".
+        match twice(|| provider.list_nodes(owner)).await {
+            Ok(nodes) => nodes,
+            Err(e) if e.class == ErrorClass::Transient => None,
+            Err(e) => return Err(e),
+        }
     };
     Ok(Observed {
         at: now,
@@ -48,4 +56,17 @@ pub async fn observe<P: Provider>(
         members,
         nodes,
     })
+}
+
+/// A list call, tried a second time at once if the first answer was a transient error:
+/// one 503 should not cost a whole reconcile and its backoff. Never more than twice.
+async fn twice<T, F, Fut>(call: F) -> Result<T, CloudError>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<T, CloudError>>,
+{
+    match call().await {
+        Err(e) if e.class == ErrorClass::Transient => call().await,
+        other => other,
+    }
 }

@@ -291,13 +291,11 @@ async fn carry_out<P: Provider>(
                 if planned.action.mutates_load_balancer() {
                     lb_blocked = true;
                 }
-                // The gentlest class wins: a conflict only means "look again soon".
-                failure = Some(match (failure, e.class) {
-                    (None, c) => c,
-                    (Some(ErrorClass::Conflict), _) | (_, ErrorClass::Conflict) => {
-                        ErrorClass::Conflict
-                    }
-                    (Some(prev), _) => prev,
+                // The gravest class decides how to go on: a conflict ("look again soon")
+                // must not hide a permanent error in the same pass.
+                failure = Some(match failure {
+                    Some(prev) if gravity(prev) >= gravity(e.class) => prev,
+                    _ => e.class,
                 });
                 let severity = if e.class == ErrorClass::Conflict {
                     Severity::Normal
@@ -327,4 +325,15 @@ async fn carry_out<P: Provider>(
         }
     }
     Ok((failure, count, failures, events, conditions))
+}
+
+/// How grave an error class is for scheduling: the gravest of a pass sets the backoff.
+fn gravity(class: ErrorClass) -> u8 {
+    match class {
+        ErrorClass::AlreadyExists | ErrorClass::NotFound => 0,
+        ErrorClass::Conflict => 1,
+        ErrorClass::Transient => 2,
+        ErrorClass::RateLimited(_) => 3,
+        ErrorClass::Permanent => 4,
+    }
 }

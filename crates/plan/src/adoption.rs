@@ -75,6 +75,7 @@ pub(crate) fn adopt_orphans(p: &mut Planner<'_>) {
                 server_id: Some(s.id.clone()),
                 member_id: None,
                 member_unready_since: None,
+                server_missing_since: None,
                 removal: None,
             },
         );

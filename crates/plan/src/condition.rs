@@ -12,6 +12,9 @@ pub mod kind {
     pub const LOAD_BALANCER_FAILED: &str = "LoadBalancerFailed";
     pub const ROLLOUT_HALTED: &str = "RolloutHalted";
     pub const CLOUD_ERROR: &str = "CloudError";
+    pub const OBJECT_MISSING: &str = "ObjectNotListed";
+    pub const OBSERVATION_SUSPECT: &str = "ObservationSuspect";
+    pub const MEMBER_ADDRESS_BUSY: &str = "MemberAddressBusy";
 }
 
 /// Reasons of the `Ready` condition.

@@ -34,6 +34,10 @@ pub(crate) fn plan_infra(p: &mut Planner<'_>) -> Infra {
     let security_group_id = plan_security_group(p);
     let sg_complete = security_group_id.is_some() && p.actions.len() == before;
     let (pool, lb_complete) = plan_load_balancer(p);
+    if !p.missing_checked {
+        // Everything recorded is listed again: a later absence starts a new clock.
+        p.memory.ids.missing_since = None;
+    }
     Infra {
         security_group_id,
         pool,
@@ -74,6 +78,9 @@ fn plan_security_group(p: &mut Planner<'_>) -> Option<String> {
         .copied();
     let Some(group) = chosen else {
         if let Some(id) = recorded {
+            if !confirm_gone(p, &format!("security group {id}")) {
+                return None;
+            }
             p.events.push(PlanEvent::warning(
                 "SecurityGroupLost",
                 format!("security group {id} is gone; creating it again"),
@@ -133,7 +140,12 @@ fn plan_load_balancer(p: &mut Planner<'_>) -> (Option<PoolInfo>, bool) {
         let Some(openstack) = p.spec.spec.provider.openstack.as_ref() else {
             return (None, false);
         };
-        if let Some(old) = p.memory.ids.load_balancer.take() {
+        if let Some(old) = p.memory.ids.load_balancer.clone() {
+            // A new load balancer means a new VIP: only once the old one is surely gone.
+            if !confirm_gone(p, &format!("load balancer {old}")) {
+                return (None, false);
+            }
+            p.memory.ids.load_balancer = None;
             p.events.push(PlanEvent::warning(
                 "LoadBalancerLost",
                 format!("load balancer {old} is gone; creating it again"),
@@ -165,6 +177,7 @@ fn plan_load_balancer(p: &mut Planner<'_>) -> (Option<PoolInfo>, bool) {
     let lb_active = lb.provisioning_status == ProvisioningStatus::Active;
     match lb.provisioning_status {
         ProvisioningStatus::Error => {
+            p.lb_failed = true;
             p.condition(Condition::new(
                 kind::LOAD_BALANCER_FAILED,
                 true,
@@ -269,4 +282,26 @@ fn secs(d: flightdeck_spec::Duration) -> u32 {
     u32::try_from(d.as_millis().div_ceil(1000))
         .unwrap_or(u32::MAX)
         .max(1)
+}
+
+/// Whether a recorded object absent from the lists has been absent long enough to be
+/// taken for gone. Until then the planner waits (and says so) rather than create a
+/// second one.
+fn confirm_gone(p: &mut Planner<'_>, what: &str) -> bool {
+    p.missing_checked = true;
+    let since = *p.memory.ids.missing_since.get_or_insert(p.now);
+    if p.now.since(since) >= crate::GONE_AFTER {
+        return true;
+    }
+    p.condition(Condition::new(
+        kind::OBJECT_MISSING,
+        true,
+        "NotListed",
+        format!(
+            "{what} is recorded but not listed by the cloud; it is taken for gone only after {}",
+            crate::GONE_AFTER
+        ),
+    ));
+    p.wait(crate::POLL_MACHINES);
+    false
 }

@@ -37,6 +37,9 @@ pub use status::ClusterStatus;
 pub const POLL_OCTAVIA: Duration = Duration::from_secs(2);
 /// How often to look again at a member stuck past `memberTimeout`.
 pub const POLL_STUCK: Duration = Duration::from_secs(30);
+/// How long a recorded object must be missing from the cloud's lists before it is taken
+/// for gone: one empty page is not proof.
+pub const GONE_AFTER: Duration = Duration::from_secs(60);
 /// How often to look again while servers boot or nodes join.
 pub const POLL_MACHINES: Duration = Duration::from_secs(10);
 
@@ -96,6 +99,12 @@ pub(crate) struct Planner<'a> {
     /// Whether a change to the load balancer may still be planned in this pass: Octavia
     /// answers 409 to a second change while the first is pending.
     pub lb_slot_free: bool,
+    /// The API load balancer is in ERROR.
+    pub lb_failed: bool,
+    /// Some recorded cluster-wide object was missing from the lists in this pass.
+    pub missing_checked: bool,
+    /// Nova listed none of the recorded servers: no server is taken for gone.
+    pub servers_suspect: bool,
     pub requeue_after: Option<Duration>,
     pub deleted: bool,
     pub status: ClusterStatus,
@@ -113,6 +122,9 @@ impl<'a> Planner<'a> {
             conditions: Vec::new(),
             events: Vec::new(),
             lb_slot_free: false,
+            lb_failed: false,
+            missing_checked: false,
+            servers_suspect: false,
             requeue_after: None,
             deleted: false,
             status: ClusterStatus::default(),
@@ -133,7 +145,12 @@ impl<'a> Planner<'a> {
         reason: impl Into<String>,
     ) -> bool {
         if !self.lb_slot_free {
-            self.wait(POLL_OCTAVIA);
+            // A load balancer in ERROR will not take changes soon: no point polling fast.
+            self.wait(if self.lb_failed {
+                POLL_STUCK
+            } else {
+                POLL_OCTAVIA
+            });
             return false;
         }
         self.lb_slot_free = false;

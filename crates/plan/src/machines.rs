@@ -80,9 +80,12 @@ impl<'a> MachineView<'a> {
 /// Joins every machine record with the observed objects that belong to it, found by
 /// recorded ID first and by machine tag second (a crash may have come between a create
 /// and the recording of its ID).
+/// Only members of `pool` count: a member of another pool (an old load balancer's)
+/// does not carry the cluster's API.
 pub fn views<'a>(
     records: impl Iterator<Item = &'a MachineRecord>,
     observed: &'a Observed,
+    pool: Option<&str>,
 ) -> Vec<MachineView<'a>> {
     records
         .map(|record| {
@@ -93,6 +96,7 @@ pub fn views<'a>(
             // A member Octavia lists as DELETED is gone, like one it no longer lists.
             let member = observed.members.iter().find(|m| {
                 m.provisioning_status != ProvisioningStatus::Deleted
+                    && pool.is_some_and(|p| m.pool_id == p)
                     && (record.member_id.as_deref() == Some(m.id.as_str())
                         || machine_of(&m.tags) == Some(record.key.as_str()))
             });

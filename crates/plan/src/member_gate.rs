@@ -25,7 +25,10 @@ pub enum MemberGate {
 
 /// Whether `m` serves the API under `gate`.
 pub fn serving(m: &MachineView<'_>, gate: MemberGate, monitored: bool, lb_active: bool) -> bool {
-    if m.server_phase() != ServerPhase::Running || !m.node_ready() {
+    // Nova's ERROR (after a failed migration or a reset-state) says nothing about the
+    // guest: if Octavia sees it serve and its node is Ready, it serves.
+    let up = matches!(m.server_phase(), ServerPhase::Running | ServerPhase::Failed);
+    if !up || !m.node_ready() {
         return false;
     }
     match gate {

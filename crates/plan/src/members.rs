@@ -7,7 +7,7 @@ use flightdeck_cloud::ProvisioningStatus;
 use flightdeck_cloud::ownership::machine_of;
 
 use crate::action::Action;
-use crate::condition::{Condition, PlanEvent, kind};
+use crate::condition::{Condition, kind};
 use crate::infra::Infra;
 use crate::machines::{MachineView, ServerPhase};
 use crate::member_gate::{self, MemberWait};
@@ -44,8 +44,10 @@ pub(crate) fn plan_members(
             if let Some(other) = p.observed.members.iter().find(|x| {
                 x.pool_id == pool.pool_id && x.address == address && x.protocol_port == port
             }) {
-                p.events.push(PlanEvent::normal(
-                    "MemberAddressBusy",
+                p.condition(Condition::new(
+                    kind::MEMBER_ADDRESS_BUSY,
+                    true,
+                    "AddressHeldByAnotherMember",
                     format!(
                         "{} waits for member {} ({}) to release {address}:{port}",
                         m.name(),

@@ -59,12 +59,20 @@ pub struct MachineRecord {
     /// When the machine's member was first seen not serving; the `memberTimeout`
     /// deadline counts from here and survives restarts.
     pub member_unready_since: Option<Timestamp>,
+    /// When Nova first failed to list the recorded server. A server is only taken for
+    /// gone once it has been missing for [`crate::GONE_AFTER`].
+    #[serde(default)]
+    pub server_missing_since: Option<Timestamp>,
     pub removal: Option<Removal>,
 }
 
 /// IDs of the cluster-wide objects flightdeck created.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecordedIds {
+    /// When Octavia or Neutron first failed to list a recorded load balancer or
+    /// security group; it is only recreated once missing for [`crate::GONE_AFTER`].
+    #[serde(default)]
+    pub missing_since: Option<Timestamp>,
     pub security_group: Option<String>,
     pub load_balancer: Option<String>,
     pub listener: Option<String>,

@@ -7,7 +7,7 @@ use crate::action::Action;
 use crate::condition::PlanEvent;
 use crate::machines::{MachineView, ServerPhase};
 use crate::member_gate::MemberGate;
-use crate::{POLL_MACHINES, POLL_OCTAVIA, Planner};
+use crate::{POLL_MACHINES, POLL_OCTAVIA, POLL_STUCK, Planner};
 
 pub(crate) fn plan_removals(p: &mut Planner<'_>, all: &[MachineView<'_>]) {
     let lb_active = p
@@ -30,9 +30,23 @@ pub(crate) fn plan_removals(p: &mut Planner<'_>, all: &[MachineView<'_>]) {
         let member = m.member.filter(|x| {
             !(trust_lb && lb_active && x.provisioning_status == ProvisioningStatus::PendingDelete)
         });
+        // Without the pool in view, "no member listed" proves nothing.
+        let pool_listed = p
+            .memory
+            .ids
+            .pool
+            .as_deref()
+            .is_some_and(|id| p.observed.pools.iter().any(|x| x.id == id));
+        if member.is_none() && record.member_id.is_some() && !pool_listed {
+            p.wait(POLL_MACHINES);
+            continue;
+        }
         if let Some(member) = member {
             if member.provisioning_status == ProvisioningStatus::PendingDelete {
-                p.wait(POLL_OCTAVIA);
+                let stuck = record
+                    .member_unready_since
+                    .is_some_and(|since| p.now.since(since) >= p.spec.spec.flight.member_timeout);
+                p.wait(if stuck { POLL_STUCK } else { POLL_OCTAVIA });
             } else if let Some(pool_id) = p.memory.ids.pool.clone() {
                 p.act_on_load_balancer(
                     Action::DeleteMember {

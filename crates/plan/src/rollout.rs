@@ -10,7 +10,7 @@ use crate::machines::{MachineView, ServerPhase, views};
 use crate::member_gate;
 use crate::memory::{MachineRecord, MachineRole, MachineTemplate, Removal};
 use crate::status::{MachineStatus, MemberStatus, Phase, SetStatus};
-use crate::{POLL_MACHINES, Planner, adoption, members, removal};
+use crate::{GONE_AFTER, POLL_MACHINES, POLL_STUCK, Planner, adoption, members, removal};
 
 /// The most machines created in one pass, so a large scale-up is spread over several
 /// reconciles and a mistake cannot create hundreds of servers at once.
@@ -35,8 +35,10 @@ struct SetOutcome {
 pub(crate) fn plan_machines(p: &mut Planner<'_>, infra: &Infra) {
     adoption::adopt_orphans(p);
     let records: Vec<MachineRecord> = p.memory.machines.values().cloned().collect();
-    let all = views(records.iter(), p.observed);
+    let pool_id = p.memory.ids.pool.clone();
+    let all = views(records.iter(), p.observed, pool_id.as_deref());
     adoption::record_observed_ids(p, &all);
+    note_missing_servers(p, &all);
 
     let monitored = infra.pool.as_ref().is_some_and(|x| x.monitored);
     let lb_active = infra.pool.as_ref().is_some_and(|x| x.lb_active);
@@ -109,7 +111,18 @@ pub(crate) fn plan_machines(p: &mut Planner<'_>, infra: &Infra) {
     let removing = p.memory.machines.values().any(|m| m.removal.is_some());
     let converged = infra.complete && cp_out.converged && pools_converged && !removing;
     if !converged {
-        p.wait(POLL_MACHINES);
+        // Waiting on an operator (or on a fault to clear) is no reason to poll fast.
+        let stuck = p.conditions.iter().any(|c| {
+            c.status
+                && [
+                    kind::LOAD_BALANCER_MEMBER_STUCK,
+                    kind::LOAD_BALANCER_FAILED,
+                    kind::ROLLOUT_HALTED,
+                    kind::OBSERVATION_SUSPECT,
+                ]
+                .contains(&c.kind.as_str())
+        });
+        p.wait(if stuck { POLL_STUCK } else { POLL_MACHINES });
     }
     if converged && p.memory.ready_since.is_none() {
         p.memory.ready_since = Some(p.now);
@@ -163,9 +176,22 @@ fn plan_set(
     infra: &Infra,
 ) -> SetOutcome {
     let label = set.role.label().to_string();
-    // Failed and vanished machines leave the set at once: they serve nothing.
+    // Failed machines that serve nothing, and machines whose server is confirmed gone,
+    // leave the set at once. A failed machine that still serves is replaced like an
+    // outdated one: surge first, then gated removal.
     for m in machines.iter().filter(|m| !m.removing()) {
         match m.server_phase() {
+            ServerPhase::Failed if healthy(m) => {
+                p.condition(Condition::new(
+                    kind::MACHINE_FAILED,
+                    true,
+                    "ServerError",
+                    format!(
+                        "Nova reports the server of {} in ERROR while it still serves; it is replaced surge-first",
+                        m.name()
+                    ),
+                ));
+            }
             ServerPhase::Failed => {
                 let fault = m
                     .server
@@ -182,10 +208,34 @@ fn plan_set(
                 ));
                 mark_removal(p, m.name(), format!("its server is in ERROR: {fault}"));
             }
-            ServerPhase::Gone => {
+            ServerPhase::Gone if gone_confirmed(p, m) && !healthy(m) => {
                 mark_removal(p, m.name(), "its server disappeared from the cloud".into());
             }
             _ => {}
+        }
+    }
+    // A removal decided while the gate held is withdrawn if, before its member is
+    // deleted, the others stop serving: removing it now would drop the set below its
+    // healthy minimum.
+    let others: Vec<&MachineView<'_>> =
+        machines.iter().copied().filter(|m| !m.removing()).collect();
+    let others_healthy = others.iter().filter(|m| healthy(m)).count() as u32;
+    for m in machines.iter().filter(|m| m.removing()) {
+        let member_still_there = m
+            .member
+            .is_some_and(|x| !x.provisioning_status.is_pending());
+        let needed = set.replicas.min(others.len() as u32);
+        if member_still_there && healthy(m) && others_healthy < needed {
+            if let Some(r) = p.memory.machines.get_mut(m.name()) {
+                r.removal = None;
+            }
+            p.events.push(PlanEvent::warning(
+                "MachineRemovalWithdrawn",
+                format!(
+                    "{} keeps serving: only {others_healthy} other machine(s) of {label} serve, {needed} must",
+                    m.name()
+                ),
+            ));
         }
     }
     let active: Vec<&MachineView<'_>> = machines
@@ -199,16 +249,12 @@ fn plan_set(
                     .is_some_and(|r| r.removal.is_none())
         })
         .collect();
-    let current: Vec<&MachineView<'_>> = active
-        .iter()
-        .copied()
-        .filter(|m| *m.template() == set.template)
-        .collect();
-    let outdated: Vec<&MachineView<'_>> = active
-        .iter()
-        .copied()
-        .filter(|m| *m.template() != set.template)
-        .collect();
+    // A machine needs replacing when its template is outdated or Nova says ERROR.
+    let replace = |m: &MachineView<'_>| {
+        *m.template() != set.template || m.server_phase() == ServerPhase::Failed
+    };
+    let current: Vec<&MachineView<'_>> = active.iter().copied().filter(|m| !replace(m)).collect();
+    let outdated: Vec<&MachineView<'_>> = active.iter().copied().filter(|m| replace(m)).collect();
     let in_flight = current.iter().filter(|m| !healthy(m)).count();
     let healthy_count = active.iter().filter(|m| healthy(m)).count() as u32;
     let current_n = current.len() as u32;
@@ -408,6 +454,7 @@ fn new_machine(p: &mut Planner<'_>, set: &SetSpec, why: String) {
         server_id: None,
         member_id: None,
         member_unready_since: None,
+        server_missing_since: None,
         removal: None,
     };
     p.memory.machines.insert(name, record.clone());
@@ -484,4 +531,56 @@ fn note_rollout(p: &mut Planner<'_>, set: &SetSpec, out: &SetOutcome) {
             ),
         ));
     }
+}
+
+/// Keeps the clock of servers Nova does not list. When it lists none of the servers
+/// memory records, the observer is suspect, not every server: nothing is concluded.
+fn note_missing_servers(p: &mut Planner<'_>, all: &[MachineView<'_>]) {
+    let recorded = all.iter().filter(|m| m.record.server_id.is_some()).count();
+    let missing: Vec<&str> = all
+        .iter()
+        .filter(|m| m.server_phase() == ServerPhase::Gone)
+        .map(|m| m.name())
+        .collect();
+    p.servers_suspect = recorded >= 2 && missing.len() == recorded;
+    if p.servers_suspect {
+        p.condition(Condition::new(
+            kind::OBSERVATION_SUSPECT,
+            true,
+            "NoRecordedServerListed",
+            format!(
+                "Nova lists none of the {recorded} servers flightdeck recorded; nothing is concluded from that list"
+            ),
+        ));
+    }
+    let now = p.now;
+    for m in all {
+        let gone = m.server_phase() == ServerPhase::Gone;
+        if let Some(r) = p.memory.machines.get_mut(m.name()) {
+            r.server_missing_since = if gone {
+                Some(r.server_missing_since.unwrap_or(now))
+            } else {
+                None
+            };
+        }
+    }
+}
+
+/// Whether a machine whose server is not listed may be taken for gone: missing for
+/// [`GONE_AFTER`], and not every recorded server missing at once.
+fn gone_confirmed(p: &mut Planner<'_>, m: &MachineView<'_>) -> bool {
+    if p.servers_suspect {
+        return false;
+    }
+    let since = p
+        .memory
+        .machines
+        .get(m.name())
+        .and_then(|r| r.server_missing_since)
+        .unwrap_or(p.now);
+    if p.now.since(since) >= GONE_AFTER {
+        return true;
+    }
+    p.wait(POLL_MACHINES);
+    false
 }

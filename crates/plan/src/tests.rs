@@ -4,6 +4,7 @@
 //! memberTimeout, removal order, scaling), `deletion` (F12).
 
 mod deletion;
+mod hazards;
 mod infra;
 mod rollout;
 
@@ -214,6 +215,7 @@ impl World {
             listener: Some(LISTENER.into()),
             pool: Some(POOL.into()),
             health_monitor: monitored.then(|| HM.into()),
+            missing_since: None,
         };
         w
     }
@@ -309,6 +311,7 @@ impl World {
             server_id: Some(server_id),
             member_id: h.member.map(|_| member_id),
             member_unready_since: None,
+            server_missing_since: None,
             removal: None,
         };
         self.memory.machines.insert(name.clone(), record);

@@ -424,6 +424,17 @@ impl Cluster {
                 "exactly one provider must be set (openstack)".into(),
             ));
         }
+        let pod = self.spec.network.pod_cidr;
+        let widest = if pod.addr().is_ipv4() { 8 } else { 32 };
+        if pod.prefix() < widest {
+            return Err((
+                "spec.network.podCIDR".into(),
+                format!(
+                    "{pod} is wider than /{widest}; the pod network would let almost any \
+                     address in through the cluster's security group"
+                ),
+            ));
+        }
         let mut seen = std::collections::BTreeSet::new();
         for (i, pool) in self.spec.node_pools.iter().enumerate() {
             if !seen.insert(pool.name.as_str()) {
@@ -448,6 +459,16 @@ impl Cluster {
                         hm.timeout, hm.delay
                     ),
                 ));
+            }
+            for (field, d) in [("delay", hm.delay), ("timeout", hm.timeout)] {
+                if d.as_millis() % 1000 != 0 || d.as_millis() == 0 {
+                    return Err((
+                        format!("spec.apiLoadBalancer.healthMonitor.{field}"),
+                        format!(
+                            "{d} is not a whole number of seconds, which is what Octavia takes"
+                        ),
+                    ));
+                }
             }
             if !(1..=10).contains(&hm.max_retries) {
                 return Err((

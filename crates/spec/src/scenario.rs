@@ -340,6 +340,9 @@ impl Scenario {
             if !takes_count && f.count.is_some() {
                 return Err((at("count"), presence(kind, false)));
             }
+            if f.count == Some(0) {
+                return Err((at("count"), "must be at least 1".into()));
+            }
             let takes_cluster = !matches!(f.kind, FaultKind::ApiErrorRate | FaultKind::ApiLatency);
             if !takes_cluster && f.cluster.is_some() {
                 return Err((

@@ -113,6 +113,18 @@ fn cross_field_rules_name_the_field() {
 }
 
 #[test]
+fn a_pod_cidr_wider_than_a_slash_8_and_fractional_monitor_seconds_are_rejected() {
+    let e = rejected(&VALID.replace("10.244.0.0/16", "0.0.0.0/0"));
+    assert_eq!(e.path, "spec.network.podCIDR");
+    assert!(e.message.contains("wider than /8"), "{e}");
+    let e = rejected(&VALID.replace(
+        "  provider:",
+        "  apiLoadBalancer:\n    healthMonitor: {delay: 1500ms, timeout: 1s}\n  provider:",
+    ));
+    assert_eq!(e.path, "spec.apiLoadBalancer.healthMonitor.delay");
+}
+
+#[test]
 fn a_file_may_hold_several_documents_and_errors_name_the_document() {
     let two = format!("{VALID}---\n{}", VALID.replace("name: demo", "name: other"));
     let docs = load_documents(&two, "test.yaml").expect("two clusters");

@@ -1,0 +1,186 @@
+//! Hazards a review found: an unusual answer from the cloud, or a change of heart
+//! between two passes, must never take the API down or make the planner poll hot.
+
+use flightdeck_cloud::ServerStatus;
+use flightdeck_spec::Duration;
+
+use super::*;
+use OperatingStatus::{Offline, Online};
+use ProvisioningStatus::{Active, Error, PendingDelete};
+
+fn serving_count(w: &World, except: &[&str]) -> usize {
+    w.observed
+        .members
+        .iter()
+        .filter(|m| !except.contains(&m.name.as_str()))
+        .filter(|m| m.provisioning_status == Active && m.operating_status == Online)
+        .count()
+}
+
+/// R1: a removal decided while the gate held is carried out later without re-checking it.
+/// cp-1 was marked when cp-2, cp-3 and cp-6 served; its member delete did not go out
+/// (503 / LB busy). Now every other member is OFFLINE: deleting cp-1's member leaves
+/// the pool with nothing serving.
+#[test]
+fn a_planned_removal_is_withdrawn_when_the_others_stop_serving() {
+    let mut w = World::cluster(spec(V2, 2), V1, 2);
+    w.add_cp(6, V2, SERVING);
+    w.mark_removal("demo-cp-1");
+    for n in ["demo-cp-2", "demo-cp-3", "demo-cp-6"] {
+        w.member(n).operating_status = Offline;
+    }
+    assert_eq!(serving_count(&w, &[]), 1, "only cp-1 serves");
+    let p = w.plan();
+    assert!(
+        targets(&p, "DeleteMember").is_empty(),
+        "deletes the last serving member: {:?}",
+        targets(&p, "DeleteMember")
+    );
+}
+
+/// R2: servers that report ERROR are all marked for removal at once, with no
+/// one-at-a-time rule and no healthy minimum, even though Octavia says their members
+/// are ACTIVE/ONLINE and their nodes are Ready.
+#[test]
+fn servers_in_error_that_still_serve_are_replaced_one_at_a_time() {
+    let mut w = World::cluster(spec(V1, 2), V1, 2);
+    for s in w
+        .observed
+        .servers
+        .iter_mut()
+        .filter(|s| s.name.contains("-cp-"))
+    {
+        s.status = ServerStatus::Error;
+    }
+    let p = w.plan();
+    let removing = removing(&p);
+    assert!(
+        removing.len() <= 1,
+        "{} control-plane machines marked at once: {removing:?}; first member delete: {:?}",
+        removing.len(),
+        targets(&p, "DeleteMember")
+    );
+}
+
+/// R3: one Nova list that misses the servers (empty page, wrong scope) makes every
+/// machine `Gone`; all are marked and their (serving) members deleted.
+#[test]
+fn an_empty_server_list_removes_nothing() {
+    let mut w = World::cluster(spec(V1, 2), V1, 2);
+    w.observed.servers.clear();
+    let p = w.plan();
+    let removing = removing(&p);
+    assert!(
+        removing.is_empty(),
+        "{} machines marked on an empty server list: {removing:?}; {:?}",
+        removing.len(),
+        targets(&p, "DeleteMember")
+    );
+    assert!(condition(&p, crate::condition::kind::OBSERVATION_SUSPECT).is_some());
+}
+
+/// R4: a member stuck PENDING_DELETE far past memberTimeout is polled every 2 s
+/// forever, although the code promises POLL_STUCK (30 s) for stuck members.
+#[test]
+fn a_member_stuck_pending_delete_is_polled_slowly() {
+    let mut w = World::cluster(spec(V2, 2), V1, 2);
+    w.add_cp(6, V2, SERVING);
+    w.mark_removal("demo-cp-1");
+    w.member("demo-cp-1").provisioning_status = PendingDelete;
+    w.record("demo-cp-1").member_unready_since = Some(Timestamp(T0.0 - 3_600_000));
+    let p = w.plan();
+    assert!(condition(&p, crate::condition::kind::LOAD_BALANCER_MEMBER_STUCK).is_some());
+    assert!(
+        p.requeue_after >= Some(Duration::from_secs(30)),
+        "requeue {:?}",
+        p.requeue_after
+    );
+}
+
+/// R5: a load balancer in ERROR (not replaced by design) is polled every 2 s forever
+/// whenever some load-balancer change is wanted.
+#[test]
+fn a_load_balancer_in_error_is_polled_slowly() {
+    let mut w = World::cluster(spec(V1, 2), V1, 2);
+    w.observed.load_balancers[0].provisioning_status = Error;
+    w.drop_member("demo-cp-3");
+    let p = w.plan();
+    assert!(condition(&p, crate::condition::kind::LOAD_BALANCER_FAILED).is_some());
+    assert!(
+        p.requeue_after >= Some(Duration::from_secs(30)),
+        "requeue {:?}",
+        p.requeue_after
+    );
+}
+
+/// R10a: one Octavia list that comes back empty makes the planner forget the API load
+/// balancer and create a second one (new VIP) instead of waiting.
+#[test]
+fn an_empty_load_balancer_list_does_not_create_a_second_load_balancer() {
+    let mut w = World::cluster(spec(V1, 2), V1, 2);
+    w.observed.load_balancers.clear();
+    w.observed.listeners.clear();
+    w.observed.pools.clear();
+    w.observed.health_monitors.clear();
+    w.observed.members.clear();
+    w.observed.nodes = None;
+    let p = w.plan();
+    assert_eq!(
+        count(&p, "CreateLoadBalancer"),
+        0,
+        "ids now {:?}",
+        p.memory.ids
+    );
+    assert!(condition(&p, crate::condition::kind::OBJECT_MISSING).is_some());
+    // Still missing a minute later: now it is taken for gone and created again.
+    let mut later = w;
+    later.memory = p.memory;
+    later.now = Timestamp(T0.0 + 61_000);
+    let p = later.plan();
+    assert_eq!(count(&p, "CreateLoadBalancer"), 1);
+}
+
+/// R10b: after that, memory points at the new load balancer, but members are matched by
+/// machine tag across *every* owned pool, so each machine's old-pool member counts as its
+/// member: the new pool never gets one, yet the control plane shows serving.
+#[test]
+fn members_of_another_pool_do_not_count_for_the_recorded_pool() {
+    let mut w = World::cluster(spec(V1, 2), V1, 2);
+    let o = &mut w.observed;
+    o.load_balancers
+        .push(load_balancer("lb-2", tags(Role::ApiLoadBalancer), Active));
+    o.listeners.push(Listener {
+        id: "listener-2".into(),
+        name: "demo-api-6443".into(),
+        loadbalancer_id: "lb-2".into(),
+        protocol_port: 6443,
+        provisioning_status: Active,
+        tags: tags(Role::ApiListener),
+    });
+    o.pools.push(Pool {
+        id: "pool-2".into(),
+        name: "demo-api".into(),
+        loadbalancer_id: "lb-2".into(),
+        listener_id: Some("listener-2".into()),
+        provisioning_status: Active,
+        tags: tags(Role::ApiPool),
+    });
+    o.health_monitors.push(HealthMonitor {
+        id: "hm-2".into(),
+        name: "demo-api".into(),
+        pool_id: "pool-2".into(),
+        kind: "TCP".into(),
+        provisioning_status: Active,
+        tags: tags(Role::ApiHealthMonitor),
+    });
+    w.memory.ids.load_balancer = Some("lb-2".into());
+    w.memory.ids.listener = Some("listener-2".into());
+    w.memory.ids.pool = Some("pool-2".into());
+    w.memory.ids.health_monitor = Some("hm-2".into());
+    let p = w.plan();
+    assert!(
+        count(&p, "CreateMember") > 0,
+        "new pool stays empty; status ready={}",
+        p.status.ready
+    );
+}
