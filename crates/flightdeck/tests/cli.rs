@@ -196,3 +196,40 @@ fn plan_is_a_dry_run_that_gives_a_reason_for_every_action() {
             .all(|a| a["reason"].as_str().is_some_and(|r| !r.is_empty()))
     );
 }
+
+#[test]
+fn sim_swarm_of_200_seeds_passes_and_reports_its_rate_and_fault_kinds() {
+    let out = flightdeck(&[
+        "sim", "swarm", "--seeds", "200", "--from", "1", "--output", "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json(&out);
+    assert_eq!(v["passed"], true);
+    assert_eq!(v["seeds_run"], 200);
+    assert_eq!(v["failures"].as_array().map(Vec::len), Some(0));
+    assert!(v["seeds_per_second"].as_f64().expect("rate") > 0.0);
+    assert!(
+        v["fault_kinds_exercised"].as_array().expect("kinds").len() >= 8,
+        "{}",
+        v["fault_kinds_exercised"]
+    );
+    assert_eq!(v["determinism_checked"], true);
+}
+
+#[test]
+fn sim_swarm_rejects_nonsense_flags() {
+    for args in [
+        &["sim", "swarm", "--seeds", "0"][..],
+        &["sim", "swarm", "--jobs", "0"][..],
+        &["sim", "swarm", "--budget", "soon"][..],
+        &["sim", "swarm", "--unsafe-disable", "everything"][..],
+    ] {
+        let out = flightdeck(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(!out.stderr.is_empty());
+    }
+}

@@ -1,0 +1,100 @@
+//! The swarm finds what hand-written scenarios miss, and every finding replays.
+
+use flightdeck_scenario::swarm::{SwarmOptions, Unsafe, case, run_seed, run_swarm};
+
+fn options(seeds: u64, from: u64, disabled: Vec<Unsafe>) -> SwarmOptions {
+    SwarmOptions {
+        seeds,
+        from,
+        jobs: 2,
+        disabled,
+        check_determinism: true,
+    }
+}
+
+#[test]
+fn a_small_swarm_passes_with_every_safety_mechanism_on() {
+    let report = run_swarm(&options(40, 7, Vec::new()), &|| false, &|_| {});
+    assert_eq!(report.seeds_run, 40);
+    assert!(report.failures.is_empty(), "{:#?}", report.failures);
+    assert!(report.determinism_checked);
+    assert!(
+        report.fault_kinds_exercised.len() >= 8,
+        "{:?}",
+        report.fault_kinds_exercised
+    );
+    assert!(report.api_calls_per_cluster_hour > 0.0);
+    assert!(report.slowest_convergence.is_some());
+}
+
+#[test]
+fn f2_the_swarm_catches_a_rollout_without_the_member_gate_and_the_finding_replays() {
+    let unsafe_options = options(200, 1, vec![Unsafe::MemberGate]);
+    let report = run_swarm(&unsafe_options, &|| false, &|_| {});
+    let failure = report
+        .failures
+        .iter()
+        .find(|f| f.invariant == "apiEndpointServing")
+        .unwrap_or_else(|| {
+            panic!(
+                "no violation in 200 seeds: {:?}",
+                report.failures_by_invariant
+            )
+        });
+    assert_eq!(
+        failure.replay,
+        format!(
+            "flightdeck sim swarm --seeds 1 --from {} --trace --unsafe-disable member-gate",
+            failure.seed
+        )
+    );
+    assert!(
+        !failure.trace.is_empty(),
+        "a trace leads up to the violation"
+    );
+    assert!(failure.step.is_some());
+
+    // Replaying the seed reproduces the same violation at the same step.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let replay = runtime.block_on(run_seed(
+        failure.seed,
+        &options(1, failure.seed, vec![Unsafe::MemberGate]),
+    ));
+    let again = replay.failure.expect("the replay fails too");
+    assert_eq!(again.invariant, failure.invariant);
+    assert_eq!(again.step, failure.step);
+    assert_eq!(again.message, failure.message);
+
+    // With the gate on, the very same seed is safe.
+    let safe = runtime.block_on(run_seed(
+        failure.seed,
+        &options(1, failure.seed, Vec::new()),
+    ));
+    assert!(safe.failure.is_none(), "{:?}", safe.failure);
+}
+
+#[test]
+fn a_seed_expands_the_same_way_every_time() {
+    let a = case(42, &options(1, 42, Vec::new())).expect("case");
+    let b = case(42, &options(1, 42, Vec::new())).expect("case");
+    assert_eq!(a.loaded.scenario, b.loaded.scenario);
+    assert_eq!(a.loaded.clusters, b.loaded.clusters);
+    assert_eq!(a.options.store_restarts, b.options.store_restarts);
+    assert_eq!(a.options.engine_faults, b.options.engine_faults);
+    let fleets: Vec<usize> = (0..50)
+        .map(|s| {
+            case(s, &options(1, s, Vec::new()))
+                .expect("case")
+                .loaded
+                .clusters
+                .len()
+        })
+        .collect();
+    assert!(fleets.iter().all(|n| (1..=5).contains(n)), "{fleets:?}");
+    assert!(
+        fleets.iter().any(|n| *n >= 3),
+        "fleets of several clusters occur: {fleets:?}"
+    );
+}
