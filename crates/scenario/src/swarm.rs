@@ -587,14 +587,15 @@ fn trace_before(timeline: &[TimelineEntry], at_ms: u64) -> Vec<String> {
 }
 
 /// Runs seeds `from .. from + seeds` on `jobs` threads, until done or until
-/// `should_stop` says the budget is spent. `on_seed` sees each outcome as it finishes.
+/// `should_stop` says the budget is spent. `on_seed` sees each outcome as it finishes;
+/// only the tally is kept, so a long swarm runs in constant memory.
 pub fn run_swarm(
     options: &SwarmOptions,
     should_stop: &(dyn Fn() -> bool + Sync),
     on_seed: &(dyn Fn(&SeedOutcome) + Sync),
 ) -> SwarmReport {
     let next = AtomicU64::new(0);
-    let outcomes: Mutex<Vec<SeedOutcome>> = Mutex::new(Vec::new());
+    let tally: Mutex<SwarmTally> = Mutex::new(SwarmTally::default());
     let jobs = options.jobs.max(1);
     std::thread::scope(|scope| {
         for _ in 0..jobs {
@@ -613,60 +614,89 @@ pub fn run_swarm(
                     let seed = options.from.wrapping_add(i);
                     let outcome = runtime.block_on(run_seed(seed, options));
                     on_seed(&outcome);
-                    outcomes
+                    tally
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
-                        .push(outcome);
+                        .add(&outcome);
                 }
             });
         }
     });
-    let mut outcomes = outcomes.into_inner().unwrap_or_else(|e| e.into_inner());
-    outcomes.sort_by_key(|o| o.seed);
-    summarize(options, &outcomes)
+    tally
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .report(options)
 }
 
-pub fn summarize(options: &SwarmOptions, outcomes: &[SeedOutcome]) -> SwarmReport {
-    let mut failures_by_invariant = BTreeMap::new();
-    let mut fault_kinds = BTreeSet::new();
-    let (mut calls, mut hours) = (0u64, 0.0f64);
-    let mut slowest: Option<SlowestConvergence> = None;
-    for o in outcomes {
+/// What a swarm keeps of its seeds: counts, sums and failures, not timelines.
+#[derive(Default)]
+pub struct SwarmTally {
+    seeds: u64,
+    failures: Vec<SeedFailure>,
+    failures_by_invariant: BTreeMap<String, u64>,
+    fault_kinds: BTreeSet<String>,
+    calls: u64,
+    cluster_hours: f64,
+    slowest: Option<SlowestConvergence>,
+}
+
+/// The most failures a report lists in full; the count by invariant stays complete.
+pub const FAILURES_LISTED_MAX: usize = 100;
+
+impl SwarmTally {
+    pub fn add(&mut self, o: &SeedOutcome) {
+        self.seeds += 1;
         if let Some(f) = &o.failure {
-            *failures_by_invariant
+            *self
+                .failures_by_invariant
                 .entry(f.invariant.clone())
                 .or_insert(0) += 1;
+            // Seeds finish out of order: keep a margin, then list the lowest seeds.
+            if self.failures.len() < 10 * FAILURES_LISTED_MAX {
+                self.failures.push(f.clone());
+            }
         }
-        fault_kinds.extend(o.fault_kinds.iter().cloned());
-        calls += o.api_calls;
-        hours += o.cluster_hours;
+        self.fault_kinds.extend(o.fault_kinds.iter().cloned());
+        self.calls += o.api_calls;
+        self.cluster_hours += o.cluster_hours;
         if let Some(s) = o.convergence_seconds
-            && slowest.as_ref().is_none_or(|x| s > x.seconds)
+            && self.slowest.as_ref().is_none_or(|x| s > x.seconds)
         {
-            slowest = Some(SlowestConvergence {
+            self.slowest = Some(SlowestConvergence {
                 seed: o.seed,
                 seconds: s,
             });
         }
     }
-    SwarmReport {
-        from: options.from,
-        seeds_requested: options.seeds,
-        seeds_run: outcomes.len() as u64,
-        failures: outcomes.iter().filter_map(|o| o.failure.clone()).collect(),
-        failures_by_invariant,
-        fault_kinds_exercised: fault_kinds,
-        api_calls_per_cluster_hour: if hours > 0.0 {
-            calls as f64 / hours
-        } else {
-            0.0
-        },
-        slowest_convergence: slowest,
-        determinism_checked: options.check_determinism,
-        disabled_safety: options
-            .disabled
-            .iter()
-            .map(|d| d.flag().to_string())
-            .collect(),
+
+    pub fn report(mut self, options: &SwarmOptions) -> SwarmReport {
+        self.failures.sort_by_key(|f| f.seed);
+        let mut failures_by_invariant = BTreeMap::new();
+        for f in &self.failures {
+            *failures_by_invariant
+                .entry(f.invariant.clone())
+                .or_insert(0) += 1;
+        }
+        self.failures.truncate(FAILURES_LISTED_MAX);
+        SwarmReport {
+            from: options.from,
+            seeds_requested: options.seeds,
+            seeds_run: self.seeds,
+            failures: self.failures,
+            failures_by_invariant,
+            fault_kinds_exercised: self.fault_kinds,
+            api_calls_per_cluster_hour: if self.cluster_hours > 0.0 {
+                self.calls as f64 / self.cluster_hours
+            } else {
+                0.0
+            },
+            slowest_convergence: self.slowest,
+            determinism_checked: options.check_determinism,
+            disabled_safety: options
+                .disabled
+                .iter()
+                .map(|d| d.flag().to_string())
+                .collect(),
+        }
     }
 }
