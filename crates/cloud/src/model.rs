@@ -253,6 +253,27 @@ pub struct Node {
     pub ready: bool,
     pub unschedulable: bool,
     pub created_at: Timestamp,
+    /// `spec.podCIDR`: the slice of the cluster's pod network this node's pods use.
+    #[serde(default)]
+    pub pod_cidr: Option<String>,
+}
+
+/// A static route of a Neutron router (`extra routes`).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Route {
+    /// A CIDR, e.g. `10.244.3.0/24`.
+    pub destination: String,
+    pub nexthop: IpAddr,
+}
+
+/// A Neutron router, as far as extra routes go.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Router {
+    pub id: String,
+    pub name: String,
+    pub tags: Vec<String>,
+    /// In the order they were added.
+    pub routes: Vec<Route>,
 }
 
 /// Everything flightdeck could see of one cluster's objects in one observation. Every
@@ -275,4 +296,7 @@ pub struct Observed {
     /// `None` when the workload cluster's API could not be reached (no load balancer
     /// yet, or the API is down): nothing may be concluded about nodes then.
     pub nodes: Option<Vec<Node>>,
+    /// The router the cluster's pod routes live on, when the spec names one.
+    #[serde(default)]
+    pub router: Option<Router>,
 }

@@ -40,6 +40,21 @@ pub trait Network {
         req: &SecurityGroupRuleCreate,
     ) -> impl Future<Output = Result<SecurityGroupRule>> + Send;
     fn delete_security_group(&self, id: &str) -> impl Future<Output = Result<()>> + Send;
+    /// The router named `name_or_id` (flightdeck does not own routers; it manages the
+    /// routes to its clusters' pod networks on them). 404 if there is none.
+    fn find_router(&self, name_or_id: &str) -> impl Future<Output = Result<Router>> + Send;
+    /// Neutron's `add_extraroutes`: adding a route that exists is a no-op.
+    fn add_extra_routes(
+        &self,
+        router_id: &str,
+        routes: &[Route],
+    ) -> impl Future<Output = Result<Router>> + Send;
+    /// Neutron's `remove_extraroutes`: removing a route that is not there is a no-op.
+    fn remove_extra_routes(
+        &self,
+        router_id: &str,
+        routes: &[Route],
+    ) -> impl Future<Output = Result<Router>> + Send;
 }
 
 /// Load balancers and their children (Octavia).

@@ -29,6 +29,7 @@ pub async fn act<P: Provider>(
     memory: &mut Memory,
     action: &Action,
     ownership_check: bool,
+    now: flightdeck_cloud::Timestamp,
 ) -> ActOutcome {
     if ownership_check && let Some(why) = not_owned(owner, observed, action) {
         return ActOutcome::Refused(why);
@@ -157,6 +158,31 @@ pub async fn act<P: Provider>(
             Action::DeleteSecurityGroup { security_group_id } => {
                 provider.delete_security_group(security_group_id).await?;
             }
+            Action::AddSecurityGroup {
+                server_id,
+                security_group,
+                ..
+            } => {
+                provider
+                    .add_security_group(server_id, security_group)
+                    .await?;
+            }
+            Action::AddRoutes {
+                router_id, routes, ..
+            } => {
+                if let Err(e) = provider.add_extra_routes(router_id, routes).await {
+                    // Remember the router's limit so the planner stops asking (F8).
+                    if let Some(limit) = route_limit_in(&e.message) {
+                        memory.route_limit = Some((limit, now));
+                    }
+                    return Err(e);
+                }
+            }
+            Action::RemoveRoutes {
+                router_id, routes, ..
+            } => {
+                provider.remove_extra_routes(router_id, routes).await?;
+            }
         }
         Ok(())
     }
@@ -184,6 +210,18 @@ pub async fn act<P: Provider>(
     }
 }
 
+/// The limit in Neutron's RoutesExhausted message ("... exceeds the maximum 30.").
+fn route_limit_in(message: &str) -> Option<usize> {
+    let rest = message.split("maximum").nth(1)?;
+    rest.trim()
+        .trim_end_matches('.')
+        .split_whitespace()
+        .next()?
+        .trim_end_matches('.')
+        .parse()
+        .ok()
+}
+
 fn is_delete(action: &Action) -> bool {
     matches!(
         action,
@@ -197,6 +235,31 @@ fn is_delete(action: &Action) -> bool {
 /// Why a deletion must not go ahead, if it must not: its target is not among the
 /// observed objects carrying this cluster's UID tag.
 fn not_owned(owner: &Ownership, o: &Observed, action: &Action) -> Option<String> {
+    // Routes belong to the cluster whose pod network holds their destination.
+    if let Action::AddRoutes {
+        routes, pod_cidr, ..
+    }
+    | Action::RemoveRoutes {
+        routes, pod_cidr, ..
+    } = action
+    {
+        let pod: Option<flightdeck_spec::Cidr> = pod_cidr.parse().ok();
+        let foreign: Vec<&str> = routes
+            .iter()
+            .filter(|r| {
+                let dest: Option<flightdeck_spec::Cidr> = r.destination.parse().ok();
+                !matches!((pod, dest), (Some(p), Some(d)) if p.covers(&d))
+            })
+            .map(|r| r.destination.as_str())
+            .collect();
+        return (!foreign.is_empty()).then(|| {
+            format!(
+                "refusing to touch route(s) to {}: outside cluster {}'s pod network {pod_cidr}",
+                foreign.join(", "),
+                owner.cluster
+            )
+        });
+    }
     let (what, id, tags) = match action {
         Action::DeleteServer { server_id, .. } => (
             "server",

@@ -87,6 +87,9 @@ pub struct ClusterRecord {
     failures: u32,
     #[serde(skip)]
     conflicts: u32,
+    /// When the periodic resync is due next.
+    #[serde(skip)]
+    resync_at: Timestamp,
 }
 
 impl ClusterRecord {
@@ -164,6 +167,7 @@ impl<P: Provider> Engine<P> {
                     last_actions: None,
                     failures: 0,
                     conflicts: 0,
+                    resync_at: now,
                 },
             );
             engine.queue.schedule(&name, now);
@@ -235,9 +239,43 @@ impl<P: Provider> Engine<P> {
                 last_actions: None,
                 failures: 0,
                 conflicts: 0,
+                resync_at: now,
             },
         );
         self.queue.schedule(&name, now);
+        Ok(())
+    }
+
+    /// Closes the cluster's churn breakers (F11): objects stopped with
+    /// `ReconcileLoopDetected` are reconciled again, with a fresh history.
+    pub fn resume(&mut self, name: &str) -> Result<(), EngineError> {
+        let now = self.clock.now();
+        let c = self
+            .clusters
+            .get_mut(name)
+            .ok_or_else(|| EngineError::UnknownCluster(name.to_string()))?;
+        let stopped: Vec<String> = c.memory.churn.tripped.keys().cloned().collect();
+        c.memory.churn = Default::default();
+        let event = Event {
+            at: now,
+            cluster: name.to_string(),
+            severity: Severity::Normal,
+            reason: "Resumed".into(),
+            message: if stopped.is_empty() {
+                "resumed; nothing was stopped".into()
+            } else {
+                format!(
+                    "resumed by an operator: {} reconciled again",
+                    stopped.join(", ")
+                )
+            },
+        };
+        self.store.commit(vec![
+            Write::put(T_MEMORY, name, &c.memory),
+            Write::event(name, &event),
+        ])?;
+        self.events.push(event);
+        self.queue.schedule(name, now);
         Ok(())
     }
 
@@ -386,61 +424,63 @@ impl<P: Provider> Engine<P> {
         if let Some(status) = o.status {
             c.status = status;
         }
-        let delay = match o.failure {
+        // The periodic resync is the engine's own timer, kept apart from requeues: a lost
+        // or late requeue never pushes it back, so every cluster is looked at within one
+        // resync period whatever happens to its requeues.
+        let period = c.spec.spec.flight.resync_period.as_millis();
+        if now >= c.resync_at {
+            c.resync_at = now.plus_millis(jitter(period, 0.1, &mut *self.rng));
+        }
+        let requeue: Option<Duration> = match o.failure {
             Some(ErrorClass::Conflict) => {
                 // Busy, not broken: look again soon without growing the backoff. A
                 // conflict that does not clear is no longer "busy": after a few in a
                 // row the backoff grows after all, so it never becomes a hot loop.
                 c.conflicts += 1;
-                match c.conflicts.checked_sub(CONFLICTS_BEFORE_BACKOFF) {
+                Some(match c.conflicts.checked_sub(CONFLICTS_BEFORE_BACKOFF) {
                     Some(over) if over > 0 => self.config.backoff.delay(over, &mut *self.rng),
                     _ => o
                         .requeue_after
                         .unwrap_or(self.config.conflict_retry)
                         .min(self.config.conflict_retry),
-                }
+                })
             }
             Some(ErrorClass::RateLimited(Some(after))) => {
                 c.failures += 1;
-                after.max(self.config.backoff.delay(c.failures, &mut *self.rng))
+                Some(after.max(self.config.backoff.delay(c.failures, &mut *self.rng)))
             }
             Some(_) => {
                 c.failures += 1;
-                self.config.backoff.delay(c.failures, &mut *self.rng)
+                Some(self.config.backoff.delay(c.failures, &mut *self.rng))
             }
             None => {
                 c.failures = 0;
                 c.conflicts = 0;
-                match o.requeue_after {
-                    Some(d) => d,
-                    None => {
-                        let period = c.spec.spec.flight.resync_period.as_millis();
-                        Duration::from_millis(jitter(period, 0.1, &mut *self.rng))
-                    }
-                }
+                o.requeue_after
             }
         };
-        let resync = || c.spec.spec.flight.resync_period.as_millis();
-        let delay = match self.faults.as_ref() {
-            None => delay,
-            Some(faults) => {
+        // Injected faults may lose or delay a requeue (never the resync).
+        let requeue = match (requeue, self.faults.as_ref()) {
+            (Some(delay), Some(faults)) => {
                 let fate = faults
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .requeue(&o.name, delay);
                 match fate {
-                    RequeueFate::Keep => delay,
-                    RequeueFate::Delay(extra) => {
-                        Duration::from_millis(delay.as_millis().saturating_add(extra.as_millis()))
-                    }
-                    // A lost requeue leaves the periodic resync as the only wake-up.
-                    RequeueFate::Drop => Duration::from_millis(
-                        jitter(resync(), 0.1, &mut *self.rng).max(delay.as_millis()),
-                    ),
+                    RequeueFate::Keep => Some(delay),
+                    RequeueFate::Delay(extra) => Some(Duration::from_millis(
+                        delay.as_millis().saturating_add(extra.as_millis()),
+                    )),
+                    RequeueFate::Drop => None,
                 }
             }
+            (requeue, _) => requeue,
         };
-        self.queue.reschedule(&o.name, now.plus(delay));
+        let next = match requeue {
+            Some(d) => now.plus(d).min(c.resync_at),
+            None => c.resync_at,
+        };
+        self.queue.reschedule(&o.name, next);
         Ok(())
     }
 }

@@ -11,6 +11,7 @@ pub async fn observe<P: Provider>(
     provider: &P,
     owner: &Ownership,
     now: Timestamp,
+    router: Option<&str>,
 ) -> Result<Observed, CloudError> {
     let servers = twice(|| provider.list_servers(owner)).await?;
     let security_groups = twice(|| provider.list_security_groups(owner)).await?;
@@ -44,8 +45,18 @@ pub async fn observe<P: Provider>(
             Err(e) => return Err(e),
         }
     };
+    let router = match router {
+        None => None,
+        Some(name) => match twice(|| provider.find_router(name)).await {
+            Ok(r) => Some(r),
+            // The planner says so with a condition; nothing else stops.
+            Err(e) if e.class == ErrorClass::NotFound => None,
+            Err(e) => return Err(e),
+        },
+    };
     Ok(Observed {
         at: now,
+        router,
         after_write: 0,
         servers,
         security_groups,

@@ -55,9 +55,6 @@ fn with_faults<T>(
         .map(|m| f(&mut **m.lock().unwrap_or_else(|e| e.into_inner())))
 }
 
-/// How soon to look again after refusing to plan from a stale observation.
-const STALE_RETRY: Duration = Duration::from_secs(1);
-
 fn stamp(now: Timestamp, cluster: &str, e: PlanEvent) -> Event {
     Event {
         at: now,
@@ -85,32 +82,50 @@ pub(crate) async fn reconcile<P: Provider>(
         cluster: name.clone(),
         uid: memory.uid.clone(),
     };
-    let stale =
-        previous.filter(|_| with_faults(ctx, |f| f.stale_observation(&name)).unwrap_or(false));
-    let fresh = stale.is_none();
-    let observed = match stale {
-        Some(o) => Ok(o),
-        None => observe(ctx.provider, &owner, now).await.map(|mut o| {
+    // The injected fault is the Sieve class: a list older than this cluster's last write.
+    let stale = previous
+        .filter(|prev| prev.after_write < memory.write_seq)
+        .filter(|_| with_faults(ctx, |f| f.stale_observation(&name)).unwrap_or(false));
+    let mut events = Vec::new();
+    // Never plan from a list older than our own last write: it would show objects we
+    // just created as missing and objects we just deleted as present. Such a list is
+    // thrown away and a fresh one taken at once.
+    if let Some(old) = &stale {
+        let event = Event {
+            at: now,
+            cluster: name.clone(),
+            severity: Severity::Warning,
+            reason: "StaleObservationIgnored".into(),
+            message: format!(
+                "an observation predating write {} of this cluster was discarded (it was taken after write {}); looking again",
+                memory.write_seq, old.after_write
+            ),
+        };
+        events.push(event);
+    }
+    let observed = observe(ctx.provider, &owner, now, router_of(&spec))
+        .await
+        .map(|mut o| {
             o.after_write = memory.write_seq;
             o
-        }),
-    };
+        });
     let observed = match observed {
         Ok(o) => o,
         Err(e) => {
-            let event = Event {
+            events.push(Event {
                 at: ctx.clock.now(),
                 cluster: name.clone(),
                 severity: Severity::Warning,
                 reason: "ObserveFailed".into(),
                 message: e.to_string(),
-            };
-            ctx.store.commit(vec![Write::event(&name, &event)])?;
+            });
+            ctx.store
+                .commit(events.iter().map(|e| Write::event(&name, e)).collect())?;
             return Ok(Outcome {
                 name,
                 memory,
                 status: None,
-                events: vec![event],
+                events,
                 requeue_after: None,
                 failure: Some(e.class),
                 deleted: false,
@@ -121,34 +136,6 @@ pub(crate) async fn reconcile<P: Provider>(
             });
         }
     };
-    // Never plan from a list older than our own last write: it would show objects we
-    // just created as missing and objects we just deleted as present.
-    if observed.after_write < memory.write_seq {
-        let event = Event {
-            at: now,
-            cluster: name.clone(),
-            severity: Severity::Warning,
-            reason: "StaleObservationIgnored".into(),
-            message: format!(
-                "the observation predates write {} of this cluster; looking again",
-                memory.write_seq
-            ),
-        };
-        ctx.store.commit(vec![Write::event(&name, &event)])?;
-        return Ok(Outcome {
-            name,
-            memory,
-            status: None,
-            events: vec![event],
-            requeue_after: Some(STALE_RETRY),
-            failure: None,
-            deleted: false,
-            actions: 0,
-            action_failures: 0,
-            observe_failed: false,
-            observed: None,
-        });
-    }
     let plan = flightdeck_plan::plan(PlanInput {
         spec: &spec,
         observed: &observed,
@@ -156,12 +143,7 @@ pub(crate) async fn reconcile<P: Provider>(
         now,
         options: &ctx.config.plan,
     });
-    let mut events: Vec<Event> = plan
-        .events
-        .iter()
-        .cloned()
-        .map(|e| stamp(now, &name, e))
-        .collect();
+    events.extend(plan.events.iter().cloned().map(|e| stamp(now, &name, e)));
     memory = plan.memory;
     let mut status = plan.status;
     if !plan.actions.is_empty() {
@@ -219,7 +201,7 @@ pub(crate) async fn reconcile<P: Provider>(
         actions,
         action_failures,
         observe_failed: false,
-        observed: fresh.then_some(observed),
+        observed: Some(observed),
     })
 }
 
@@ -255,6 +237,7 @@ async fn carry_out<P: Provider>(
             memory,
             &planned.action,
             ctx.config.ownership_check,
+            ctx.clock.now(),
         )
         .await;
         let at = ctx.clock.now();
@@ -336,4 +319,13 @@ fn gravity(class: ErrorClass) -> u8 {
         ErrorClass::RateLimited(_) => 3,
         ErrorClass::Permanent => 4,
     }
+}
+
+fn router_of(spec: &Cluster) -> Option<&str> {
+    spec.spec
+        .provider
+        .openstack
+        .as_ref()
+        .and_then(|o| o.router.as_ref())
+        .map(|r| r.as_str())
 }

@@ -41,7 +41,7 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
             cluster: spec.name().to_string(),
             uid: memory.uid.clone(),
         };
-        let observed = observe(&cloud, &owner, clock.now()).await?;
+        let observed = observe(&cloud, &owner, clock.now(), None).await?;
         let plan = flightdeck_plan::plan(PlanInput {
             spec: &spec,
             observed: &observed,

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::net::IpAddr;
 
-use flightdeck_cloud::SecurityGroupRuleCreate;
+use flightdeck_cloud::{Route, SecurityGroupRuleCreate};
 use serde::{Deserialize, Serialize};
 
 use crate::memory::MachineRole;
@@ -69,6 +69,24 @@ pub enum Action {
     DeleteSecurityGroup {
         security_group_id: String,
     },
+    /// F5: put a server back into the cluster's security group.
+    AddSecurityGroup {
+        machine: String,
+        server_id: String,
+        security_group: String,
+    },
+    /// F7: routes to node pod networks; every destination lies inside `pod_cidr`.
+    AddRoutes {
+        router_id: String,
+        routes: Vec<Route>,
+        pod_cidr: String,
+    },
+    /// F7, F8: stale or duplicate routes; every destination lies inside `pod_cidr`.
+    RemoveRoutes {
+        router_id: String,
+        routes: Vec<Route>,
+        pod_cidr: String,
+    },
 }
 
 impl Action {
@@ -101,6 +119,9 @@ impl Action {
             Action::DeleteServer { .. } => "DeleteServer",
             Action::DeleteLoadBalancer { .. } => "DeleteLoadBalancer",
             Action::DeleteSecurityGroup { .. } => "DeleteSecurityGroup",
+            Action::AddSecurityGroup { .. } => "AddSecurityGroup",
+            Action::AddRoutes { .. } => "AddRoutes",
+            Action::RemoveRoutes { .. } => "RemoveRoutes",
         }
     }
 
@@ -137,6 +158,13 @@ impl Action {
             Action::DeleteSecurityGroup { security_group_id } => {
                 format!("delete security group {security_group_id}")
             }
+            Action::AddSecurityGroup { machine, .. } => {
+                format!("put {machine} back into the security group")
+            }
+            Action::AddRoutes { routes, .. } => format!("add route(s) {}", route_list(routes)),
+            Action::RemoveRoutes { routes, .. } => {
+                format!("remove route(s) {}", route_list(routes))
+            }
         }
     }
 }
@@ -153,4 +181,12 @@ impl fmt::Display for PlannedAction {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.action.summary(), self.reason)
     }
+}
+
+fn route_list(routes: &[Route]) -> String {
+    routes
+        .iter()
+        .map(|r| format!("{} via {}", r.destination, r.nexthop))
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -76,6 +76,8 @@ pub(crate) fn adopt_orphans(p: &mut Planner<'_>) {
                 member_id: None,
                 member_unready_since: None,
                 server_missing_since: None,
+                node_unready_since: None,
+                remediation: None,
                 removal: None,
             },
         );

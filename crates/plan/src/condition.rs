@@ -15,6 +15,11 @@ pub mod kind {
     pub const OBJECT_MISSING: &str = "ObjectNotListed";
     pub const OBSERVATION_SUSPECT: &str = "ObservationSuspect";
     pub const MEMBER_ADDRESS_BUSY: &str = "MemberAddressBusy";
+    pub const RECONCILE_LOOP_DETECTED: &str = "ReconcileLoopDetected";
+    pub const REMEDIATION_PAUSED: &str = "RemediationPaused";
+    pub const REMEDIATING: &str = "Remediating";
+    pub const ROUTE_LIMIT_REACHED: &str = "RouteLimitReached";
+    pub const ROUTER_NOT_FOUND: &str = "RouterNotFound";
 }
 
 /// Reasons of the `Ready` condition.

@@ -78,7 +78,10 @@ fn plan_security_group(p: &mut Planner<'_>) -> Option<String> {
         .copied();
     let Some(group) = chosen else {
         if let Some(id) = recorded {
-            if !confirm_gone(p, &format!("security group {id}")) {
+            if !confirm_gone(p, &format!("security group {id}"))
+                || !crate::churn::note_recreation(p, "security group")
+            {
+                crate::churn::report(p);
                 return None;
             }
             p.events.push(PlanEvent::warning(
@@ -142,7 +145,10 @@ fn plan_load_balancer(p: &mut Planner<'_>) -> (Option<PoolInfo>, bool) {
         };
         if let Some(old) = p.memory.ids.load_balancer.clone() {
             // A new load balancer means a new VIP: only once the old one is surely gone.
-            if !confirm_gone(p, &format!("load balancer {old}")) {
+            if !confirm_gone(p, &format!("load balancer {old}"))
+                || !crate::churn::note_recreation(p, "load balancer")
+            {
+                crate::churn::report(p);
                 return (None, false);
             }
             p.memory.ids.load_balancer = None;

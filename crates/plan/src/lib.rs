@@ -12,15 +12,19 @@
 
 pub mod action;
 mod adoption;
+mod churn;
 pub mod condition;
 mod deletion;
 mod infra;
 pub mod machines;
 pub mod member_gate;
 mod members;
+mod membership;
 pub mod memory;
+mod remediation;
 mod removal;
 mod rollout;
+mod routes;
 pub mod status;
 
 use flightdeck_cloud::{Observed, Timestamp};
@@ -30,6 +34,7 @@ pub use action::{Action, PlannedAction};
 pub use condition::{Condition, Event, PlanEvent, Severity};
 pub use member_gate::MemberGate;
 pub use memory::{MachineRecord, MachineRole, MachineTemplate, Memory};
+pub use remediation::RemediationPolicy;
 pub use status::ClusterStatus;
 
 /// How often to look again while something is in flight at Octavia (its transitions take
@@ -48,6 +53,7 @@ pub const POLL_MACHINES: Duration = Duration::from_secs(10);
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PlanOptions {
     pub member_gate: MemberGate,
+    pub remediation: RemediationPolicy,
 }
 
 /// What the cluster should be, what the cloud shows, what we remember, and when.
@@ -172,6 +178,7 @@ impl<'a> Planner<'a> {
     fn note_spec_change(&mut self) {
         let hash = self.spec.spec_hash();
         if self.memory.spec_hash != hash {
+            churn::reset(self);
             if self.memory.spec_hash != 0 {
                 self.events.push(PlanEvent::normal(
                     "SpecChanged",

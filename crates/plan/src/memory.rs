@@ -63,7 +63,34 @@ pub struct MachineRecord {
     /// gone once it has been missing for [`crate::GONE_AFTER`].
     #[serde(default)]
     pub server_missing_since: Option<Timestamp>,
+    /// When the machine's node was first seen NotReady (F3 counts from here).
+    #[serde(default)]
+    pub node_unready_since: Option<Timestamp>,
+    /// Set when flight control decided to replace the machine (F3, F6); counts against
+    /// the pool's `maxUnhealthy` budget until the machine is gone.
+    #[serde(default)]
+    pub remediation: Option<Remediation>,
     pub removal: Option<Removal>,
+}
+
+/// Why and since when flight control replaces a machine.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Remediation {
+    pub since: Timestamp,
+    pub reason: String,
+    /// Decided from the node list (F3), not from the cloud's own word (F6).
+    #[serde(default)]
+    pub node_based: bool,
+}
+
+/// The churn breaker's ledger (F11): when each object was re-created, and which objects
+/// tripped the breaker.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChurnLedger {
+    /// Object (`pool workers`, `security group`, ...) → times it was re-created.
+    pub recreated: BTreeMap<String, Vec<Timestamp>>,
+    /// Objects whose reconcile is stopped, with the reason.
+    pub tripped: BTreeMap<String, String>,
 }
 
 /// IDs of the cluster-wide objects flightdeck created.
@@ -100,6 +127,11 @@ pub struct Memory {
     /// latest of them is stale and is not planned from.
     #[serde(default)]
     pub write_seq: u64,
+    #[serde(default)]
+    pub churn: ChurnLedger,
+    /// The smallest route limit a router answered with (F8), and when.
+    #[serde(default)]
+    pub route_limit: Option<(usize, Timestamp)>,
 }
 
 impl Memory {
@@ -114,6 +146,8 @@ impl Memory {
             rollout_target: None,
             deletion_requested: None,
             write_seq: 0,
+            churn: ChurnLedger::default(),
+            route_limit: None,
         }
     }
 }

@@ -10,7 +10,9 @@ use crate::machines::{MachineView, ServerPhase, views};
 use crate::member_gate;
 use crate::memory::{MachineRecord, MachineRole, MachineTemplate, Removal};
 use crate::status::{MachineStatus, MemberStatus, Phase, SetStatus};
-use crate::{GONE_AFTER, POLL_MACHINES, POLL_STUCK, Planner, adoption, members, removal};
+use crate::{
+    GONE_AFTER, POLL_MACHINES, POLL_STUCK, Planner, adoption, members, remediation, removal,
+};
 
 /// The most machines created in one pass, so a large scale-up is spread over several
 /// reconciles and a mistake cannot create hundreds of servers at once.
@@ -63,7 +65,16 @@ pub(crate) fn plan_machines(p: &mut Planner<'_>, infra: &Infra) {
         .iter()
         .filter(|m| *m.role() == MachineRole::ControlPlane)
         .collect();
+    let blind = remediation::blind_observer(p, &all);
+    remediation::plan_set_remediation(
+        p,
+        "control-plane",
+        cp_spec.replicas,
+        &cp_views,
+        blind.as_deref(),
+    );
     let cp_out = plan_set(p, &cp_spec, &cp_views, &cp_healthy, infra);
+    remediation::report_repairs(p, &cp_views);
     note_rollout(p, &cp_spec, &cp_out);
 
     // Node pools.
@@ -85,7 +96,15 @@ pub(crate) fn plan_machines(p: &mut Planner<'_>, infra: &Infra) {
         let worker_healthy =
             |m: &MachineView<'_>| m.server_phase() == ServerPhase::Running && m.node_ready();
         let members: Vec<&MachineView<'_>> = all.iter().filter(|m| *m.role() == set.role).collect();
+        remediation::plan_set_remediation(
+            p,
+            set.role.label(),
+            set.replicas,
+            &members,
+            blind.as_deref(),
+        );
         let out = plan_set(p, &set, &members, &worker_healthy, infra);
+        remediation::report_repairs(p, &members);
         pools_converged &= out.converged;
         any_pool_outdated |= out.outdated > 0;
         pool_statuses.push(out.status);
@@ -106,6 +125,8 @@ pub(crate) fn plan_machines(p: &mut Planner<'_>, infra: &Infra) {
     }
 
     removal::plan_removals(p, &all);
+    crate::membership::plan_membership(p, infra, &all);
+    crate::routes::plan_routes(p, &all, blind.as_deref());
     members::plan_members(p, &cp_views, infra, &cp_spec.template);
 
     let removing = p.memory.machines.values().any(|m| m.removal.is_some());
@@ -176,37 +197,22 @@ fn plan_set(
     infra: &Infra,
 ) -> SetOutcome {
     let label = set.role.label().to_string();
-    // Failed machines that serve nothing, and machines whose server is confirmed gone,
-    // leave the set at once. A failed machine that still serves is replaced like an
-    // outdated one: surge first, then gated removal.
+    // Servers in ERROR are replaced by remediation (F6, budgeted); machines whose server
+    // is confirmed gone leave the set at once.
     for m in machines.iter().filter(|m| !m.removing()) {
         match m.server_phase() {
-            ServerPhase::Failed if healthy(m) => {
-                p.condition(Condition::new(
-                    kind::MACHINE_FAILED,
-                    true,
-                    "ServerError",
-                    format!(
-                        "Nova reports the server of {} in ERROR while it still serves; it is replaced surge-first",
-                        m.name()
-                    ),
-                ));
-            }
             ServerPhase::Failed => {
                 let fault = m
                     .server
                     .and_then(|s| s.fault.clone())
                     .unwrap_or_else(|| "no fault given".into());
+                let serving = if healthy(m) { " (it still serves)" } else { "" };
                 p.condition(Condition::new(
                     kind::MACHINE_FAILED,
                     true,
                     "ServerError",
-                    format!(
-                        "server of {} went ERROR: {fault}; it is being replaced",
-                        m.name()
-                    ),
+                    format!("server of {} is in ERROR{serving}: {fault}", m.name()),
                 ));
-                mark_removal(p, m.name(), format!("its server is in ERROR: {fault}"));
             }
             ServerPhase::Gone if gone_confirmed(p, m) && !healthy(m) => {
                 mark_removal(p, m.name(), "its server disappeared from the cloud".into());
@@ -249,13 +255,37 @@ fn plan_set(
                     .is_some_and(|r| r.removal.is_none())
         })
         .collect();
-    // A machine needs replacing when its template is outdated or Nova says ERROR.
+    // A machine needs replacing when its template is outdated or flight control decided
+    // to repair it.
+    let under_repair: Vec<String> = machines
+        .iter()
+        .filter(|m| {
+            p.memory
+                .machines
+                .get(m.name())
+                .is_some_and(|r| r.remediation.is_some())
+        })
+        .map(|m| m.name().to_string())
+        .collect();
     let replace = |m: &MachineView<'_>| {
-        *m.template() != set.template || m.server_phase() == ServerPhase::Failed
+        *m.template() != set.template || under_repair.iter().any(|n| n == m.name())
     };
     let current: Vec<&MachineView<'_>> = active.iter().copied().filter(|m| !replace(m)).collect();
     let outdated: Vec<&MachineView<'_>> = active.iter().copied().filter(|m| replace(m)).collect();
-    let in_flight = current.iter().filter(|m| !healthy(m)).count();
+    // In flight: still coming up. A machine whose server failed, or that is past its
+    // startup time without serving, is broken rather than in flight: waiting for it
+    // would wait forever (its repair is remediation's business, within the budget).
+    let startup = p.spec.spec.flight.node_startup_timeout;
+    let now = p.now;
+    let coming_up = |m: &MachineView<'_>| match m.server_phase() {
+        ServerPhase::Requested | ServerPhase::Building => true,
+        ServerPhase::Running => now.since(m.record.created_at) < startup,
+        ServerPhase::Failed | ServerPhase::Deleting | ServerPhase::Gone => false,
+    };
+    let in_flight = current
+        .iter()
+        .filter(|m| !healthy(m) && coming_up(m))
+        .count();
     let healthy_count = active.iter().filter(|m| healthy(m)).count() as u32;
     let current_n = current.len() as u32;
     let total = active.len() as u32;
@@ -325,7 +355,9 @@ fn plan_set(
         });
         if let Some(victim) = candidates.first() {
             let others_healthy = healthy_count - u32::from(healthy(victim));
-            if others_healthy >= set.replicas.min(total - 1) {
+            // Taking out a machine that serves nothing never lowers what serves; a
+            // healthy one may only go while at least `replicas` others serve.
+            if !healthy(victim) || others_healthy >= set.replicas.min(total - 1) {
                 let why = if rolling {
                     format!(
                         "rollout of {label}: {others_healthy} other machine(s) are healthy, at least {} must stay",
@@ -380,7 +412,7 @@ fn plan_set(
     };
     let converged = outdated.is_empty()
         && current_n == set.replicas
-        && in_flight == 0
+        && current.iter().all(|m| healthy(m))
         && want_create == 0
         && !machines.iter().any(|m| {
             p.memory
@@ -455,6 +487,8 @@ fn new_machine(p: &mut Planner<'_>, set: &SetSpec, why: String) {
         member_id: None,
         member_unready_since: None,
         server_missing_since: None,
+        node_unready_since: None,
+        remediation: None,
         removal: None,
     };
     p.memory.machines.insert(name, record.clone());

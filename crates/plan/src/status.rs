@@ -38,7 +38,30 @@ pub struct ClusterStatus {
     pub control_plane: SetStatus,
     pub node_pools: Vec<SetStatus>,
     pub load_balancer: Option<LoadBalancerStatus>,
+    /// Machines flight control is replacing, or would replace once the budget allows.
+    #[serde(default)]
+    pub repairs: Vec<RepairStatus>,
+    /// Each set's `maxUnhealthy` budget and how much of it is in use.
+    #[serde(default)]
+    pub repair_budgets: Vec<RepairBudget>,
     pub conditions: Vec<Condition>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RepairBudget {
+    pub set: String,
+    pub budget: u32,
+    pub in_use: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RepairStatus {
+    pub machine: String,
+    pub reason: String,
+    /// `replacing`, or why it waits.
+    pub state: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

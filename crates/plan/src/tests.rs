@@ -241,6 +241,7 @@ impl World {
             now: self.now,
             options: &PlanOptions {
                 member_gate: self.gate,
+                ..PlanOptions::default()
             },
         })
     }
@@ -294,6 +295,7 @@ impl World {
                 ready,
                 unschedulable: false,
                 created_at,
+                pod_cidr: None,
             });
         }
         self.memory.machine_seq = self.memory.machine_seq.max(n);
@@ -312,6 +314,8 @@ impl World {
             member_id: h.member.map(|_| member_id),
             member_unready_since: None,
             server_missing_since: None,
+            node_unready_since: None,
+            remediation: None,
             removal: None,
         };
         self.memory.machines.insert(name.clone(), record);

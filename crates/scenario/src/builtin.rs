@@ -27,6 +27,42 @@ pub const FILES: &[(&str, &str)] = &[
         "scenarios/api-faults.yaml",
         include_str!("../../../scenarios/api-faults.yaml"),
     ),
+    (
+        "scenarios/f3-unregistered-workers.yaml",
+        include_str!("../../../scenarios/f3-unregistered-workers.yaml"),
+    ),
+    (
+        "scenarios/f4-rule-lost.yaml",
+        include_str!("../../../scenarios/f4-rule-lost.yaml"),
+    ),
+    (
+        "scenarios/f5-dropped-security-group.yaml",
+        include_str!("../../../scenarios/f5-dropped-security-group.yaml"),
+    ),
+    (
+        "scenarios/f6-errored-servers.yaml",
+        include_str!("../../../scenarios/f6-errored-servers.yaml"),
+    ),
+    (
+        "scenarios/f7-stale-routes.yaml",
+        include_str!("../../../scenarios/f7-stale-routes.yaml"),
+    ),
+    (
+        "scenarios/f8-route-limit.yaml",
+        include_str!("../../../scenarios/f8-route-limit.yaml"),
+    ),
+    (
+        "scenarios/f10-empty-node-list.yaml",
+        include_str!("../../../scenarios/f10-empty-node-list.yaml"),
+    ),
+    (
+        "scenarios/f10-all-not-ready.yaml",
+        include_str!("../../../scenarios/f10-all-not-ready.yaml"),
+    ),
+    (
+        "scenarios/f11-churn-breaker.yaml",
+        include_str!("../../../scenarios/f11-churn-breaker.yaml"),
+    ),
 ];
 
 /// Names of the built-in scenarios, in order.

@@ -47,7 +47,7 @@ impl Default for CallBudget {
     fn default() -> Self {
         CallBudget {
             per_reconcile_max: 64,
-            per_cluster_hour_max: 6_000.0,
+            per_cluster_hour_max: 12_000.0,
             failures_per_window_max: 30,
             hot_loop_window: flightdeck_spec::Duration::from_mins(10),
         }
@@ -181,7 +181,7 @@ impl Invariants {
         self.verdicts.values().all(|v| v.held)
     }
 
-    fn record(&mut self, inv: Invariant, now: Timestamp, violation: Option<String>) {
+    pub(crate) fn record(&mut self, inv: Invariant, now: Timestamp, violation: Option<String>) {
         let start = self.start;
         let step = self.step;
         let Some(v) = self.verdicts.get_mut(&inv) else {

@@ -2,7 +2,7 @@
 //! due, a cloud transition, a fault, a workload step or a restart), and after every step
 //! the invariants are checked against the simulator's ground truth.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -11,11 +11,12 @@ use flightdeck_engine::{Engine, EngineConfig, EngineError};
 use flightdeck_plan::{Event, Severity};
 use flightdeck_sim::{SimCloud, SimConfig, SimFault};
 use flightdeck_spec::scenario::{WorkloadAction, WorkloadStep};
-use flightdeck_spec::{Cluster, Duration, Invariant};
+use flightdeck_spec::{Cluster, Duration, FaultKind, Invariant};
 use flightdeck_store::{MemoryDisk, Store, StoreError};
 
 use crate::engine_faults::{EngineFaultProfile, Fired, InjectedEngineFaults, STORE_RESTART};
 use crate::expect::{ConditionWatch, final_expectations};
+use crate::flight::{BlindWindow, FlightChecks};
 use crate::invariants::{CallBudget, ClusterTrack, Invariants};
 use crate::load::LoadedScenario;
 use crate::report::{ClusterReport, ExpectationResult, Report, TimelineEntry};
@@ -126,6 +127,8 @@ struct Driver<'a> {
     steps: u64,
     converged_at: Option<Timestamp>,
     cluster_millis: u64,
+    flight: FlightChecks,
+    pod_networks: BTreeSet<String>,
 }
 
 impl<'a> Driver<'a> {
@@ -143,9 +146,38 @@ impl<'a> Driver<'a> {
         // share a name with the cluster's own.
         cloud.add_foreign_server("bastion", vec!["team=platform".into()]);
         cloud.add_foreign_load_balancer("legacy-ingress");
+        let mut routers = BTreeSet::new();
         for c in &loaded.clusters {
             cloud.add_foreign_security_group(c.spec.network.security_group.as_str());
+            // Routers are the operator's: flightdeck manages only its routes on them.
+            if let Some(router) = c
+                .spec
+                .provider
+                .openstack
+                .as_ref()
+                .and_then(|o| o.router.as_ref())
+                && routers.insert(router.to_string())
+            {
+                cloud.add_foreign_router(router.as_str());
+            }
         }
+        let blind = spec
+            .faults
+            .iter()
+            .filter(|f| matches!(f.kind, FaultKind::EmptyNodeList | FaultKind::AllNotReady))
+            .map(|f| BlindWindow {
+                start: start.plus(f.at),
+                end: f
+                    .duration
+                    .map_or(start.plus(spec.duration), |d| start.plus(f.at).plus(d)),
+                cluster: f.cluster.as_ref().map(|c| c.to_string()),
+                what: if f.kind == FaultKind::EmptyNodeList {
+                    "the node list was empty (observer.emptyNodeList)"
+                } else {
+                    "every node reported NotReady (observer.allNotReady)"
+                },
+            })
+            .collect();
         let mut marks = Vec::new();
         for f in &spec.faults {
             let at = start.plus(f.at);
@@ -229,6 +261,8 @@ impl<'a> Driver<'a> {
             steps: 0,
             converged_at: None,
             cluster_millis: 0,
+            flight: FlightChecks::new(blind),
+            pod_networks: BTreeSet::new(),
         })
     }
 
@@ -271,6 +305,13 @@ impl<'a> Driver<'a> {
             let world = self.cloud.snapshot();
             let fresh = self.cloud.mutations_since(self.invariants.mutations_seen());
             self.invariants.check(&world, fresh, &self.tracks);
+            self.flight.check(
+                &mut self.invariants,
+                now,
+                &world,
+                &self.engine,
+                &self.tracks,
+            );
             for w in &mut self.watches {
                 w.observe(now, &self.engine);
             }
@@ -465,6 +506,11 @@ impl<'a> Driver<'a> {
 
     fn track_clusters(&mut self, now: Timestamp) {
         for (name, c) in self.engine.clusters() {
+            // The workload cluster hands its nodes pod networks from the spec's podCIDR.
+            if self.pod_networks.insert(format!("{name}/{}", c.memory.uid)) {
+                self.cloud
+                    .set_pod_network(name, &c.memory.uid, c.spec.spec.network.pod_cidr);
+            }
             let t = self
                 .tracks
                 .entry(name.clone())

@@ -162,10 +162,11 @@ spec:
   apiLoadBalancer:
     port: 6443{monitor}
   provider:
-    openstack: {{cloud: sim, network: private, subnet: private-subnet}}
+    openstack: {{cloud: sim, network: private, subnet: private-subnet, router: swarm-router}}
   flight:
     memberTimeout: {timeout}s
     maxSurge: {surge}
+    churnLimit: 50
 ",
             v = VERSIONS[0],
             pools = if pool_yaml.is_empty() {
@@ -417,6 +418,21 @@ fn cloud_faults(rng: &mut SeededRng, safety: Duration, clusters: &[(Cluster, u64
                     f.cluster = Some(target.metadata.name.clone());
                 }
                 FaultKind::MemberStuckPending => f.cluster = any_cluster(rng),
+                FaultKind::NoRegistration => {
+                    f.rate = Some(0.1 + 0.3 * rng.unit());
+                    f.cluster = any_cluster(rng);
+                }
+                FaultKind::RuleLost | FaultKind::StaleRoute => {
+                    f.count = Some(rng.between(1, 2) as u32);
+                    f.cluster = any_cluster(rng);
+                }
+                FaultKind::DropSecurityGroup => {
+                    f.rate = Some(0.1 + 0.4 * rng.unit());
+                    f.count = Some(rng.between(1, 2) as u32);
+                    f.cluster = any_cluster(rng);
+                }
+                FaultKind::MaxRoutes => f.count = Some(rng.between(5, 30) as u32),
+                FaultKind::EmptyNodeList | FaultKind::AllNotReady => f.cluster = any_cluster(rng),
             }
             f
         })

@@ -18,6 +18,10 @@ pub(crate) fn apply_step(
     step: &flightdeck_spec::scenario::WorkloadStep,
 ) -> Result<String, String> {
     let name = step.cluster.to_string();
+    if step.action == WorkloadAction::Resume {
+        engine.resume(&name).map_err(|e| e.to_string())?;
+        return Ok(format!("resume cluster {name}"));
+    }
     if step.action == WorkloadAction::Delete {
         engine.delete(&name).map_err(|e| e.to_string())?;
         return Ok(format!("delete cluster {name}"));
@@ -88,7 +92,7 @@ pub(crate) fn apply_step(
             }
         },
         WorkloadAction::Apply => format!("apply a new spec for {name}"),
-        WorkloadAction::Delete => {
+        WorkloadAction::Delete | WorkloadAction::Resume => {
             return Err("a delete step has no spec to apply".into());
         }
     };

@@ -15,7 +15,7 @@ spec:
   clusters: [{{file: {}}}]
   faults:
     - {{at: 0s, duration: 3m, kind: api.errorRate, service: nova, rate: 1.0}}
-    - {{at: 20m, duration: 2m, kind: api.errorRate, service: nova, rate: 1.0}}
+    - {{at: 20m, duration: 8m, kind: api.errorRate, service: nova, rate: 1.0}}
   expect:
     conditions:
       - {{cluster: demo, type: Ready, after: 3m, within: 15m}}

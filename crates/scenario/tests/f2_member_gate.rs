@@ -73,6 +73,7 @@ async fn f2_a_rollout_that_trusts_only_the_load_balancer_takes_the_api_offline()
         engine: EngineConfig {
             plan: PlanOptions {
                 member_gate: MemberGate::LoadBalancerOnly,
+                ..PlanOptions::default()
             },
             ..EngineConfig::default()
         },

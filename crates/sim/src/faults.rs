@@ -1,14 +1,21 @@
 //! Fault injection: when each fault is active and what it does to calls and objects.
 //!
 //! API faults (`api.errorRate`, `api.latency`) act on each call of their service while
-//! active. `nova.bootError` is decided per server when it is requested. The Octavia
-//! faults act on members: see [`crate::octavia`] for how stuck members complete.
+//! active. `nova.bootError`, `net.noRegistration` and `nova.dropSecurityGroup` are
+//! decided per server when it is requested. The Octavia faults act on members: see
+//! [`crate::members`] for how stuck members complete. `neutron.ruleLost`,
+//! `router.staleRoute` and the start of `nova.dropSecurityGroup` change the world once,
+//! when the fault starts; `neutron.maxRoutes` lowers the route limit of calls while
+//! active; the `observer.*` faults change what the node list answers, not the nodes.
+//!
+//! Faults are the cloud misbehaving, not callers: what they change is neither counted
+//! as a call nor logged as a mutation.
 
-use flightdeck_cloud::{CloudError, ErrorClass, Rng, SimClock, Timestamp};
+use flightdeck_cloud::{CloudError, ErrorClass, Rng, SeededRng, SimClock, Timestamp};
 use flightdeck_spec::scenario::Fault;
 use flightdeck_spec::{Duration, FaultKind, Service};
 
-use crate::{Event as SimEvent, Result, State, members};
+use crate::{Event as SimEvent, Result, State, members, neutron, nova, routes};
 
 /// The most faults one simulated cloud keeps.
 pub const FAULTS_MAX: usize = 4_096;
@@ -23,15 +30,23 @@ pub struct SimFault {
     pub end: Option<Timestamp>,
     /// `api.errorRate`, `api.latency`: the service hit; `None` hits every service.
     pub service: Option<Service>,
-    /// `api.errorRate`, `nova.bootError`: the fraction of calls or servers hit
-    /// (default 1.0).
+    /// `api.errorRate`, `nova.bootError`, `net.noRegistration`: the fraction of calls
+    /// or servers hit (default 1.0). `nova.dropSecurityGroup`: the fraction of servers
+    /// requested while active that come up without groups (default 1.0 when `count` is
+    /// absent too, else 0).
     pub rate: Option<f64>,
     /// `api.latency`: extra virtual time each call takes.
     pub latency: Option<Duration>,
     /// `octavia.memberOffline`: how many ACTIVE members go offline (default 1).
+    /// `neutron.ruleLost`: how many rules vanish (default 1). `nova.dropSecurityGroup`:
+    /// how many running servers lose their groups at the start (default 0).
+    /// `router.staleRoute`: stale routes per cluster (default 1). `neutron.maxRoutes`:
+    /// the route limit (absent: no effect).
     pub count: Option<u32>,
-    /// Object faults (`octavia.*`, `nova.bootError`) hit only objects tagged
-    /// `flightdeck-cluster=<cluster>`; `None` hits all.
+    /// Every fault but the API ones hits only objects tagged
+    /// `flightdeck-cluster=<cluster>` (`router.staleRoute`: that cluster's pod network;
+    /// `neutron.maxRoutes`: route calls for that cluster's pod network; `observer.*`:
+    /// that cluster's node list); `None` hits all.
     pub cluster: Option<String>,
 }
 
@@ -82,6 +97,14 @@ impl SimFault {
     fn hits(&self, service: &str) -> bool {
         self.service.is_none_or(|s| s.as_str() == service)
     }
+
+    /// The fraction of servers (or calls) a per-request fault hits.
+    fn effective_rate(&self) -> f64 {
+        match self.kind {
+            FaultKind::DropSecurityGroup if self.count.is_some() => self.rate.unwrap_or(0.0),
+            _ => self.rate.unwrap_or(1.0),
+        }
+    }
 }
 
 /// A fault as the cloud keeps it: with the members an `octavia.memberOffline` took.
@@ -116,10 +139,22 @@ pub(crate) fn inject(st: &mut State, fault: SimFault) {
 pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
     match event {
         Event::Start(i) => {
-            let Some(rec) = st.faults.get(i) else { return };
-            if rec.fault.kind == FaultKind::MemberOffline && rec.fault.is_active_at(t) {
-                let count = rec.fault.count.unwrap_or(1) as usize;
-                take_members_offline(st, i, count);
+            let Some(fault) = st.faults.get(i).map(|r| r.fault.clone()) else {
+                return;
+            };
+            if !fault.is_active_at(t) {
+                return;
+            }
+            match fault.kind {
+                FaultKind::MemberOffline => {
+                    take_members_offline(st, i, fault.count.unwrap_or(1) as usize);
+                }
+                FaultKind::RuleLost => neutron::lose_rules(st, &fault),
+                FaultKind::DropSecurityGroup => {
+                    nova::strip_groups(st, &fault, fault.count.unwrap_or(0) as usize);
+                }
+                FaultKind::StaleRoute => routes::add_stale_routes(st, &fault),
+                _ => {}
             }
         }
         Event::End(i) => {
@@ -146,10 +181,21 @@ pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
     }
 }
 
+/// `count` distinct candidates picked with the fault stream, in pick order. Callers
+/// list candidates in creation order, so the pick replays.
+pub(crate) fn pick<T>(rng: &mut SeededRng, mut candidates: Vec<T>, count: usize) -> Vec<T> {
+    let mut chosen = Vec::new();
+    while chosen.len() < count && !candidates.is_empty() {
+        let i = rng.below(candidates.len() as u64) as usize;
+        chosen.push(candidates.remove(i));
+    }
+    chosen
+}
+
 /// Picks `count` distinct ACTIVE members with the fault stream and marks them offline
 /// for fault `index`. Candidates are taken in creation order, so the pick replays.
 fn take_members_offline(st: &mut State, index: usize, count: usize) {
-    let mut candidates: Vec<String> = st
+    let candidates: Vec<String> = st
         .members
         .values()
         .filter(|m| m.member.provisioning_status == flightdeck_cloud::ProvisioningStatus::Active)
@@ -160,11 +206,7 @@ fn take_members_offline(st: &mut State, index: usize, count: usize) {
         })
         .map(|m| m.member.id.clone())
         .collect();
-    let mut chosen = Vec::new();
-    while chosen.len() < count && !candidates.is_empty() {
-        let pick = st.rng_faults.below(candidates.len() as u64) as usize;
-        chosen.push(candidates.remove(pick));
-    }
+    let chosen = pick(&mut st.rng_faults, candidates, count);
     for id in &chosen {
         if let Some(m) = st.members.get_mut(id) {
             m.offline_faults.insert(index);
@@ -182,22 +224,35 @@ pub(crate) fn any_active_for(st: &State, kind: FaultKind, t: Timestamp, tags: &[
         .any(|r| r.fault.kind == kind && r.fault.is_active_at(t) && r.fault.targets(tags))
 }
 
-/// Whether a server with `tags` requested at `t` is doomed by an active `nova.bootError`.
-pub(crate) fn boot_fails(st: &mut State, t: Timestamp, tags: &[String]) -> bool {
+/// Whether a server with `tags` requested at `t` is hit by the active faults of `kind`
+/// (`nova.bootError`, `net.noRegistration`, `nova.dropSecurityGroup`): each such fault
+/// draws with its rate.
+pub(crate) fn server_hit(st: &mut State, kind: FaultKind, t: Timestamp, tags: &[String]) -> bool {
     let rates: Vec<f64> = st
         .faults
         .iter()
-        .filter(|r| {
-            r.fault.kind == FaultKind::BootError && r.fault.is_active_at(t) && r.fault.targets(tags)
-        })
-        .map(|r| r.fault.rate.unwrap_or(1.0))
+        .filter(|r| r.fault.kind == kind && r.fault.is_active_at(t) && r.fault.targets(tags))
+        .map(|r| r.fault.effective_rate())
         .collect();
     // Every active fault draws, so the stream does not depend on earlier outcomes.
-    let mut fails = false;
+    let mut hit = false;
     for rate in rates {
-        fails |= st.rng_faults.chance(rate);
+        hit |= st.rng_faults.chance(rate);
     }
-    fails
+    hit
+}
+
+/// The route limit an active `neutron.maxRoutes` sets at `t` for a route call logged
+/// with `tags` (the lowest if several); `None` when none is active.
+pub(crate) fn route_limit(st: &State, t: Timestamp, tags: &[String]) -> Option<usize> {
+    st.faults
+        .iter()
+        .filter(|r| {
+            r.fault.kind == FaultKind::MaxRoutes && r.fault.is_active_at(t) && r.fault.targets(tags)
+        })
+        .filter_map(|r| r.fault.count)
+        .map(|c| c as usize)
+        .min()
 }
 
 /// Applies the API faults of `service` to one call, before it has any effect:

@@ -147,6 +147,20 @@ impl AddressPool {
         }
     }
 
+    /// Up to `n` host addresses nobody holds, highest first (without taking them).
+    pub(crate) fn highest_free(&self, n: usize) -> Vec<IpAddr> {
+        let held = |o: u128| o < self.next_fresh && !self.freed.contains(&o);
+        let mut found = Vec::new();
+        let mut offset = self.last;
+        while found.len() < n && offset > 2 {
+            offset -= 1;
+            if !held(offset) {
+                found.push(self.address(offset));
+            }
+        }
+        found
+    }
+
     fn address(&self, offset: u128) -> IpAddr {
         let raw = self.base + offset;
         if self.v6 {
@@ -197,6 +211,19 @@ mod tests {
             first,
             "a just-freed address is not handed out again at once"
         );
+    }
+
+    #[test]
+    fn highest_free_skips_held_addresses_and_takes_none() {
+        let mut p = AddressPool::new("10.0.0.0/29");
+        let ip = |i| IpAddr::V4(Ipv4Addr::new(10, 0, 0, i));
+        assert_eq!(p.highest_free(2), vec![ip(6), ip(5)], "never the broadcast");
+        let held: Vec<IpAddr> = (0..5).filter_map(|_| p.allocate()).collect();
+        assert_eq!(held.len(), 5);
+        assert!(p.highest_free(3).is_empty(), "all five held");
+        p.release(ip(5));
+        assert_eq!(p.highest_free(3), vec![ip(5)]);
+        assert_eq!(p.allocate(), Some(ip(5)), "looking took nothing");
     }
 
     #[test]

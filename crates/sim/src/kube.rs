@@ -3,21 +3,30 @@
 //! the server became ACTIVE; the Node turns Ready later, and the cloud controller
 //! manager removes it some time after its server is gone.
 //!
+//! A node of a cluster with a registered pod network gets a slice of it when it
+//! registers (see [`crate::routes`]); a server marked by `net.noRegistration` never
+//! registers.
+//!
 //! A cluster's API is reached through its load balancer, so it answers only while some
-//! member of an ACTIVE load balancer of the cluster serves from a Ready node.
+//! member of an ACTIVE load balancer of the cluster serves from a Ready node. The
+//! `observer.*` faults change what the list answers, never the nodes themselves.
 
-use flightdeck_cloud::ownership::uid_of;
+use flightdeck_cloud::ownership::{TAG_CLUSTER, uid_of};
 use flightdeck_cloud::{
     GuestCluster, Node, OperatingStatus, Ownership, ProvisioningStatus, Timestamp,
 };
+use flightdeck_spec::FaultKind;
 
-use crate::{Event as SimEvent, Result, SimCloud, State};
+use crate::routes::{self, cluster_of};
+use crate::{Event as SimEvent, Result, SimCloud, State, faults};
 
 const KUBERNETES: &str = "kubernetes";
 
 pub(crate) struct NodeRec {
     /// The cluster UID of the server the node runs on.
     pub(crate) uid: String,
+    /// The cluster name of the server the node runs on.
+    pub(crate) cluster: Option<String>,
     pub(crate) node: Node,
 }
 
@@ -33,7 +42,7 @@ pub(crate) fn server_active(st: &mut State, t: Timestamp, server_id: &str) {
     let has_uid = st
         .servers
         .get(server_id)
-        .is_some_and(|s| uid_of(&s.server.tags).is_some());
+        .is_some_and(|s| uid_of(&s.server.tags).is_some() && !s.no_kubelet);
     if has_uid {
         let latency = st.config.latencies.node_register;
         st.schedule_after(
@@ -66,15 +75,22 @@ pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
             if st.nodes.contains(&sid) {
                 return;
             }
+            let name = server.server.name.clone();
+            let cluster = cluster_of(&server.server.tags).map(str::to_string);
+            let pod_cidr = cluster
+                .as_deref()
+                .and_then(|c| routes::assign_pod_cidr(st, c, &sid));
             let node = Node {
-                name: server.server.name.clone(),
+                name,
                 server_id: Some(sid.clone()),
                 ready: false,
                 unschedulable: false,
                 created_at: t,
+                pod_cidr,
             };
             let seq = st.next_seq();
-            st.nodes.insert(seq, sid.clone(), NodeRec { uid, node });
+            st.nodes
+                .insert(seq, sid.clone(), NodeRec { uid, cluster, node });
             let latency = st.config.latencies.node_ready;
             st.schedule_after(t, latency, SimEvent::Kube(Event::Ready(sid)));
         }
@@ -85,7 +101,9 @@ pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
             }
         }
         Event::Gone(sid) => {
-            st.nodes.remove(&sid);
+            if st.nodes.remove(&sid).is_some() {
+                routes::release_pod_cidr(st, &sid);
+            }
         }
     }
 }
@@ -130,23 +148,31 @@ fn api_reachable(st: &State, owner: &Ownership) -> bool {
     })
 }
 
-fn list_nodes(st: &State, owner: &Ownership) -> Option<Vec<Node>> {
+fn list_nodes(st: &State, now: Timestamp, owner: &Ownership) -> Option<Vec<Node>> {
     if !api_reachable(st, owner) {
         return None;
     }
+    let tags = [format!("{TAG_CLUSTER}{}", owner.cluster)];
+    if faults::any_active_for(st, FaultKind::EmptyNodeList, now, &tags) {
+        return Some(Vec::new());
+    }
+    let not_ready = faults::any_active_for(st, FaultKind::AllNotReady, now, &tags);
     Some(
         st.nodes
             .values()
             .filter(|n| n.uid == owner.uid)
-            .map(|n| n.node.clone())
+            .map(|n| Node {
+                ready: n.node.ready && !not_ready,
+                ..n.node.clone()
+            })
             .collect(),
     )
 }
 
 impl GuestCluster for SimCloud {
     async fn list_nodes(&self, owner: &Ownership) -> Result<Option<Vec<Node>>> {
-        self.read(KUBERNETES, "GET /api/v1/nodes", |st, _| {
-            Ok(list_nodes(st, owner))
+        self.read(KUBERNETES, "GET /api/v1/nodes", |st, now| {
+            Ok(list_nodes(st, now, owner))
         })
     }
 }

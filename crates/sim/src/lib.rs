@@ -23,6 +23,7 @@ mod members;
 mod neutron;
 mod nova;
 mod octavia;
+mod routes;
 mod world;
 
 use std::collections::BTreeMap;
@@ -38,9 +39,11 @@ use flightdeck_cloud::{
 };
 
 pub use faults::{FAULTS_MAX, SimFault};
-pub use neutron::{ROUTERS_MAX, RULES_PER_GROUP_MAX, Route, Router, SECURITY_GROUPS_MAX};
+pub use flightdeck_cloud::{Route, Router};
+pub use neutron::{RULES_PER_GROUP_MAX, SECURITY_GROUPS_MAX};
 pub use nova::SERVERS_MAX;
 pub use octavia::{CHILDREN_MAX, LOAD_BALANCERS_MAX};
+pub use routes::{ROUTERS_MAX, ROUTES_PER_ROUTER_MAX};
 pub use world::{MUTATIONS_MAX, Mutation, MutationKind, World};
 
 use ids::{AddressPool, Table};
@@ -162,6 +165,8 @@ pub(crate) struct State {
     pub(crate) members: Table<members::MemberRec>,
     /// Nodes by their server's id, in registration order.
     pub(crate) nodes: Table<kube::NodeRec>,
+    /// Registered pod networks by cluster name.
+    pub(crate) pod_networks: BTreeMap<String, routes::PodNetwork>,
     pub(crate) faults: Vec<faults::FaultRec>,
     pub(crate) log: Log,
 }
@@ -192,6 +197,7 @@ impl State {
             health_monitors: Table::default(),
             members: Table::default(),
             nodes: Table::default(),
+            pod_networks: BTreeMap::new(),
             faults: Vec::new(),
             log: Log::default(),
         }
@@ -484,9 +490,30 @@ impl SimCloud {
         target_id: &str,
         f: impl FnOnce(&mut State, Timestamp) -> Result<T>,
     ) -> Result<T> {
+        self.change_as(
+            service,
+            operation,
+            kind,
+            target_id,
+            |st| st.tags_of(target_id).unwrap_or_default(),
+            f,
+        )
+    }
+
+    /// Like [`SimCloud::change`], recording the call with the tags `tags` answers
+    /// before the call (for calls whose target is not the owner of what they touch).
+    pub(crate) fn change_as<T>(
+        &self,
+        service: &'static str,
+        operation: &'static str,
+        kind: MutationKind,
+        target_id: &str,
+        tags: impl FnOnce(&State) -> Vec<String>,
+        f: impl FnOnce(&mut State, Timestamp) -> Result<T>,
+    ) -> Result<T> {
         let mut st = self.lock();
         let entered = self.enter(&mut st, service, operation);
-        let target_tags = st.tags_of(target_id).unwrap_or_default();
+        let target_tags = tags(&st);
         let result = entered.and_then(|now| f(&mut st, now));
         let now = self.clock.now();
         st.log.mutation(Mutation {

@@ -1,44 +1,21 @@
-//! Neutron: security groups with their rules, and routers with extra routes. Neutron
-//! changes these synchronously, so nothing here waits on a timer.
+//! Neutron: security groups with their rules (routers live in [`crate::routes`]).
+//! Neutron changes these synchronously, so nothing here waits on a timer.
 
-use std::net::IpAddr;
-
+use flightdeck_cloud::ownership::uid_of;
 use flightdeck_cloud::{
-    CloudError, ErrorClass, Network, Ownership, SecurityGroup, SecurityGroupRule,
+    CloudError, ErrorClass, Network, Ownership, Route, Router, SecurityGroup, SecurityGroupRule,
     SecurityGroupRuleCreate,
 };
 use flightdeck_spec::Cidr;
-use serde::{Deserialize, Serialize};
 
+use crate::faults::{self, SimFault};
+use crate::routes::{self, NEUTRON};
 use crate::{MutationKind, Result, SimCloud, State};
-
-const NEUTRON: &str = "neutron";
 
 /// The most security groups the cloud holds (Neutron's quota).
 pub const SECURITY_GROUPS_MAX: usize = 10_000;
 /// The most rules one security group holds.
 pub const RULES_PER_GROUP_MAX: usize = 1_000;
-/// The most routers the cloud holds.
-pub const ROUTERS_MAX: usize = 1_000;
-
-/// One extra route of a router (Neutron's `routes` entry).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct Route {
-    /// A CIDR, e.g. `10.244.3.0/24`.
-    pub destination: String,
-    pub nexthop: IpAddr,
-}
-
-/// A Neutron router, as far as extra routes go.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Router {
-    pub id: String,
-    pub name: String,
-    pub tags: Vec<String>,
-    /// In the order they were added.
-    pub routes: Vec<Route>,
-}
-
 fn error(class: ErrorClass, op: &str, status: u16, message: String) -> CloudError {
     CloudError::new(class, NEUTRON, op, Some(status), message)
 }
@@ -253,114 +230,55 @@ impl Network for SimCloud {
             |st, _| delete_group(st, id),
         )
     }
+
+    async fn find_router(&self, name_or_id: &str) -> Result<Router> {
+        self.read(NEUTRON, routes::OP_FIND, |st, _| {
+            routes::find_router(st, name_or_id)
+        })
+    }
+
+    async fn add_extra_routes(&self, router_id: &str, extra: &[Route]) -> Result<Router> {
+        self.change_as(
+            NEUTRON,
+            routes::OP_ADD,
+            MutationKind::Update,
+            router_id,
+            |st| routes::route_call_tags(st, router_id, extra),
+            |st, now| routes::add_routes(st, now, router_id, extra),
+        )
+    }
+
+    async fn remove_extra_routes(&self, router_id: &str, extra: &[Route]) -> Result<Router> {
+        self.change_as(
+            NEUTRON,
+            routes::OP_REMOVE,
+            MutationKind::Update,
+            router_id,
+            |st| routes::route_call_tags(st, router_id, extra),
+            |st, _| routes::remove_routes(st, router_id, extra),
+        )
+    }
 }
 
-fn router_not_found(op: &str, id: &str) -> CloudError {
-    error(
-        ErrorClass::NotFound,
-        op,
-        404,
-        format!("Router {id} could not be found"),
-    )
-}
-
-/// Routers have no provider trait yet; these are plain calls, counted, logged and
-/// subject to faults like every other call.
-impl SimCloud {
-    pub fn create_router(&self, name: &str, tags: &[String]) -> Result<Router> {
-        const OP: &str = "POST /v2.0/routers";
-        self.create(NEUTRON, OP, tags, |st, _| {
-            if st.routers.len() >= ROUTERS_MAX {
-                return Err(quota(OP, "router"));
-            }
-            let router = Router {
-                id: st.new_id(),
-                name: name.into(),
-                tags: tags.to_vec(),
-                routes: Vec::new(),
-            };
-            let seq = st.next_seq();
-            st.routers.insert(seq, router.id.clone(), router.clone());
-            Ok(router)
+/// `neutron.ruleLost` starts: `count` ingress rules with a remote prefix vanish from
+/// flightdeck's security groups (the targeted cluster's), picked with the fault stream
+/// among all such rules in creation order. The cloud misbehaving, not a call.
+pub(crate) fn lose_rules(st: &mut State, fault: &SimFault) {
+    let count = fault.count.unwrap_or(1) as usize;
+    let candidates: Vec<(String, String)> = st
+        .security_groups
+        .values()
+        .filter(|g| uid_of(&g.tags).is_some() && fault.targets(&g.tags))
+        .flat_map(|g| {
+            g.rules
+                .iter()
+                .filter(|r| r.direction == "ingress" && r.remote_ip_prefix.is_some())
+                .map(|r| (g.id.clone(), r.id.clone()))
         })
-    }
-
-    /// The routers tagged with `owner`'s UID.
-    pub fn list_routers(&self, owner: &Ownership) -> Result<Vec<Router>> {
-        self.read(NEUTRON, "GET /v2.0/routers", |st, _| {
-            Ok(st
-                .routers
-                .values()
-                .filter(|r| owner.owns(&r.tags))
-                .cloned()
-                .collect())
-        })
-    }
-
-    pub fn delete_router(&self, id: &str) -> Result<()> {
-        const OP: &str = "DELETE /v2.0/routers/{router_id}";
-        self.change(NEUTRON, OP, MutationKind::Delete, id, |st, _| {
-            st.routers
-                .remove(id)
-                .map(|_| ())
-                .ok_or_else(|| router_not_found(OP, id))
-        })
-    }
-
-    /// Neutron's `add_extraroutes`: routes already present are left as they are; if
-    /// the result would hold more than `max_routes`, nothing changes and the call
-    /// answers 400 `RoutesExhausted`.
-    pub fn add_extra_routes(&self, router_id: &str, routes: &[Route]) -> Result<Router> {
-        const OP: &str = "PUT /v2.0/routers/{router_id}/add_extraroutes";
-        self.change(NEUTRON, OP, MutationKind::Update, router_id, |st, _| {
-            for r in routes {
-                if r.destination.parse::<Cidr>().is_err() {
-                    return Err(error(
-                        ErrorClass::Permanent,
-                        OP,
-                        400,
-                        format!(
-                            "Invalid input for routes. Reason: '{}' is not a valid IP subnet.",
-                            r.destination
-                        ),
-                    ));
-                }
-            }
-            let max = st.config.max_routes;
-            let Some(router) = st.routers.get_mut(router_id) else {
-                return Err(router_not_found(OP, router_id));
-            };
-            let mut wanted = router.routes.clone();
-            for r in routes {
-                if !wanted.contains(r) {
-                    wanted.push(r.clone());
-                }
-            }
-            if wanted.len() > max {
-                // Neutron's type for this answer is RoutesExhausted.
-                return Err(error(
-                    ErrorClass::Permanent,
-                    OP,
-                    400,
-                    format!(
-                        "Unable to complete operation for {router_id}. The number of routes exceeds the maximum {max}."
-                    ),
-                ));
-            }
-            router.routes = wanted;
-            Ok(router.clone())
-        })
-    }
-
-    /// Neutron's `remove_extraroutes`: routes not present are ignored.
-    pub fn remove_extra_routes(&self, router_id: &str, routes: &[Route]) -> Result<Router> {
-        const OP: &str = "PUT /v2.0/routers/{router_id}/remove_extraroutes";
-        self.change(NEUTRON, OP, MutationKind::Update, router_id, |st, _| {
-            let Some(router) = st.routers.get_mut(router_id) else {
-                return Err(router_not_found(OP, router_id));
-            };
-            router.routes.retain(|r| !routes.contains(r));
-            Ok(router.clone())
-        })
+        .collect();
+    for (group, rule) in faults::pick(&mut st.rng_faults, candidates, count) {
+        if let Some(g) = st.security_groups.get_mut(&group) {
+            g.rules.retain(|r| r.id != rule);
+        }
     }
 }

@@ -4,10 +4,13 @@
 
 use std::net::IpAddr;
 
+use flightdeck_cloud::ownership::uid_of;
 use flightdeck_cloud::{
     CloudError, Compute, ErrorClass, Ownership, Server, ServerCreate, ServerStatus, Timestamp,
 };
+use flightdeck_spec::FaultKind;
 
+use crate::faults::SimFault;
 use crate::neutron::{self, Lookup};
 use crate::{Event as SimEvent, MutationKind, Result, SimCloud, State, faults, kube};
 
@@ -32,6 +35,10 @@ pub(crate) struct ServerRec {
     allocated: Option<IpAddr>,
     /// Decided when requested: the boot ends in ERROR.
     boot_fails: bool,
+    /// Decided when requested (`net.noRegistration`): its kubelet never starts.
+    pub(crate) no_kubelet: bool,
+    /// Decided when requested (`nova.dropSecurityGroup`): it comes up without groups.
+    drop_groups: bool,
 }
 
 impl ServerRec {
@@ -123,7 +130,9 @@ fn create(st: &mut State, now: Timestamp, req: &ServerCreate) -> Result<Server> 
         }
     }
     let id = st.new_id();
-    let boot_fails = faults::boot_fails(st, now, &req.tags);
+    let boot_fails = faults::server_hit(st, FaultKind::BootError, now, &req.tags);
+    let no_kubelet = faults::server_hit(st, FaultKind::NoRegistration, now, &req.tags);
+    let drop_groups = faults::server_hit(st, FaultKind::DropSecurityGroup, now, &req.tags);
     let allocated = st.addresses.allocate();
     let server = Server {
         id: id.clone(),
@@ -147,6 +156,8 @@ fn create(st: &mut State, now: Timestamp, req: &ServerCreate) -> Result<Server> 
             group_ids,
             allocated,
             boot_fails,
+            no_kubelet,
+            drop_groups,
         },
     );
     let boot = st.config.latencies.server_boot;
@@ -235,6 +246,10 @@ pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
             }
             rec.server.status = ServerStatus::Active;
             rec.server.address = rec.allocated;
+            if rec.drop_groups {
+                rec.group_ids.clear();
+                rec.server.security_groups.clear();
+            }
             if let Some(ip) = rec.allocated {
                 st.server_by_address.insert(ip, id.clone());
             }
@@ -290,6 +305,8 @@ pub(crate) fn add_foreign(st: &mut State, now: Timestamp, name: &str, tags: Vec<
             group_ids: Vec::new(),
             allocated: address,
             boot_fails: false,
+            no_kubelet: false,
+            drop_groups: false,
         },
     );
     if let Some(ip) = address {
@@ -297,6 +314,29 @@ pub(crate) fn add_foreign(st: &mut State, now: Timestamp, name: &str, tags: Vec<
     }
     kube::server_active(st, now, &id);
     id
+}
+
+/// `nova.dropSecurityGroup` starts: `count` running servers of flightdeck's (the
+/// targeted cluster's) that are in some group lose all their groups, picked with the
+/// fault stream among them in creation order.
+pub(crate) fn strip_groups(st: &mut State, fault: &SimFault, count: usize) {
+    let candidates: Vec<String> = st
+        .servers
+        .values()
+        .filter(|s| {
+            s.is_running()
+                && !s.group_ids.is_empty()
+                && uid_of(&s.server.tags).is_some()
+                && fault.targets(&s.server.tags)
+        })
+        .map(|s| s.server.id.clone())
+        .collect();
+    for id in faults::pick(&mut st.rng_faults, candidates, count) {
+        if let Some(rec) = st.servers.get_mut(&id) {
+            rec.group_ids.clear();
+            rec.server.security_groups.clear();
+        }
+    }
 }
 
 impl Compute for SimCloud {

@@ -4,12 +4,12 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use flightdeck_cloud::{
-    HealthMonitor, Listener, LoadBalancer, Member, Node, Pool, SecurityGroup, Server, Timestamp,
+    HealthMonitor, Listener, LoadBalancer, Member, Node, Pool, Router, SecurityGroup, Server,
+    Timestamp,
 };
 use serde::Serialize;
 
 use crate::State;
-use crate::neutron::Router;
 
 /// The most mutations [`crate::SimCloud::mutations`] keeps; older ones are dropped.
 pub const MUTATIONS_MAX: usize = 100_000;

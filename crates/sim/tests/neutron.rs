@@ -1,10 +1,9 @@
-//! Neutron: security groups, rules, routers.
+//! Neutron: security groups and rules (routers: see `routes.rs`).
 
 mod common;
 
 use common::*;
 use flightdeck_cloud::{Compute, ErrorClass, Network, Role, SecurityGroupRuleCreate};
-use flightdeck_sim::{Route, SimConfig};
 
 fn rule(group: &str, protocol: &str) -> SecurityGroupRuleCreate {
     SecurityGroupRuleCreate {
@@ -119,68 +118,4 @@ fn lists_answer_only_objects_tagged_with_the_owner_uid() {
         3,
         "ground truth has all"
     );
-}
-
-fn route(n: u32) -> Route {
-    Route {
-        destination: format!("10.244.{n}.0/24"),
-        nexthop: format!("10.0.0.{}", n + 2).parse().expect("ip"),
-    }
-}
-
-#[test]
-fn route_limit_answers_routes_exhausted() {
-    let sim = sim(5);
-    let o = owner("u1");
-    let router = sim
-        .create_router("r", &o.tags(&Role::SecurityGroup))
-        .expect("router");
-    let thirty: Vec<Route> = (0..30).map(route).collect();
-    let r = sim.add_extra_routes(&router.id, &thirty).expect("30 fit");
-    assert_eq!(r.routes.len(), 30);
-    let r = sim
-        .add_extra_routes(&router.id, &thirty[..3])
-        .expect("adding existing routes is a no-op");
-    assert_eq!(r.routes, thirty);
-
-    let err = sim
-        .add_extra_routes(&router.id, &[route(30)])
-        .expect_err("31st");
-    assert_eq!(err.class, ErrorClass::Permanent);
-    assert_eq!(err.status, Some(400));
-    assert_eq!(
-        err.message,
-        format!(
-            "Unable to complete operation for {}. The number of routes exceeds the maximum 30.",
-            router.id
-        )
-    );
-    assert_eq!(
-        sim.snapshot().routers[0].routes.len(),
-        30,
-        "nothing was added"
-    );
-
-    let r = sim
-        .remove_extra_routes(&router.id, &thirty[..1])
-        .expect("remove");
-    assert_eq!(r.routes.len(), 29);
-    sim.add_extra_routes(&router.id, &[route(30)])
-        .expect("room again");
-    let err = sim.add_extra_routes("nope", &[route(1)]).expect_err("404");
-    assert_eq!(err.class, ErrorClass::NotFound);
-}
-
-#[test]
-fn route_limit_follows_max_routes() {
-    let config = SimConfig {
-        max_routes: 2,
-        ..SimConfig::default()
-    };
-    let sim = sim_with(config, 6);
-    let router = sim.create_router("r", &[]).expect("router");
-    let err = sim
-        .add_extra_routes(&router.id, &[route(0), route(1), route(2)])
-        .expect_err("three routes");
-    assert!(err.message.ends_with("exceeds the maximum 2."), "{err}");
 }

@@ -158,6 +158,10 @@ pub struct OpenStackProvider {
     pub cloud: Text,
     pub network: Text,
     pub subnet: Text,
+    /// The router that carries the routes to each node's pod network (F7, F8). Without
+    /// it flightdeck manages no routes.
+    #[serde(default)]
+    pub router: Option<Text>,
 }
 
 /// How flightdeck flies the cluster: timeouts, budgets and rollout settings.
@@ -168,15 +172,12 @@ pub struct Flight {
     /// rollout halts with `LoadBalancerMemberStuck`.
     #[serde(default = "default_member_timeout")]
     pub member_timeout: Duration,
-    /// How long a booted machine may take to register a Ready node.
-    ///
-    /// Not yet acted upon: replacing machines that miss it (F3) is flight control's job,
-    /// which is still to be built. Validated now so that specs written today stay valid.
+    /// How long a booted machine may take to register a Ready node, and how long a node
+    /// may stay NotReady, before the machine is replaced (F3).
     #[serde(default = "default_node_startup_timeout")]
     pub node_startup_timeout: Duration,
-    /// The most machines of a pool that may be under remediation at once.
-    ///
-    /// Not yet acted upon: the remediation budget (F10) comes with flight control.
+    /// The most machines of a pool (or of the control plane) under remediation at once
+    /// (F10): a percentage rounds down, and the budget is at least 1.
     #[serde(default = "default_max_unhealthy")]
     pub max_unhealthy: IntOrPercent,
     /// How many machines above the desired count a rollout may create (Cluster API's
@@ -186,6 +187,59 @@ pub struct Flight {
     /// How often a cluster is reconciled when nothing happens.
     #[serde(default = "default_resync_period")]
     pub resync_period: Duration,
+    /// Which automatic repairs are on. All are, by default.
+    #[serde(default)]
+    pub repairs: Repairs,
+    /// The churn breaker (F11): an object deleted and re-created more than `churnLimit`
+    /// times within `churnWindow` without a spec change stops being reconciled.
+    #[serde(default = "default_churn_limit")]
+    pub churn_limit: u32,
+    #[serde(default = "default_churn_window")]
+    pub churn_window: Duration,
+}
+
+/// Switches for flight control's repairs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Repairs {
+    /// F3: replace machines whose node never registers within `nodeStartupTimeout`, or
+    /// stays NotReady that long.
+    #[serde(default = "yes")]
+    pub unregistered: bool,
+    /// F6: replace machines whose server is in ERROR.
+    #[serde(default = "yes")]
+    pub errored: bool,
+    /// F4: put lost pod-network rules back into the security group.
+    #[serde(default = "yes")]
+    pub security_group_rules: bool,
+    /// F5: put servers that lost the cluster's security group back into it.
+    #[serde(default = "yes")]
+    pub security_group_membership: bool,
+    /// F7, F8: keep the router's routes to pod networks pointing at live nodes.
+    #[serde(default = "yes")]
+    pub routes: bool,
+}
+
+impl Default for Repairs {
+    fn default() -> Self {
+        Repairs {
+            unregistered: true,
+            errored: true,
+            security_group_rules: true,
+            security_group_membership: true,
+            routes: true,
+        }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_churn_limit() -> u32 {
+    3
+}
+fn default_churn_window() -> Duration {
+    Duration::from_mins(30)
 }
 
 impl Default for Flight {
@@ -196,6 +250,9 @@ impl Default for Flight {
             max_unhealthy: default_max_unhealthy(),
             max_surge: default_max_surge(),
             resync_period: default_resync_period(),
+            repairs: Repairs::default(),
+            churn_limit: default_churn_limit(),
+            churn_window: default_churn_window(),
         }
     }
 }
@@ -478,6 +535,12 @@ impl Cluster {
             }
         }
         let f = &self.spec.flight;
+        if !(1..=100).contains(&f.churn_limit) {
+            return Err((
+                "spec.flight.churnLimit".into(),
+                format!("must be between 1 and 100, got {}", f.churn_limit),
+            ));
+        }
         for (field, value, min) in [
             ("memberTimeout", f.member_timeout, Duration::from_secs(10)),
             (
@@ -486,6 +549,7 @@ impl Cluster {
                 Duration::from_secs(30),
             ),
             ("resyncPeriod", f.resync_period, Duration::from_secs(10)),
+            ("churnWindow", f.churn_window, Duration::from_mins(1)),
         ] {
             if value < min {
                 return Err((

@@ -74,15 +74,45 @@ pub enum FaultKind {
     /// One service's calls take longer.
     #[serde(rename = "api.latency")]
     ApiLatency,
+    /// Servers booted in the window never register a node (`rate` of them).
+    #[serde(rename = "net.noRegistration")]
+    NoRegistration,
+    /// At the start, `count` pod-network ingress rules disappear from a cluster's group.
+    #[serde(rename = "neutron.ruleLost")]
+    RuleLost,
+    /// Servers created in the window come up without their security group (`rate`), and
+    /// at the start `count` running servers lose it.
+    #[serde(rename = "nova.dropSecurityGroup")]
+    DropSecurityGroup,
+    /// At the start, `count` stale routes (a live pod network's destination, a dead next
+    /// hop) appear on the cluster's router.
+    #[serde(rename = "router.staleRoute")]
+    StaleRoute,
+    /// While active, routers hold at most `count` extra routes.
+    #[serde(rename = "neutron.maxRoutes")]
+    MaxRoutes,
+    /// While active, the workload cluster's node list comes back empty.
+    #[serde(rename = "observer.emptyNodeList")]
+    EmptyNodeList,
+    /// While active, every node reports NotReady.
+    #[serde(rename = "observer.allNotReady")]
+    AllNotReady,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 5] = [
+    pub const ALL: [FaultKind; 12] = [
         FaultKind::MemberStuckPending,
         FaultKind::MemberOffline,
         FaultKind::BootError,
         FaultKind::ApiErrorRate,
         FaultKind::ApiLatency,
+        FaultKind::NoRegistration,
+        FaultKind::RuleLost,
+        FaultKind::DropSecurityGroup,
+        FaultKind::StaleRoute,
+        FaultKind::MaxRoutes,
+        FaultKind::EmptyNodeList,
+        FaultKind::AllNotReady,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -92,6 +122,13 @@ impl FaultKind {
             FaultKind::BootError => "nova.bootError",
             FaultKind::ApiErrorRate => "api.errorRate",
             FaultKind::ApiLatency => "api.latency",
+            FaultKind::NoRegistration => "net.noRegistration",
+            FaultKind::RuleLost => "neutron.ruleLost",
+            FaultKind::DropSecurityGroup => "nova.dropSecurityGroup",
+            FaultKind::StaleRoute => "router.staleRoute",
+            FaultKind::MaxRoutes => "neutron.maxRoutes",
+            FaultKind::EmptyNodeList => "observer.emptyNodeList",
+            FaultKind::AllNotReady => "observer.allNotReady",
         }
     }
 }
@@ -158,6 +195,8 @@ pub enum WorkloadAction {
     Upgrade,
     /// Delete the cluster.
     Delete,
+    /// Close the cluster's churn breakers, as `flightdeck resume` does.
+    Resume,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -196,16 +235,29 @@ pub enum Invariant {
     CallBudget,
     /// Once faults stop, the fleet converges to its spec within a bound.
     Convergence,
+    /// No set has more machines under remediation than its `maxUnhealthy` budget.
+    RemediationWithinBudget,
+    /// No remediation decided from the node list starts while that list is blind
+    /// (empty, or every node NotReady because of the observer).
+    NoRemediationOnBlindObserver,
+    /// A lost pod-network rule is back within one resync interval plus its backoff.
+    RulesRestored,
+    /// After the settling time, no pod-network destination has a stale next hop.
+    RoutesConsistent,
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 6] = [
+    pub const ALL: [Invariant; 10] = [
         Invariant::ApiEndpointServing,
         Invariant::NoChurn,
         Invariant::NoLeaks,
         Invariant::OnlyOwned,
         Invariant::CallBudget,
         Invariant::Convergence,
+        Invariant::RemediationWithinBudget,
+        Invariant::NoRemediationOnBlindObserver,
+        Invariant::RulesRestored,
+        Invariant::RoutesConsistent,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -216,6 +268,10 @@ impl Invariant {
             Invariant::OnlyOwned => "onlyOwned",
             Invariant::CallBudget => "callBudget",
             Invariant::Convergence => "convergence",
+            Invariant::RemediationWithinBudget => "remediationWithinBudget",
+            Invariant::NoRemediationOnBlindObserver => "noRemediationOnBlindObserver",
+            Invariant::RulesRestored => "rulesRestored",
+            Invariant::RoutesConsistent => "routesConsistent",
         }
     }
 }
@@ -318,7 +374,20 @@ impl Scenario {
                 FaultKind::BootError => (false, false, false, false, true),
                 FaultKind::ApiErrorRate => (true, true, false, false, true),
                 FaultKind::ApiLatency => (true, false, true, false, false),
+                FaultKind::NoRegistration => (false, false, false, false, true),
+                FaultKind::RuleLost => (false, false, false, true, false),
+                FaultKind::DropSecurityGroup => (false, false, false, true, true),
+                FaultKind::StaleRoute => (false, false, false, true, false),
+                FaultKind::MaxRoutes => (false, false, false, true, false),
+                FaultKind::EmptyNodeList => (false, false, false, false, false),
+                FaultKind::AllNotReady => (false, false, false, false, false),
             };
+            if f.kind == FaultKind::MaxRoutes && f.count.is_none() {
+                return Err((
+                    at("count"),
+                    "neutron.maxRoutes needs the limit as `count`".into(),
+                ));
+            }
             let kind = f.kind.as_str();
             if needs_service != f.service.is_some() {
                 return Err((at("service"), presence(kind, needs_service)));
@@ -369,7 +438,9 @@ impl Scenario {
                     w.version.is_some() && w.pool.is_none(),
                     w.machine.is_some(),
                 ),
-                WorkloadAction::Delete => (false, false, false, false, false),
+                WorkloadAction::Delete | WorkloadAction::Resume => {
+                    (false, false, false, false, false)
+                }
             };
             for (field, wanted, present) in [
                 ("file", file, w.file.is_some()),

@@ -156,3 +156,35 @@ pub fn active_server(sim: &SimCloud, o: &Ownership, name: &str) -> (String, IpAd
         .expect("active server has an address");
     (s.id, address)
 }
+
+/// The owner of cluster `name` with UID `uid`.
+pub fn cluster_owner(name: &str, uid: &str) -> Ownership {
+    Ownership {
+        cluster: name.into(),
+        uid: uid.into(),
+    }
+}
+
+/// The node of server `server_id` as the ground truth has it.
+pub fn node(sim: &SimCloud, server_id: &str) -> Option<flightdeck_cloud::Node> {
+    sim.snapshot()
+        .nodes
+        .into_iter()
+        .map(|(_, n)| n)
+        .find(|n| n.server_id.as_deref() == Some(server_id))
+}
+
+/// A cluster whose API answers: a load balancer (unmonitored) serving from one control-
+/// plane server with a Ready node. Answers the server's id.
+pub fn reachable_cluster(sim: &SimCloud, o: &Ownership) -> String {
+    let (lb, pool) = api_lb(sim, o, false);
+    let (sid, addr) = active_server(sim, o, &format!("{}-cp-1", o.cluster));
+    ready(sim.create_member(&member_req(&pool, "cp-1", addr, o))).expect("member");
+    wait_lb_active(sim, &lb);
+    wait_for(sim, |sim| {
+        ready(flightdeck_cloud::GuestCluster::list_nodes(sim, o))
+            .expect("call")
+            .is_some()
+    });
+    sid
+}

@@ -1,0 +1,41 @@
+//! F5: every running server of the cluster is in the cluster's security group. Nova
+//! sometimes creates an instance without it (seed 002), which leaves the machine with no
+//! network; it is put back.
+
+use crate::Planner;
+use crate::action::Action;
+use crate::infra::Infra;
+use crate::machines::{MachineView, ServerPhase};
+
+pub(crate) fn plan_membership(p: &mut Planner<'_>, infra: &Infra, all: &[MachineView<'_>]) {
+    if !p.spec.spec.flight.repairs.security_group_membership {
+        return;
+    }
+    let Some(group_id) = infra.security_group_id.clone() else {
+        return;
+    };
+    let group_name = p.spec.spec.network.security_group.to_string();
+    for m in all {
+        let Some(server) = m.server else { continue };
+        if m.removing() || m.server_phase() != ServerPhase::Running {
+            continue;
+        }
+        let member_of = server
+            .security_groups
+            .iter()
+            .any(|g| *g == group_name || *g == group_id);
+        if !member_of {
+            p.act(
+                Action::AddSecurityGroup {
+                    machine: m.name().to_string(),
+                    server_id: server.id.clone(),
+                    security_group: group_id.clone(),
+                },
+                format!(
+                    "{} is not in the cluster's security group {group_name}, so it has no pod network",
+                    m.name()
+                ),
+            );
+        }
+    }
+}

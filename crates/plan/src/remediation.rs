@@ -1,0 +1,289 @@
+//! Flight control's machine repairs: F3 (a machine whose node never registers, or
+//! stays NotReady, within `nodeStartupTimeout`) and F6 (a server in ERROR) are replaced,
+//! new machine first. F10 keeps it safe:
+//! - at most `maxUnhealthy` of a set is under remediation at once;
+//! - no node-based remediation on a node list that is missing, empty or stale;
+//! - when every node looks unhealthy at once, the observer is broken, not the nodes:
+//!   remediation pauses with `RemediationPaused`.
+//!
+//! The upstream policy (`RemediationPolicy::Upstream`) exists only to prove that the
+//! invariants catch it: it deletes every unregistered or errored machine at once.
+
+use flightdeck_cloud::Timestamp;
+use flightdeck_spec::Duration;
+
+use crate::Planner;
+use crate::churn;
+use crate::condition::{Condition, PlanEvent, kind};
+use crate::machines::{MachineView, ServerPhase};
+use crate::memory::Remediation;
+use crate::status::RepairStatus;
+
+/// How old a node list may be before nothing is concluded from it.
+pub const NODE_LIST_FRESHNESS: Duration = Duration::from_mins(2);
+
+/// How machines that need repair are handled.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RemediationPolicy {
+    /// Budgeted, replacement first, never on a blind observer.
+    #[default]
+    Guarded,
+    /// **Unsafe**, kept only to prove the invariants catch it: every unregistered or
+    /// errored machine is deleted at once, with no budget and no freshness check.
+    Upstream,
+}
+
+/// Why the node list cannot be trusted for remediation right now, if it cannot.
+pub(crate) fn blind_observer(p: &Planner<'_>, all: &[MachineView<'_>]) -> Option<String> {
+    let running = all
+        .iter()
+        .filter(|m| m.server_phase() == ServerPhase::Running)
+        .count();
+    match &p.observed.nodes {
+        None => {
+            Some("the workload cluster's API cannot be reached, so its nodes are unknown".into())
+        }
+        Some(_) if p.now.since(p.observed.at) > NODE_LIST_FRESHNESS => Some(format!(
+            "the node list is {} old, older than {NODE_LIST_FRESHNESS}",
+            p.now.since(p.observed.at)
+        )),
+        Some(nodes) if nodes.is_empty() && running > 0 => Some(format!(
+            "the node list is empty while {running} server(s) run"
+        )),
+        Some(nodes) if !nodes.is_empty() && nodes.iter().all(|n| !n.ready) => Some(format!(
+            "all {} nodes report NotReady at once, which is an outage of the observer, not of the nodes",
+            nodes.len()
+        )),
+        Some(_) => None,
+    }
+}
+
+/// One machine's verdict.
+struct Candidate {
+    name: String,
+    reason: String,
+    node_based: bool,
+    created_at: Timestamp,
+}
+
+/// Starts remediation for the machines of one set (`label`, `replicas`) that need it,
+/// within the budget. `blind` is why node-based repairs are paused, if they are.
+pub(crate) fn plan_set_remediation(
+    p: &mut Planner<'_>,
+    label: &str,
+    replicas: u32,
+    machines: &[&MachineView<'_>],
+    blind: Option<&str>,
+) {
+    let flight = p.spec.spec.flight.clone();
+    let timeout = flight.node_startup_timeout;
+    let now = p.now;
+    // Keep each node's NotReady clock.
+    for m in machines {
+        if let Some(r) = p.memory.machines.get_mut(m.name()) {
+            r.node_unready_since = match m.node {
+                Some(n) if !n.ready => Some(r.node_unready_since.unwrap_or(now)),
+                _ => None,
+            };
+        }
+    }
+    let mut candidates = Vec::new();
+    for m in machines.iter().filter(|m| !m.removing()) {
+        let Some(record) = p.memory.machines.get(m.name()) else {
+            continue;
+        };
+        if record.remediation.is_some() {
+            continue;
+        }
+        let phase = m.server_phase();
+        let verdict = if flight.repairs.errored && phase == ServerPhase::Failed {
+            let fault = m
+                .server
+                .and_then(|s| s.fault.clone())
+                .unwrap_or_else(|| "no fault given".into());
+            Some((format!("its server is in ERROR ({fault})"), false))
+        } else if flight.repairs.unregistered
+            && phase == ServerPhase::Running
+            && m.node.is_none()
+            && *m.role() == crate::memory::MachineRole::ControlPlane
+            && now.since(record.created_at) >= timeout
+            && let Some(why) = control_plane_never_served(p, m, record, timeout)
+        {
+            // Evidence from Octavia or from the bootstrap itself, not from a node list.
+            Some((why, false))
+        } else if flight.repairs.unregistered && phase == ServerPhase::Running {
+            match (m.node, p.observed.nodes.is_some()) {
+                (None, true) if now.since(record.created_at) >= timeout => {
+                    Some((format!("not registered as a node after {timeout}"), true))
+                }
+                (Some(n), _) if !n.ready => record
+                    .node_unready_since
+                    .filter(|since| now.since(*since) >= timeout)
+                    .map(|since| {
+                        (
+                            format!("node NotReady for {}", secs(now.since(since))),
+                            true,
+                        )
+                    }),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        if let Some((reason, node_based)) = verdict {
+            candidates.push(Candidate {
+                name: m.name().to_string(),
+                reason,
+                node_based,
+                created_at: record.created_at,
+            });
+        }
+    }
+    if p.options.remediation == RemediationPolicy::Upstream {
+        for c in candidates {
+            start(p, &c, true);
+        }
+        return;
+    }
+    let object = format!("{label} machines");
+    if churn::tripped(p, &object) {
+        return;
+    }
+    if let Some(why) = blind {
+        let paused: Vec<&str> = candidates
+            .iter()
+            .filter(|c| c.node_based)
+            .map(|c| c.name.as_str())
+            .collect();
+        if !paused.is_empty() {
+            p.condition(Condition::new(
+                kind::REMEDIATION_PAUSED,
+                true,
+                "ObserverUntrusted",
+                format!("not replacing {}: {why}", paused.join(", ")),
+            ));
+        }
+        candidates.retain(|c| !c.node_based);
+    }
+    let budget = flight.max_unhealthy.of(replicas);
+    let in_use = machines
+        .iter()
+        .filter(|m| {
+            p.memory
+                .machines
+                .get(m.name())
+                .is_some_and(|r| r.remediation.is_some())
+        })
+        .count() as u32;
+    let started = candidates.len().min(budget.saturating_sub(in_use) as usize) as u32;
+    p.status.repair_budgets.push(crate::status::RepairBudget {
+        set: label.to_string(),
+        budget,
+        in_use: in_use + started,
+    });
+    // Errored servers first, then the oldest.
+    candidates.sort_by_key(|c| (c.node_based, c.created_at.millis(), c.name.clone()));
+    let mut left = budget.saturating_sub(in_use);
+    for c in &candidates {
+        if left == 0 {
+            p.status.repairs.push(RepairStatus {
+                machine: c.name.clone(),
+                reason: c.reason.clone(),
+                state: format!("waiting: {label} has {in_use} of {budget} machine(s) under repair (maxUnhealthy)"),
+            });
+            continue;
+        }
+        if !churn::note_recreation(p, &object) {
+            break;
+        }
+        start(p, c, false);
+        left -= 1;
+    }
+    churn::report(p);
+}
+
+/// Why a control-plane machine without a node is broken by evidence other than the
+/// node list: its member fails the health check, or the cluster's API never came up.
+fn control_plane_never_served(
+    p: &Planner<'_>,
+    m: &MachineView<'_>,
+    record: &crate::memory::MachineRecord,
+    timeout: Duration,
+) -> Option<String> {
+    let monitored = !p.observed.health_monitors.is_empty();
+    if monitored
+        && let Some(member) = m.member
+        && member.operating_status != flightdeck_cloud::OperatingStatus::Online
+        && record
+            .member_unready_since
+            .is_some_and(|since| p.now.since(since) >= timeout)
+    {
+        return Some(format!(
+            "its API has failed the load balancer's health check for {timeout} (member {})",
+            member.operating_status.as_str()
+        ));
+    }
+    // While bootstrapping, an API that cannot be reached is the machines' fault: there is
+    // no working control plane yet whose observer could be broken.
+    if p.observed.nodes.is_none() && p.memory.ready_since.is_none() {
+        return Some(format!("the cluster's API never came up within {timeout}"));
+    }
+    None
+}
+
+fn start(p: &mut Planner<'_>, c: &Candidate, remove_now: bool) {
+    let now = p.now;
+    if let Some(r) = p.memory.machines.get_mut(&c.name) {
+        r.remediation = Some(Remediation {
+            since: now,
+            reason: c.reason.clone(),
+            node_based: c.node_based,
+        });
+    }
+    if remove_now {
+        crate::rollout::mark_removal(p, &c.name, c.reason.clone());
+    }
+    p.events.push(PlanEvent::warning(
+        "RemediationStarted",
+        if remove_now {
+            format!("deleting {}: {}", c.name, c.reason)
+        } else {
+            format!(
+                "replacing {}: {} (a new machine comes first)",
+                c.name, c.reason
+            )
+        },
+    ));
+}
+
+/// The repairs under way in a set, for the status.
+pub(crate) fn report_repairs(p: &mut Planner<'_>, machines: &[&MachineView<'_>]) {
+    let repairs: Vec<RepairStatus> = machines
+        .iter()
+        .filter_map(|m| {
+            let r = p.memory.machines.get(m.name())?.remediation.clone()?;
+            Some(RepairStatus {
+                machine: m.name().to_string(),
+                reason: r.reason,
+                state: "replacing".into(),
+            })
+        })
+        .collect();
+    if !repairs.is_empty() {
+        let names: Vec<String> = repairs
+            .iter()
+            .map(|r| format!("{} ({})", r.machine, r.reason))
+            .collect();
+        p.condition(Condition::new(
+            kind::REMEDIATING,
+            true,
+            "ReplacingMachines",
+            format!("replacing {}", names.join(", ")),
+        ));
+    }
+    p.status.repairs.extend(repairs);
+}
+
+fn secs(d: Duration) -> Duration {
+    Duration::from_secs(d.as_millis() / 1000)
+}

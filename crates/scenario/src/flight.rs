@@ -1,0 +1,238 @@
+//! The invariants of flight control (F3–F8, F10), checked against the simulator's
+//! ground truth and against what the engine decided.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use flightdeck_cloud::ownership::{TAG_ROLE, uid_of};
+use flightdeck_cloud::{ServerStatus, Timestamp};
+use flightdeck_engine::Engine;
+use flightdeck_plan::MachineRole;
+use flightdeck_sim::{SimCloud, World};
+use flightdeck_spec::{Cidr, Duration, Invariant};
+
+use crate::invariants::{ClusterTrack, Invariants};
+
+/// A window in which a fault blinds the observer of a cluster (`None`: every cluster).
+#[derive(Clone, Debug)]
+pub struct BlindWindow {
+    pub start: Timestamp,
+    pub end: Timestamp,
+    pub cluster: Option<String>,
+    pub what: &'static str,
+}
+
+#[derive(Default)]
+pub struct FlightChecks {
+    blind: Vec<BlindWindow>,
+    seen: BTreeSet<(String, String, u64)>,
+    rule_missing_since: BTreeMap<String, Timestamp>,
+    route_stale_since: BTreeMap<String, Timestamp>,
+    reported: BTreeSet<(Invariant, String)>,
+}
+
+impl FlightChecks {
+    pub fn new(blind: Vec<BlindWindow>) -> Self {
+        FlightChecks {
+            blind,
+            ..FlightChecks::default()
+        }
+    }
+
+    fn blind_at(&self, cluster: &str, t: Timestamp) -> Option<&BlindWindow> {
+        self.blind.iter().find(|w| {
+            w.start <= t && t < w.end && w.cluster.as_deref().is_none_or(|c| c == cluster)
+        })
+    }
+
+    pub fn check(
+        &mut self,
+        inv: &mut Invariants,
+        now: Timestamp,
+        world: &World,
+        engine: &Engine<SimCloud>,
+        tracks: &BTreeMap<String, ClusterTrack>,
+    ) {
+        for (name, c) in engine.clusters() {
+            let spec = &c.spec.spec;
+            // remediationWithinBudget: judged when a remediation starts, against the
+            // budget of that moment (a later scale-down shrinks the budget of repairs
+            // already under way; that is no breach).
+            if inv.enabled(Invariant::RemediationWithinBudget) {
+                for r in c.memory.machines.values() {
+                    let Some(rem) = &r.remediation else { continue };
+                    let key = (format!("budget/{name}"), r.name.clone(), rem.since.millis());
+                    if !self.seen.insert(key) {
+                        continue;
+                    }
+                    let in_set = c
+                        .memory
+                        .machines
+                        .values()
+                        .filter(|x| x.role == r.role && x.remediation.is_some())
+                        .count() as u32;
+                    let replicas = match &r.role {
+                        MachineRole::ControlPlane => spec.control_plane.replicas.get(),
+                        MachineRole::Pool(p) => spec
+                            .node_pools
+                            .iter()
+                            .find(|x| x.name.as_str() == p)
+                            .map_or(0, |x| x.replicas.get()),
+                    };
+                    let budget = spec.flight.max_unhealthy.of(replicas);
+                    let v = (in_set > budget).then(|| {
+                        format!(
+                            "cluster {name}: remediation of {} started with {in_set} {} machine(s) under remediation, budget {budget} (maxUnhealthy {})",
+                            r.name,
+                            r.role.label(),
+                            spec.flight.max_unhealthy
+                        )
+                    });
+                    inv.record(Invariant::RemediationWithinBudget, now, v);
+                }
+            }
+            // noRemediationOnBlindObserver
+            if inv.enabled(Invariant::NoRemediationOnBlindObserver) {
+                for r in c.memory.machines.values() {
+                    let Some(rem) = &r.remediation else { continue };
+                    let key = (name.clone(), r.name.clone(), rem.since.millis());
+                    if !rem.node_based || !self.seen.insert(key) {
+                        continue;
+                    }
+                    let v = self.blind_at(name, rem.since).map(|w| {
+                        format!(
+                            "cluster {name}: {} was condemned ({}) while {}",
+                            r.name, rem.reason, w.what
+                        )
+                    });
+                    inv.record(Invariant::NoRemediationOnBlindObserver, now, v);
+                }
+            }
+            let Some(track) = tracks.get(name) else {
+                continue;
+            };
+            if track.ready_since.is_none() || track.deletion_requested {
+                self.rule_missing_since.remove(name);
+                self.route_stale_since.remove(name);
+                continue;
+            }
+            let bound =
+                Duration::from_millis(spec.flight.resync_period.as_millis() * 11 / 10 + 180_000);
+            let pod = spec.network.pod_cidr;
+            // rulesRestored
+            if inv.enabled(Invariant::RulesRestored) && spec.flight.repairs.security_group_rules {
+                let missing = rules_missing(world, &track.uid, pod);
+                let v = self.episode(Invariant::RulesRestored, name, now, missing, bound, |m| {
+                    format!(
+                        "cluster {name}: pod-network rule(s) {m} missing for longer than {bound}"
+                    )
+                });
+                inv.record(Invariant::RulesRestored, now, v);
+            }
+            // routesConsistent
+            let router = spec
+                .provider
+                .openstack
+                .as_ref()
+                .and_then(|o| o.router.as_ref());
+            if let Some(router) = router
+                && inv.enabled(Invariant::RoutesConsistent)
+                && spec.flight.repairs.routes
+            {
+                let stale = if self.blind_at(name, now).is_some() {
+                    None
+                } else {
+                    stale_routes(world, &track.uid, pod, router.as_str())
+                };
+                let v = self.episode(Invariant::RoutesConsistent, name, now, stale, bound, |s| {
+                    format!("cluster {name}: stale route(s) {s} on router {router} for longer than {bound}")
+                });
+                inv.record(Invariant::RoutesConsistent, now, v);
+            }
+        }
+    }
+
+    /// Tracks how long a problem has lasted; a violation once it outlasts `bound`,
+    /// reported once per episode.
+    fn episode(
+        &mut self,
+        inv: Invariant,
+        cluster: &str,
+        now: Timestamp,
+        problem: Option<String>,
+        bound: Duration,
+        message: impl Fn(&str) -> String,
+    ) -> Option<String> {
+        let clocks = match inv {
+            Invariant::RulesRestored => &mut self.rule_missing_since,
+            _ => &mut self.route_stale_since,
+        };
+        let key = (inv, cluster.to_string());
+        let Some(problem) = problem else {
+            clocks.remove(cluster);
+            self.reported.remove(&key);
+            return None;
+        };
+        let since = *clocks.entry(cluster.to_string()).or_insert(now);
+        if now.since(since) > bound && self.reported.insert(key) {
+            return Some(message(&problem));
+        }
+        None
+    }
+}
+
+fn owned(tags: &[String], uid: &str) -> bool {
+    uid_of(tags) == Some(uid)
+}
+
+fn rules_missing(world: &World, uid: &str, pod: Cidr) -> Option<String> {
+    let group = world.security_groups.iter().find(|g| {
+        owned(&g.tags, uid)
+            && g.tags
+                .iter()
+                .any(|t| t.strip_prefix(TAG_ROLE) == Some("security-group"))
+    })?;
+    let prefix = pod.to_string();
+    let missing: Vec<&str> = ["tcp", "udp", "icmp"]
+        .into_iter()
+        .filter(|proto| {
+            !group.rules.iter().any(|r| {
+                r.direction == "ingress"
+                    && r.protocol.as_deref() == Some(*proto)
+                    && r.remote_ip_prefix.as_deref() == Some(prefix.as_str())
+            })
+        })
+        .collect();
+    (!missing.is_empty()).then(|| missing.join(", "))
+}
+
+fn stale_routes(world: &World, uid: &str, pod: Cidr, router: &str) -> Option<String> {
+    let router = world
+        .routers
+        .iter()
+        .find(|r| r.name == router || r.id == router)?;
+    let live: BTreeMap<std::net::IpAddr, &str> = world
+        .servers
+        .iter()
+        .filter(|s| owned(&s.tags, uid) && s.status == ServerStatus::Active && !s.is_deleting())
+        .filter_map(|s| Some((s.address?, s.id.as_str())))
+        .collect();
+    let owners: BTreeMap<&str, &str> = world
+        .nodes
+        .iter()
+        .filter(|(u, _)| u == uid)
+        .filter_map(|(_, n)| Some((n.pod_cidr.as_deref()?, n.server_id.as_deref()?)))
+        .collect();
+    let stale: Vec<String> = router
+        .routes
+        .iter()
+        .filter(|r| r.destination.parse::<Cidr>().is_ok_and(|d| pod.covers(&d)))
+        .filter(|r| match live.get(&r.nexthop) {
+            None => true,
+            Some(server) => owners
+                .get(r.destination.as_str())
+                .is_some_and(|owner| owner != server),
+        })
+        .map(|r| format!("{} via {}", r.destination, r.nexthop))
+        .collect();
+    (!stale.is_empty()).then(|| stale.join(", "))
+}
