@@ -31,6 +31,9 @@ enum Command {
     Plan(PlanArgs),
     /// Check a spec file and report every problem with its field path and line.
     Validate(ValidateArgs),
+    /// Close a cluster's churn breakers (ReconcileLoopDetected) in a state directory, so
+    /// the stopped objects are reconciled again.
+    Resume(ResumeArgs),
     /// The built-in cloud simulator: scenarios, faults and invariants.
     #[command(subcommand)]
     Sim(SimCommand),
@@ -73,6 +76,15 @@ pub struct PlanArgs {
     file: PathBuf,
     #[arg(long, value_enum, default_value_t)]
     output: Output,
+}
+
+#[derive(Args)]
+pub struct ResumeArgs {
+    /// The cluster to resume.
+    cluster: String,
+    /// The state directory flightdeck keeps the cluster in.
+    #[arg(long)]
+    state_dir: PathBuf,
 }
 
 #[derive(Args)]
@@ -184,6 +196,7 @@ fn main() -> ExitCode {
             Command::Up(args) => up::run(args).await,
             Command::Plan(args) => plan_cmd::run(args).await,
             Command::Validate(args) => plan_cmd::validate(args),
+            Command::Resume(args) => plan_cmd::resume(args),
             Command::Sim(SimCommand::Scenarios) => sim_cmd::list(),
             Command::Sim(SimCommand::Run(args)) => sim_cmd::run(args).await,
             Command::Sim(SimCommand::Swarm(args)) => swarm_cmd::run(args),

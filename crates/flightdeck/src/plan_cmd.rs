@@ -10,7 +10,7 @@ use flightdeck_sim::{SimCloud, SimConfig};
 use flightdeck_spec::{Document, load_file};
 use serde::Serialize;
 
-use crate::{Output, PlanArgs, ValidateArgs};
+use crate::{Output, PlanArgs, ResumeArgs, ValidateArgs};
 
 #[derive(Serialize)]
 struct ClusterPlan {
@@ -19,6 +19,10 @@ struct ClusterPlan {
     /// Machines recorded by this pass whose servers wait for something (the security
     /// group) before they can be requested.
     machines_recorded: Vec<String>,
+    /// Repairs flight control would start or has under way, with their reasons.
+    repairs: Vec<flightdeck_plan::status::RepairStatus>,
+    /// Each set's maxUnhealthy budget and how much is in use.
+    repair_budgets: Vec<flightdeck_plan::status::RepairBudget>,
     requeue_after: Option<String>,
 }
 
@@ -67,6 +71,8 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
         plans.push(ClusterPlan {
             cluster: spec.name().to_string(),
             machines_recorded,
+            repairs: plan.status.repairs.clone(),
+            repair_budgets: plan.status.repair_budgets.clone(),
             actions: plan.actions,
             requeue_after: plan.requeue_after.map(|d| d.to_string()),
         });
@@ -89,6 +95,22 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
                     for m in &p.machines_recorded {
                         println!("    - {m}");
                     }
+                }
+                println!("  repairs (flight control):");
+                if p.repairs.is_empty() {
+                    println!("    none pending");
+                }
+                for r in &p.repairs {
+                    println!("    - {}: {} ({})", r.machine, r.reason, r.state);
+                }
+                for b in &p.repair_budgets {
+                    println!(
+                        "    budget {}: {} of {} in use, {} left (maxUnhealthy)",
+                        b.set,
+                        b.in_use,
+                        b.budget,
+                        b.budget.saturating_sub(b.in_use)
+                    );
                 }
                 if let Some(r) = &p.requeue_after {
                     println!("  then look again in {r}");
@@ -113,5 +135,48 @@ pub fn validate(args: ValidateArgs) -> anyhow::Result<ExitCode> {
             ),
         }
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Closes the churn breakers of a cluster kept in a state directory.
+pub fn resume(args: ResumeArgs) -> anyhow::Result<ExitCode> {
+    if !args.state_dir.join(flightdeck_store::STORE_FILE).is_file() {
+        bail!("{} holds no flightdeck state", args.state_dir.display());
+    }
+    let store = flightdeck_store::Store::open(&args.state_dir)?;
+    let Some(mut memory) = store.get::<Memory>("memory", &args.cluster)? else {
+        bail!(
+            "{} holds no cluster {} (it has: {})",
+            args.state_dir.display(),
+            args.cluster,
+            store.keys("memory")?.join(", ")
+        );
+    };
+    let stopped: Vec<String> = memory.churn.tripped.keys().cloned().collect();
+    memory.churn = Default::default();
+    let event = flightdeck_plan::Event {
+        // The binary's edge may read the system clock; the engine never does.
+        at: Timestamp(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        ),
+        cluster: args.cluster.clone(),
+        severity: flightdeck_plan::Severity::Normal,
+        reason: "Resumed".into(),
+        message: if stopped.is_empty() {
+            "resumed; nothing was stopped".into()
+        } else {
+            format!(
+                "resumed by an operator: {} reconciled again",
+                stopped.join(", ")
+            )
+        },
+    };
+    store.commit(vec![
+        flightdeck_store::Write::put("memory", &args.cluster, &memory),
+        flightdeck_store::Write::event(&args.cluster, &event),
+    ])?;
+    println!("{}: {}", args.cluster, event.message);
     Ok(ExitCode::SUCCESS)
 }

@@ -233,3 +233,40 @@ fn sim_swarm_rejects_nonsense_flags() {
         assert!(!out.stderr.is_empty());
     }
 }
+
+#[test]
+fn plan_shows_pending_repairs_and_the_budget_left() {
+    let out = flightdeck(&["plan", "-f", "examples/openstack.yaml"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("repairs (flight control)"), "{text}");
+    assert!(
+        text.contains("budget workers: 0 of 1 in use, 1 left"),
+        "{text}"
+    );
+}
+
+#[test]
+fn resume_closes_churn_breakers_in_a_state_directory_and_names_unknown_clusters() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    let state_arg = state.to_str().expect("utf-8 path");
+    let out = flightdeck(&[
+        "up",
+        "-f",
+        "examples/openstack.yaml",
+        "--quiet",
+        "--state-dir",
+        state_arg,
+    ]);
+    assert!(out.status.success());
+    let out = flightdeck(&["resume", "demo", "--state-dir", state_arg]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = flightdeck(&["resume", "nope", "--state-dir", state_arg]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no cluster nope (it has: demo)"));
+}
