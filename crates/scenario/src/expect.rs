@@ -2,9 +2,10 @@
 
 use std::collections::BTreeMap;
 
+use flightdeck_cloud::Provider;
 use flightdeck_cloud::Timestamp;
 use flightdeck_engine::Engine;
-use flightdeck_sim::{SimCloud, World};
+use flightdeck_sim::World;
 use flightdeck_spec::scenario::{ConditionExpectation, FinalExpectation, FinalState};
 
 use crate::invariants::{ClusterTrack, leaks};
@@ -32,7 +33,7 @@ impl ConditionWatch {
         }
     }
 
-    pub(crate) fn observe(&mut self, now: Timestamp, engine: &Engine<SimCloud>) {
+    pub(crate) fn observe<P: Provider>(&mut self, now: Timestamp, engine: &Engine<P>) {
         if self.met_at.is_some() || now < self.after || now > self.within {
             return;
         }
@@ -69,9 +70,9 @@ impl ConditionWatch {
 }
 
 /// Judges where each named cluster ended.
-pub(crate) fn final_expectations(
+pub(crate) fn final_expectations<P: Provider>(
     wanted: &[FinalExpectation],
-    engine: &Engine<SimCloud>,
+    engine: &Engine<P>,
     tracks: &BTreeMap<String, ClusterTrack>,
     world: &World,
     at_seconds: f64,

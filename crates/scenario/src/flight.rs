@@ -3,11 +3,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use flightdeck_cloud::Provider;
 use flightdeck_cloud::ownership::{TAG_ROLE, uid_of};
 use flightdeck_cloud::{ServerStatus, Timestamp};
 use flightdeck_engine::Engine;
 use flightdeck_plan::MachineRole;
-use flightdeck_sim::{SimCloud, World};
+use flightdeck_sim::World;
 use flightdeck_spec::{Cidr, Duration, Invariant};
 
 use crate::invariants::{ClusterTrack, Invariants};
@@ -44,12 +45,12 @@ impl FlightChecks {
         })
     }
 
-    pub fn check(
+    pub fn check<P: Provider>(
         &mut self,
         inv: &mut Invariants,
         now: Timestamp,
         world: &World,
-        engine: &Engine<SimCloud>,
+        engine: &Engine<P>,
         tracks: &BTreeMap<String, ClusterTrack>,
     ) {
         for (name, c) in engine.clusters() {

@@ -18,4 +18,4 @@ mod workload;
 
 pub use load::{LoadedScenario, ScenarioError, load_scenario};
 pub use report::Report;
-pub use runner::{Run, RunOptions, run};
+pub use runner::{Run, RunError, RunOptions, run, run_on};

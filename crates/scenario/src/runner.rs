@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use flightdeck_cloud::{Clock, Rng, SeededRng, SimClock, Timestamp};
+use flightdeck_cloud::{Clock, Provider, Rng, SeededRng, SimClock, Timestamp};
 use flightdeck_engine::{Engine, EngineConfig, EngineError};
 use flightdeck_plan::{Event, Severity};
 use flightdeck_sim::{SimCloud, SimConfig, SimFault};
@@ -96,12 +96,31 @@ pub async fn run(
     options: &RunOptions,
     on_event: &mut dyn FnMut(&TimelineEntry),
 ) -> Result<Run, RunError> {
-    let mut d = Driver::new(loaded, options, on_event)?;
+    run_on(loaded, options, |cloud| async move { Ok(cloud) }, on_event).await
+}
+
+/// Like [`run`], but the engine talks to the cloud through the provider `connect` makes
+/// from the simulated cloud (for example the real HTTP provider against the simulator
+/// served on loopback: wire mode). The invariants still read the simulator's ground truth.
+pub async fn run_on<P, F, Fut>(
+    loaded: &LoadedScenario,
+    options: &RunOptions,
+    connect: F,
+    on_event: &mut dyn FnMut(&TimelineEntry),
+) -> Result<Run, RunError>
+where
+    P: Provider + 'static,
+    F: FnOnce(Arc<SimCloud>) -> Fut,
+    Fut: std::future::Future<Output = Result<Arc<P>, RunError>>,
+{
+    let cloud = Driver::<P>::new_cloud(loaded, options);
+    let provider = connect(cloud.clone()).await?;
+    let mut d = Driver::new(loaded, options, on_event, cloud, provider)?;
     d.run().await?;
     Ok(d.finish())
 }
 
-struct Driver<'a> {
+struct Driver<'a, P: Provider> {
     loaded: &'a LoadedScenario,
     options: &'a RunOptions,
     on_event: &'a mut dyn FnMut(&TimelineEntry),
@@ -110,8 +129,9 @@ struct Driver<'a> {
     end: Timestamp,
     clock: SimClock,
     cloud: Arc<SimCloud>,
+    provider: Arc<P>,
     home: StoreHome,
-    engine: Engine<SimCloud>,
+    engine: Engine<P>,
     engine_generation: u64,
     fired: Fired,
     timeline: Vec<TimelineEntry>,
@@ -131,17 +151,25 @@ struct Driver<'a> {
     pod_networks: BTreeSet<String>,
 }
 
-impl<'a> Driver<'a> {
+impl<'a, P: Provider + 'static> Driver<'a, P> {
+    /// The simulated cloud a run starts from, with its clock at the simulation epoch.
+    fn new_cloud(loaded: &LoadedScenario, options: &RunOptions) -> Arc<SimCloud> {
+        let seed = options.seed.unwrap_or(loaded.scenario.spec.seed);
+        let clock = SimClock::new(Timestamp::SIM_EPOCH);
+        Arc::new(SimCloud::new(SimConfig::default(), seed, clock))
+    }
+
     fn new(
         loaded: &'a LoadedScenario,
         options: &'a RunOptions,
         on_event: &'a mut dyn FnMut(&TimelineEntry),
+        cloud: Arc<SimCloud>,
+        provider: Arc<P>,
     ) -> Result<Self, RunError> {
         let spec = &loaded.scenario.spec;
         let seed = options.seed.unwrap_or(spec.seed);
         let start = Timestamp::SIM_EPOCH;
-        let clock = SimClock::new(start);
-        let cloud = Arc::new(SimCloud::new(SimConfig::default(), seed, clock.clone()));
+        let clock = cloud.clock().clone();
         // Objects flightdeck did not create: it must never touch them, even when they
         // share a name with the cluster's own.
         cloud.add_foreign_server("bastion", vec!["team=platform".into()]);
@@ -209,7 +237,7 @@ impl<'a> Driver<'a> {
         };
         let store = Arc::new(home.open()?);
         let fired: Fired = Arc::default();
-        let engine = build_engine(&cloud, &store, &clock, seed, 0, options, start, &fired)?;
+        let engine = build_engine(&provider, &store, &clock, seed, 0, options, start, &fired)?;
         let mut workload: Vec<(usize, &WorkloadStep)> = spec.workload.iter().enumerate().collect();
         workload.sort_by_key(|(i, w)| (w.at, *i));
         let mut restarts: Vec<(Timestamp, bool)> = options
@@ -244,6 +272,7 @@ impl<'a> Driver<'a> {
             end: start.plus(spec.duration),
             clock,
             cloud,
+            provider,
             home,
             engine,
             engine_generation: 0,
@@ -401,9 +430,9 @@ impl<'a> Driver<'a> {
         Ok(())
     }
 
-    fn build(&self, store: &Arc<Store>, generation: u64) -> Result<Engine<SimCloud>, EngineError> {
+    fn build(&self, store: &Arc<Store>, generation: u64) -> Result<Engine<P>, EngineError> {
         build_engine(
-            &self.cloud,
+            &self.provider,
             store,
             &self.clock,
             self.seed,
@@ -654,8 +683,8 @@ impl<'a> Driver<'a> {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn build_engine(
-    cloud: &Arc<SimCloud>,
+fn build_engine<P: Provider + 'static>(
+    cloud: &Arc<P>,
     store: &Arc<Store>,
     clock: &SimClock,
     seed: u64,
@@ -663,7 +692,7 @@ fn build_engine(
     options: &RunOptions,
     start: Timestamp,
     fired: &Fired,
-) -> Result<Engine<SimCloud>, EngineError> {
+) -> Result<Engine<P>, EngineError> {
     let engine = Engine::new(
         cloud.clone(),
         store.clone(),

@@ -2,16 +2,16 @@
 
 use std::collections::BTreeMap;
 
+use flightdeck_cloud::Provider;
 use flightdeck_engine::Engine;
-use flightdeck_sim::SimCloud;
 use flightdeck_spec::scenario::WorkloadAction;
 use flightdeck_spec::{Cluster, KubernetesVersion, MachineTemplate};
 
 use crate::load::LoadedScenario;
 
 /// Carries out one workload step against the engine; returns what it did.
-pub(crate) fn apply_step(
-    engine: &mut Engine<SimCloud>,
+pub(crate) fn apply_step<P: Provider>(
+    engine: &mut Engine<P>,
     specs: &mut BTreeMap<String, Cluster>,
     loaded: &LoadedScenario,
     index: usize,
