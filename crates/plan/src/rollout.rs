@@ -73,7 +73,13 @@ pub(crate) fn plan_machines(p: &mut Planner<'_>, infra: &Infra) {
         &cp_views,
         blind.as_deref(),
     );
-    let cp_out = plan_set(p, &cp_spec, &cp_views, &cp_healthy, infra);
+    // What carries traffic is judged by the evidence that cannot be blinded by the node
+    // list: Octavia's member status for the control plane. For workers only a node list
+    // that can be trusted says a node is gone; a blind one says nothing.
+    let blind_now = blind.is_some();
+    let cp_traffic =
+        |m: &MachineView<'_>| m.member_serving(monitored) || (blind_now && m.member.is_some());
+    let cp_out = plan_set(p, &cp_spec, &cp_views, &cp_healthy, &cp_traffic, infra);
     remediation::report_repairs(p, &cp_views);
     note_rollout(p, &cp_spec, &cp_out);
 
@@ -103,7 +109,8 @@ pub(crate) fn plan_machines(p: &mut Planner<'_>, infra: &Infra) {
             &members,
             blind.as_deref(),
         );
-        let out = plan_set(p, &set, &members, &worker_healthy, infra);
+        let worker_traffic = |m: &MachineView<'_>| blind_now || m.node_ready();
+        let out = plan_set(p, &set, &members, &worker_healthy, &worker_traffic, infra);
         remediation::report_repairs(p, &members);
         pools_converged &= out.converged;
         any_pool_outdated |= out.outdated > 0;
@@ -194,6 +201,7 @@ fn plan_set(
     set: &SetSpec,
     machines: &[&MachineView<'_>],
     healthy: &dyn Fn(&MachineView<'_>) -> bool,
+    carries_traffic: &dyn Fn(&MachineView<'_>) -> bool,
     infra: &Infra,
 ) -> SetOutcome {
     let label = set.role.label().to_string();
@@ -355,9 +363,9 @@ fn plan_set(
         });
         if let Some(victim) = candidates.first() {
             let others_healthy = healthy_count - u32::from(healthy(victim));
-            // Taking out a machine that serves nothing never lowers what serves; a
-            // healthy one may only go while at least `replicas` others serve.
-            if !healthy(victim) || others_healthy >= set.replicas.min(total - 1) {
+            // Taking out a machine that carries no traffic never lowers what serves; any
+            // other may only go while at least `replicas` others are healthy.
+            if !carries_traffic(victim) || others_healthy >= set.replicas.min(total - 1) {
                 let why = if rolling {
                     format!(
                         "rollout of {label}: {others_healthy} other machine(s) are healthy, at least {} must stay",

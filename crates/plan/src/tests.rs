@@ -234,9 +234,12 @@ impl World {
     }
 
     fn plan(&self) -> Plan {
+        // The engine observes right before planning: the lists are as fresh as `now`.
+        let mut observed = self.observed.clone();
+        observed.at = self.now;
         plan(PlanInput {
             spec: &self.spec,
-            observed: &self.observed,
+            observed: &observed,
             memory: &self.memory,
             now: self.now,
             options: &PlanOptions {

@@ -184,3 +184,41 @@ fn members_of_another_pool_do_not_count_for_the_recorded_pool() {
         p.status.ready
     );
 }
+
+/// Found by the swarm: with every node NotReady (a blind observer) and the replacement's
+/// server in ERROR, the only control-plane machine looked like it "served nothing" and
+/// was removed, taking the API down. Octavia says its member serves; it must stay.
+#[test]
+fn the_only_serving_control_plane_machine_stays_while_the_node_list_is_blind() {
+    let mut spec1 = spec(V2, 0);
+    spec1.spec.control_plane.replicas =
+        flightdeck_spec::cluster::ControlPlaneReplicas::new(1).expect("replicas");
+    let mut w = World::with_infra(spec1);
+    w.add_cp(
+        1,
+        V1,
+        Health {
+            member: Some((Active, Online)),
+            node_ready: Some(false),
+        },
+    );
+    w.add_cp(
+        4,
+        V2,
+        Health {
+            member: None,
+            node_ready: None,
+        },
+    );
+    for s in w
+        .observed
+        .servers
+        .iter_mut()
+        .filter(|s| s.name == "demo-cp-4")
+    {
+        s.status = ServerStatus::Error;
+    }
+    let p = w.plan();
+    assert!(removing(&p).is_empty(), "{:?}", removing(&p));
+    assert!(targets(&p, "DeleteMember").is_empty());
+}

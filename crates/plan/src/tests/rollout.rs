@@ -315,7 +315,13 @@ fn a_machine_that_serves_nothing_is_taken_out_first_without_waiting_for_the_mini
     w.add_cp(3, V1, with_member(Active, Offline));
     w.add_cp(6, V2, SERVING);
     let p = w.plan();
-    assert_eq!(removing(&p), ["demo-cp-2"]);
+    assert_eq!(
+        removing(&p),
+        ["demo-cp-2"],
+        "{:#?} {:#?}",
+        p.conditions,
+        p.actions
+    );
 }
 
 #[test]
