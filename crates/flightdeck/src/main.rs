@@ -151,6 +151,10 @@ pub struct SimRunArgs {
     /// Print only the summary, not the timeline.
     #[arg(short, long)]
     quiet: bool,
+    /// Wire mode: serve the simulator over HTTP on loopback and drive it through the
+    /// real OpenStack provider (Keystone, Nova, Neutron, Octavia REST).
+    #[arg(long)]
+    wire: bool,
 }
 
 fn parse_duration(s: &str) -> Result<flightdeck_spec::Duration, String> {
@@ -182,7 +186,7 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_time()
+        .enable_all()
         .build()
     {
         Ok(r) => r,

@@ -29,7 +29,13 @@ pub async fn run(args: SimRunArgs) -> anyhow::Result<ExitCode> {
             println!("{}", progress_line(e));
         }
     };
-    let report = run_scenario(&loaded, &options, &mut on_event).await?.report;
+    let report = if args.wire {
+        flightdeck_scenario::wire::run_wire(&loaded, &options, &mut on_event)
+            .await?
+            .report
+    } else {
+        run_scenario(&loaded, &options, &mut on_event).await?.report
+    };
     match args.output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         Output::Text => {

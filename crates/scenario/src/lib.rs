@@ -14,6 +14,7 @@ pub mod load;
 pub mod report;
 pub mod runner;
 pub mod swarm;
+pub mod wire;
 mod workload;
 
 pub use load::{LoadedScenario, ScenarioError, load_scenario};

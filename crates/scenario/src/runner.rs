@@ -57,6 +57,8 @@ pub enum RunError {
     Store(#[from] StoreError),
     #[error("the run took more than {STEPS_MAX} steps; a loop is suspected")]
     TooManySteps,
+    #[error("wire mode: {0}")]
+    Wire(String),
 }
 
 /// A finished run: the report and the simulated cloud as it was left.
