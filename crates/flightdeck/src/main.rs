@@ -3,6 +3,7 @@
 
 mod output;
 mod plan_cmd;
+mod serve_cmd;
 mod sim_cmd;
 mod swarm_cmd;
 mod up;
@@ -100,10 +101,33 @@ enum SimCommand {
     /// Run one scenario in virtual time and print its timeline; exits 0 only if every
     /// invariant and expectation held.
     Run(SimRunArgs),
+    /// Serve the simulated OpenStack over HTTP (Keystone, Nova, Neutron, Octavia, Glance)
+    /// in real time, for OpenStack's own clients and for flightdeck's REST provider.
+    Serve(ServeArgs),
     /// Randomized fault simulation: every seed becomes a fleet, faults, a workload and
     /// engine perturbations; invariants are checked at every step, then the fleet must
     /// converge. Exits 0 only if no seed failed.
     Swarm(SwarmArgs),
+}
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// Address to listen on; port 0 picks a free one.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: std::net::SocketAddr,
+    /// Inject this scenario's faults (times counted from the start) and create the
+    /// routers its clusters name.
+    #[arg(long)]
+    scenario: Option<String>,
+    /// Virtual seconds per wall-clock second.
+    #[arg(long, default_value_t = 1.0)]
+    speed: f64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Where to write the clouds.yaml entry that reaches the server (it holds the
+    /// simulator's password, so it is written to a file, not printed).
+    #[arg(long, default_value = "flightdeck-sim-clouds.yaml")]
+    clouds_file: PathBuf,
 }
 
 #[derive(Args)]
@@ -204,6 +228,7 @@ fn main() -> ExitCode {
             Command::Sim(SimCommand::Scenarios) => sim_cmd::list(),
             Command::Sim(SimCommand::Run(args)) => sim_cmd::run(args).await,
             Command::Sim(SimCommand::Swarm(args)) => swarm_cmd::run(args),
+            Command::Sim(SimCommand::Serve(args)) => serve_cmd::run(args).await,
         }
     });
     match result {

@@ -45,3 +45,42 @@ async fn the_wire_and_the_in_process_runs_tell_the_same_story() {
     assert!(reasons(&wire).contains(&"LoadBalancerMemberStuck".to_string()));
     assert!(reasons(&wire).contains(&"RolloutComplete".to_string()));
 }
+
+#[tokio::test]
+async fn wrong_credentials_name_the_cloud_entry_and_keystones_message_but_never_the_password() {
+    use std::sync::Arc;
+
+    use flightdeck_cloud::{SimClock, Timestamp};
+    use flightdeck_openstack::{OpenStackCloud, Password, SessionOptions};
+    use flightdeck_sim::{SimCloud, SimConfig};
+    use flightdeck_sim_http::ServeOptions;
+
+    let clock = SimClock::new(Timestamp::SIM_EPOCH);
+    let cloud = Arc::new(SimCloud::new(SimConfig::default(), 1, clock));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("listen");
+    let base = format!("http://{}", listener.local_addr().expect("address"));
+    tokio::spawn(flightdeck_sim_http::serve(
+        cloud,
+        listener,
+        ServeOptions::default(),
+    ));
+    let mut entry = flightdeck_scenario::wire::cloud_entry(&base, &ServeOptions::default());
+    let secret = "hunter2-not-the-password";
+    entry.auth.password = Password::new(secret);
+    let err = match OpenStackCloud::connect(&entry, SessionOptions::default()).await {
+        Ok(_) => panic!("a wrong password was accepted"),
+        Err(e) => e,
+    };
+    let text = format!("{err} {err:?}");
+    assert!(
+        text.contains("flightdeck-sim"),
+        "names the cloud entry: {text}"
+    );
+    assert!(
+        text.contains("requires authentication"),
+        "carries Keystone's message: {text}"
+    );
+    assert!(!text.contains(secret), "never the password: {text}");
+}
