@@ -3,6 +3,7 @@
 
 mod output;
 mod plan_cmd;
+mod real;
 mod serve_cmd;
 mod sim_cmd;
 mod swarm_cmd;
@@ -32,6 +33,8 @@ enum Command {
     Plan(PlanArgs),
     /// Check a spec file and report every problem with its field path and line.
     Validate(ValidateArgs),
+    /// Delete a cluster on a real OpenStack and wait until nothing it owned is left.
+    Delete(DeleteArgs),
     /// Close a cluster's churn breakers (ReconcileLoopDetected) in a state directory, so
     /// the stopped objects are reconciled again.
     Resume(ResumeArgs),
@@ -69,6 +72,16 @@ pub struct UpArgs {
     /// Print no progress, only the result.
     #[arg(short, long)]
     quiet: bool,
+    /// Reconcile against the real OpenStack named by each cluster's
+    /// `spec.provider.openstack.cloud` (clouds.yaml), in real time, instead of the
+    /// built-in simulator. Needs --state-dir and --simulated-nodes.
+    #[arg(long)]
+    openstack: bool,
+    /// With --openstack: take the workload cluster's nodes from simulated kubelets keyed
+    /// by the real servers (for clouds whose servers run no kubelet, like Nova's fake
+    /// driver). Reaching real workload clusters through kubeconfig is not built yet.
+    #[arg(long)]
+    simulated_nodes: bool,
 }
 
 #[derive(Args)]
@@ -77,6 +90,22 @@ pub struct PlanArgs {
     file: PathBuf,
     #[arg(long, value_enum, default_value_t)]
     output: Output,
+}
+
+#[derive(Args)]
+pub struct DeleteArgs {
+    cluster: String,
+    /// The state directory that holds the cluster.
+    #[arg(long)]
+    state_dir: PathBuf,
+    /// The clouds.yaml entry of the cloud.
+    #[arg(long)]
+    cloud: String,
+    /// Take nodes from simulated kubelets (see `up --simulated-nodes`).
+    #[arg(long)]
+    simulated_nodes: bool,
+    #[arg(long, default_value = "20m", value_parser = parse_duration)]
+    timeout: flightdeck_spec::Duration,
 }
 
 #[derive(Args)]
@@ -225,6 +254,21 @@ fn main() -> ExitCode {
             Command::Plan(args) => plan_cmd::run(args).await,
             Command::Validate(args) => plan_cmd::validate(args),
             Command::Resume(args) => plan_cmd::resume(args),
+            Command::Delete(args) => {
+                if !args.simulated_nodes {
+                    Err(anyhow::anyhow!(
+                        "reaching real workload clusters through kubeconfig is not built yet; pass --simulated-nodes"
+                    ))
+                } else {
+                    real::run(
+                        &args.cloud,
+                        &args.state_dir,
+                        real::Goal::Deleted(args.cluster.clone()),
+                        args.timeout,
+                    )
+                    .await
+                }
+            }
             Command::Sim(SimCommand::Scenarios) => sim_cmd::list(),
             Command::Sim(SimCommand::Run(args)) => sim_cmd::run(args).await,
             Command::Sim(SimCommand::Swarm(args)) => swarm_cmd::run(args),

@@ -111,6 +111,9 @@ pub async fn run_up(args: &UpArgs) -> anyhow::Result<(bool, flightdeck_scenario:
 }
 
 pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
+    if args.openstack {
+        return run_real(&args).await;
+    }
     if !args.quiet {
         eprintln!(
             "flightdeck up: {} on the built-in simulated OpenStack (virtual time, seed {})",
@@ -157,4 +160,48 @@ pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// `up --openstack`: the clusters in the file on the real cloud their spec names.
+async fn run_real(args: &UpArgs) -> anyhow::Result<ExitCode> {
+    if !args.simulated_nodes {
+        bail!(
+            "reaching real workload clusters through kubeconfig is not built yet; pass --simulated-nodes"
+        );
+    }
+    let Some(state_dir) = &args.state_dir else {
+        bail!(
+            "--openstack needs --state-dir: a real cloud outlives one run, so must flightdeck's memory"
+        );
+    };
+    let mut clusters = Vec::new();
+    for d in load_file(&args.file)? {
+        match d {
+            Document::Cluster(c) => clusters.push(*c),
+            Document::Scenario(_) => bail!(
+                "{}: holds a Scenario; `up` takes clusters",
+                args.file.display()
+            ),
+        }
+    }
+    let clouds: std::collections::BTreeSet<String> = clusters
+        .iter()
+        .filter_map(|c| {
+            c.spec
+                .provider
+                .openstack
+                .as_ref()
+                .map(|o| o.cloud.to_string())
+        })
+        .collect();
+    let [cloud] = clouds.iter().collect::<Vec<_>>()[..] else {
+        bail!("every cluster in one `up --openstack` must name the same cloud, found {clouds:?}");
+    };
+    crate::real::run(
+        cloud,
+        state_dir,
+        crate::real::Goal::Ready(clusters),
+        args.timeout,
+    )
+    .await
 }

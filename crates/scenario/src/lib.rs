@@ -9,6 +9,7 @@ pub mod builtin;
 pub mod engine_faults;
 mod expect;
 pub mod flight;
+pub mod guest;
 pub mod invariants;
 pub mod load;
 pub mod report;

@@ -22,13 +22,21 @@ use crate::load::LoadedScenario;
 use crate::report::TimelineEntry;
 use crate::runner::{Run, RunError, RunOptions, run_on};
 
-/// The real OpenStack provider for the cloud, and the simulated workload cluster for nodes.
-pub struct WireProvider {
+/// The real OpenStack provider for the cloud, and a separate source of the workload
+/// cluster's nodes (`G`): the in-process simulator in wire mode, a simulated kubelet
+/// keyed by real servers against a real cloud.
+pub struct WireProvider<G> {
     openstack: OpenStackCloud,
-    guest: Arc<SimCloud>,
+    guest: G,
 }
 
-impl Compute for WireProvider {
+impl<G> WireProvider<G> {
+    pub fn new(openstack: OpenStackCloud, guest: G) -> Self {
+        WireProvider { openstack, guest }
+    }
+}
+
+impl<G: GuestCluster + Send + Sync> Compute for WireProvider<G> {
     async fn list_servers(&self, owner: &Ownership) -> Result<Vec<Server>> {
         self.openstack.list_servers(owner).await
     }
@@ -43,7 +51,7 @@ impl Compute for WireProvider {
     }
 }
 
-impl Network for WireProvider {
+impl<G: GuestCluster + Send + Sync> Network for WireProvider<G> {
     async fn list_security_groups(&self, owner: &Ownership) -> Result<Vec<SecurityGroup>> {
         self.openstack.list_security_groups(owner).await
     }
@@ -70,7 +78,7 @@ impl Network for WireProvider {
     }
 }
 
-impl LoadBalancing for WireProvider {
+impl<G: GuestCluster + Send + Sync> LoadBalancing for WireProvider<G> {
     async fn list_load_balancers(&self, owner: &Ownership) -> Result<Vec<LoadBalancer>> {
         self.openstack.list_load_balancers(owner).await
     }
@@ -109,9 +117,18 @@ impl LoadBalancing for WireProvider {
     }
 }
 
-impl GuestCluster for WireProvider {
+impl<G: GuestCluster + Send + Sync> GuestCluster for WireProvider<G> {
     async fn list_nodes(&self, owner: &Ownership) -> Result<Option<Vec<Node>>> {
         self.guest.list_nodes(owner).await
+    }
+}
+
+/// The in-process simulator's workload clusters, as the node source of wire mode.
+pub struct SimulatedNodes(pub Arc<SimCloud>);
+
+impl GuestCluster for SimulatedNodes {
+    async fn list_nodes(&self, owner: &Ownership) -> Result<Option<Vec<Node>>> {
+        self.0.list_nodes(owner).await
     }
 }
 
@@ -166,10 +183,10 @@ pub async fn run_wire(
         let openstack = OpenStackCloud::connect(&entry, session)
             .await
             .map_err(|e| RunError::Wire(format!("cannot connect to the served simulator: {e}")))?;
-        Ok(Arc::new(WireProvider {
+        Ok(Arc::new(WireProvider::new(
             openstack,
-            guest: cloud,
-        }))
+            SimulatedNodes(cloud),
+        )))
     };
     run_on(loaded, &options, connect, on_event).await
 }

@@ -1,0 +1,126 @@
+//! Real-cloud mode: the engine against a real OpenStack named in `clouds.yaml`, in real
+//! time. The system clock and the OS-seeded randomness are read here, at the binary's
+//! edge; the engine itself only sees the injected `Clock` and `Rng`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration as StdDuration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, bail};
+use flightdeck_cloud::{Clock, SeededRng, Timestamp};
+use flightdeck_engine::{Engine, EngineConfig};
+use flightdeck_openstack::{CloudEntry, OpenStackCloud, SessionOptions, config_error};
+use flightdeck_scenario::guest::SimulatedKubelets;
+use flightdeck_scenario::report::TimelineEntry;
+use flightdeck_scenario::wire::WireProvider;
+use flightdeck_spec::{Cluster, Duration};
+use flightdeck_store::Store;
+
+use crate::output::progress_line;
+
+/// The system clock.
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Timestamp {
+        Timestamp(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        )
+    }
+}
+
+pub enum Goal {
+    /// Apply the specs and wait until every cluster is Ready.
+    Ready(Vec<Cluster>),
+    /// Delete the named cluster and wait until nothing it owned is left.
+    Deleted(String),
+}
+
+type RealEngine = Engine<WireProvider<SimulatedKubelets>>;
+
+/// Connects to the cloud entry `name`, builds the engine on `state_dir` and drives it to
+/// `goal` in real time, printing progress. Nodes come from simulated kubelets: reaching
+/// real workload clusters through their kubeconfig is not built yet.
+pub async fn run(
+    cloud: &str,
+    state_dir: &Path,
+    goal: Goal,
+    timeout: Duration,
+) -> anyhow::Result<ExitCode> {
+    let entry = CloudEntry::load(Some(cloud)).map_err(config_error)?;
+    let openstack = OpenStackCloud::connect(&entry, SessionOptions::default())
+        .await
+        .with_context(|| format!("cannot reach cloud {cloud}"))?;
+    let nodes = OpenStackCloud::connect(&entry, SessionOptions::default()).await?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let kubelets = SimulatedKubelets::new(
+        Arc::new(nodes),
+        clock.clone(),
+        Duration::from_secs(5),
+        Duration::from_secs(10),
+    );
+    let provider = Arc::new(WireProvider::new(openstack, kubelets));
+    let store = Arc::new(Store::open(state_dir)?);
+    let seed = SystemClock.now().millis() ^ u64::from(std::process::id());
+    let mut engine: RealEngine = Engine::new(
+        provider,
+        store,
+        clock.clone(),
+        Box::new(SeededRng::new(seed)),
+        EngineConfig::default(),
+    )?;
+    match &goal {
+        Goal::Ready(specs) => {
+            for spec in specs {
+                engine.apply(spec.clone())?;
+            }
+        }
+        Goal::Deleted(name) => engine.delete(name)?,
+    }
+    let started = Instant::now();
+    let origin = clock.now();
+    loop {
+        engine.run_due().await?;
+        for e in engine.drain_events() {
+            let entry = TimelineEntry {
+                at_ms: e.at.since(origin).as_millis(),
+                source: e.cluster,
+                severity: format!("{:?}", e.severity),
+                reason: e.reason,
+                message: e.message,
+            };
+            eprintln!("{}", progress_line(&entry));
+        }
+        let done = match &goal {
+            Goal::Ready(specs) => specs.iter().all(|s| {
+                engine
+                    .cluster(s.name().as_str())
+                    .is_some_and(|c| c.status.ready)
+            }),
+            Goal::Deleted(name) => engine.cluster(name).is_none(),
+        };
+        if done {
+            let phases: BTreeMap<String, String> = engine
+                .clusters()
+                .map(|(n, c)| (n.clone(), c.status.phase.as_str().to_string()))
+                .collect();
+            println!(
+                "done after {:.0}s: {phases:?}",
+                started.elapsed().as_secs_f64()
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        if started.elapsed() >= timeout.to_std() {
+            bail!("not done after {timeout}");
+        }
+        let wait = engine
+            .next_due()
+            .map_or(1000, |t| t.millis().saturating_sub(clock.now().millis()))
+            .clamp(100, 2000);
+        tokio::time::sleep(StdDuration::from_millis(wait)).await;
+    }
+}

@@ -1,0 +1,49 @@
+"""Checks with openstacksdk what flightdeck built on the real cloud.
+
+  verify.py exists CLUSTER CP WORKERS IMAGE   every object exists as specified
+  verify.py gone CLUSTER                      nothing carrying the cluster's tag remains
+"""
+import sys
+
+import openstack
+
+c = openstack.connect()
+mode, cluster = sys.argv[1], sys.argv[2]
+tag = f"flightdeck-cluster={cluster}"
+servers = [s for s in c.compute.servers(details=True, tags=tag)]
+lbs = [lb for lb in c.load_balancer.load_balancers(tags=tag)]
+groups = [g for g in c.network.security_groups(tags=tag)]
+
+if mode == "gone":
+    left = [s.name for s in servers] + [lb.name for lb in lbs] + [g.name for g in groups]
+    assert not left, f"left behind after delete: {left}"
+    print("nothing left")
+    sys.exit(0)
+
+cp, workers, image = int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+image_id = c.image.find_image(image, ignore_missing=False).id
+cps = [s for s in servers if s.name.startswith(f"{cluster}-cp-")]
+wks = [s for s in servers if s.name.startswith(f"{cluster}-workers-")]
+assert len(cps) == cp, [s.name for s in cps]
+assert len(wks) == workers, [s.name for s in wks]
+for s in servers:
+    assert s.status == "ACTIVE", (s.name, s.status)
+    assert any(t.startswith("flightdeck-uid=") for t in s.tags), s.tags
+    assert [g["name"] for g in s.security_groups] == [f"{cluster}-nodes"], s.security_groups
+for s in cps:
+    assert s.image["id"] == image_id, (s.name, s.image)
+assert len(lbs) == 1 and lbs[0].provisioning_status == "ACTIVE", [(x.name, x.provisioning_status) for x in lbs]
+lb = lbs[0]
+listeners = [x for x in c.load_balancer.listeners() if any(l["id"] == lb.id for l in x.load_balancers)]
+assert [x.protocol_port for x in listeners] == [6443], listeners
+pools = [p for p in c.load_balancer.pools() if any(l["id"] == lb.id for l in p.loadbalancers)]
+assert len(pools) == 1
+members = list(c.load_balancer.members(pools[0]))
+addresses = sorted(list(s.addresses.values())[0][0]["addr"] for s in cps)
+assert sorted(m.address for m in members) == addresses, (members, addresses)
+assert all(m.provisioning_status == "ACTIVE" for m in members)
+assert len(groups) == 1
+rules = [r for r in groups[0].security_group_rules if r["direction"] == "ingress"]
+assert sorted(r["protocol"] for r in rules) == ["icmp", "tcp", "udp"], rules
+assert all(r["remote_ip_prefix"] == "10.244.0.0/16" for r in rules), rules
+print(f"verified: {cp} control-plane on {image}, {workers} workers, load balancer with {len(members)} members, 3 rules")
