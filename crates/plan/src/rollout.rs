@@ -77,8 +77,15 @@ pub(crate) fn plan_machines(p: &mut Planner<'_>, infra: &Infra) {
     // list: Octavia's member status for the control plane. For workers only a node list
     // that can be trusted says a node is gone; a blind one says nothing.
     let blind_now = blind.is_some();
-    let cp_traffic =
-        |m: &MachineView<'_>| m.member_serving(monitored) || (blind_now && m.member.is_some());
+    // Without a health monitor Octavia sends traffic to any ACTIVE member, dead or alive:
+    // then only the node says whether the machine answers, unless the node list is blind.
+    let cp_traffic = |m: &MachineView<'_>| {
+        if monitored {
+            m.member_serving(true) || (blind_now && m.member.is_some())
+        } else {
+            m.member_serving(false) && (m.node_ready() || blind_now)
+        }
+    };
     let cp_out = plan_set(p, &cp_spec, &cp_views, &cp_healthy, &cp_traffic, infra);
     remediation::report_repairs(p, &cp_views);
     note_rollout(p, &cp_spec, &cp_out);

@@ -222,3 +222,31 @@ fn the_only_serving_control_plane_machine_stays_while_the_node_list_is_blind() {
     assert!(removing(&p).is_empty(), "{:?}", removing(&p));
     assert!(targets(&p, "DeleteMember").is_empty());
 }
+
+/// Found by the swarm: without a health monitor every ACTIVE member looks like it
+/// serves, so an unregistered control-plane machine under repair "carried traffic" and
+/// could never be taken out, while the next broken one waited for the budget forever.
+/// Without a monitor, the node is the evidence.
+#[test]
+fn an_unregistered_control_plane_machine_under_repair_is_taken_out_without_a_monitor() {
+    let mut w = World::with_infra(spec_with(V1, 0, false));
+    let no_node = Health {
+        member: Some((Active, OperatingStatus::NoMonitor)),
+        node_ready: None,
+    };
+    let ready = Health {
+        member: Some((Active, OperatingStatus::NoMonitor)),
+        node_ready: Some(true),
+    };
+    w.add_cp(1, V1, no_node);
+    w.add_cp(2, V1, no_node);
+    w.add_cp(3, V1, ready);
+    w.add_cp(9, V1, ready);
+    w.record("demo-cp-1").remediation = Some(crate::memory::Remediation {
+        since: Timestamp(T0.0 - 60_000),
+        reason: "not registered as a node after 10m".into(),
+        node_based: true,
+    });
+    let p = w.plan();
+    assert_eq!(removing(&p), ["demo-cp-1"], "{:#?}", p.conditions);
+}
