@@ -9,6 +9,9 @@ cd "$(dirname "$0")/.."
 shared=$(cd ../shared/openstack && pwd)
 export FDSTACK_DIR=${FDSTACK_DIR:-/tmp/fdstack}
 t0=$(date +%s)
+# Build first: adminrc sets its own PATH.
+cargo build --release -p flightdeck
+fd=$(pwd)/target/release/flightdeck
 work=$(mktemp -d)
 trap 'bash "$shared/down.sh" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 bash "$shared/up.sh"
@@ -18,8 +21,6 @@ export PATH="/usr/bin:$PATH"  # Debian's python has the OpenStack modules
 /usr/bin/python3 tests/real/setup.py "$work"
 export OS_CLIENT_CONFIG_FILE="$work/clouds.yaml"
 unset OS_CLOUD
-cargo build --release -p flightdeck
-fd=./target/release/flightdeck
 state="$work/state"
 
 echo "== create: 3 control-plane + 2 workers"

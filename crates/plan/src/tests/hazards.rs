@@ -242,6 +242,9 @@ fn an_unregistered_control_plane_machine_under_repair_is_taken_out_without_a_mon
     w.add_cp(2, V1, no_node);
     w.add_cp(3, V1, ready);
     w.add_cp(9, V1, ready);
+    for n in ["demo-cp-1", "demo-cp-2"] {
+        w.record(n).created_at = Timestamp(T0.0 - 1_200_000);
+    }
     w.record("demo-cp-1").remediation = Some(crate::memory::Remediation {
         since: Timestamp(T0.0 - 60_000),
         reason: "not registered as a node after 10m".into(),
