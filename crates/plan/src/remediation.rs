@@ -87,6 +87,25 @@ pub(crate) fn plan_set_remediation(
             };
         }
     }
+    // A machine that recovered before its removal began is no longer condemned: keeping
+    // it under repair would hold the budget while it serves (and could block the repair
+    // of a machine that is really broken).
+    for m in machines.iter().filter(|m| !m.removing()) {
+        let recovered = m.server_phase() == ServerPhase::Running && m.node_ready();
+        if let Some(r) = p.memory.machines.get_mut(m.name())
+            && recovered
+            && let Some(rem) = r.remediation.take()
+        {
+            p.events.push(PlanEvent::normal(
+                "RemediationCancelled",
+                format!(
+                    "{} recovered (its node is Ready); no longer replaced ({})",
+                    m.name(),
+                    rem.reason
+                ),
+            ));
+        }
+    }
     let mut candidates = Vec::new();
     for m in machines.iter().filter(|m| !m.removing()) {
         let Some(record) = p.memory.machines.get(m.name()) else {
