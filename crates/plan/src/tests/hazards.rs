@@ -253,3 +253,19 @@ fn an_unregistered_control_plane_machine_under_repair_is_taken_out_without_a_mon
     let p = w.plan();
     assert_eq!(removing(&p), ["demo-cp-1"], "{:#?}", p.conditions);
 }
+
+/// Found by the swarm: a control-plane machine condemned during bootstrap recovered, but
+/// stayed under repair, holding the budget while a really broken machine waited forever.
+#[test]
+fn a_machine_that_recovers_before_its_removal_is_no_longer_under_repair() {
+    let mut w = World::cluster(spec(V1, 0), V1, 0);
+    w.record("demo-cp-1").remediation = Some(crate::memory::Remediation {
+        since: Timestamp(T0.0 - 60_000),
+        reason: "the cluster's API never came up within 10m".into(),
+        node_based: false,
+    });
+    let p = w.plan();
+    assert!(p.memory.machines["demo-cp-1"].remediation.is_none());
+    assert!(p.events.iter().any(|e| e.reason == "RemediationCancelled"));
+    assert!(removing(&p).is_empty());
+}
