@@ -249,26 +249,44 @@ impl<P: Provider> Engine<P> {
     /// Closes the cluster's churn breakers (F11): objects stopped with
     /// `ReconcileLoopDetected` are reconciled again, with a fresh history.
     pub fn resume(&mut self, name: &str) -> Result<(), EngineError> {
-        let now = self.clock.now();
-        let c = self
-            .clusters
-            .get_mut(name)
-            .ok_or_else(|| EngineError::UnknownCluster(name.to_string()))?;
+        let c = self.cluster_mut(name)?;
         let stopped: Vec<String> = c.memory.churn.tripped.keys().cloned().collect();
         c.memory.churn = Default::default();
+        let message = if stopped.is_empty() {
+            "resumed; nothing was stopped".into()
+        } else {
+            format!(
+                "resumed by an operator: {} reconciled again",
+                stopped.join(", ")
+            )
+        };
+        self.commit_memory_change(name, "Resumed", message)
+    }
+
+    fn cluster_mut(&mut self, name: &str) -> Result<&mut ClusterRecord, EngineError> {
+        self.clusters
+            .get_mut(name)
+            .ok_or_else(|| EngineError::UnknownCluster(name.to_string()))
+    }
+
+    /// Persists the cluster's memory with an event saying why it changed, and looks at
+    /// the cluster again at once.
+    fn commit_memory_change(
+        &mut self,
+        name: &str,
+        reason: &str,
+        message: String,
+    ) -> Result<(), EngineError> {
+        let now = self.clock.now();
+        let Some(c) = self.clusters.get(name) else {
+            return Err(EngineError::UnknownCluster(name.to_string()));
+        };
         let event = Event {
             at: now,
             cluster: name.to_string(),
             severity: Severity::Normal,
-            reason: "Resumed".into(),
-            message: if stopped.is_empty() {
-                "resumed; nothing was stopped".into()
-            } else {
-                format!(
-                    "resumed by an operator: {} reconciled again",
-                    stopped.join(", ")
-                )
-            },
+            reason: reason.into(),
+            message,
         };
         self.store.commit(vec![
             Write::put(T_MEMORY, name, &c.memory),
@@ -283,27 +301,17 @@ impl<P: Provider> Engine<P> {
     /// longer lists anything the cluster owned.
     pub fn delete(&mut self, name: &str) -> Result<(), EngineError> {
         let now = self.clock.now();
-        let c = self
-            .clusters
-            .get_mut(name)
-            .ok_or_else(|| EngineError::UnknownCluster(name.to_string()))?;
-        if c.memory.deletion_requested.is_none() {
-            c.memory.deletion_requested = Some(now);
-            let event = Event {
-                at: now,
-                cluster: name.to_string(),
-                severity: Severity::Normal,
-                reason: "DeletionRequested".into(),
-                message: format!("deleting cluster {name} and everything it owns"),
-            };
-            self.store.commit(vec![
-                Write::put(T_MEMORY, name, &c.memory),
-                Write::event(name, &event),
-            ])?;
-            self.events.push(event);
+        let c = self.cluster_mut(name)?;
+        if c.memory.deletion_requested.is_some() {
+            self.queue.schedule(name, now);
+            return Ok(());
         }
-        self.queue.schedule(name, now);
-        Ok(())
+        c.memory.deletion_requested = Some(now);
+        self.commit_memory_change(
+            name,
+            "DeletionRequested",
+            format!("deleting cluster {name} and everything it owns"),
+        )
     }
 
     /// Gives up the engine, handing back its store (to be closed or reused).
