@@ -93,6 +93,19 @@ pub struct ClusterRecord {
 }
 
 impl ClusterRecord {
+    /// A record as loaded or applied: no failures yet, a resync due at once.
+    fn fresh(spec: Cluster, memory: Memory, status: ClusterStatus, now: Timestamp) -> Self {
+        ClusterRecord {
+            spec,
+            memory,
+            status,
+            last_actions: None,
+            failures: 0,
+            conflicts: 0,
+            resync_at: now,
+        }
+    }
+
     /// Reconciles in a row that ended in a failed or refused call; zero after a success.
     pub fn consecutive_failures(&self) -> u32 {
         self.failures + self.conflicts
@@ -160,15 +173,7 @@ impl<P: Provider> Engine<P> {
                 .unwrap_or_default();
             engine.clusters.insert(
                 name.clone(),
-                ClusterRecord {
-                    spec,
-                    memory,
-                    status,
-                    last_actions: None,
-                    failures: 0,
-                    conflicts: 0,
-                    resync_at: now,
-                },
+                ClusterRecord::fresh(spec, memory, status, now),
             );
             engine.queue.schedule(&name, now);
         }
@@ -232,15 +237,7 @@ impl<P: Provider> Engine<P> {
             .unwrap_or_default();
         self.clusters.insert(
             name.clone(),
-            ClusterRecord {
-                spec,
-                memory,
-                status,
-                last_actions: None,
-                failures: 0,
-                conflicts: 0,
-                resync_at: now,
-            },
+            ClusterRecord::fresh(spec, memory, status, now),
         );
         self.queue.schedule(&name, now);
         Ok(())
