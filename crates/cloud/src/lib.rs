@@ -4,6 +4,7 @@
 
 pub mod error;
 pub mod model;
+pub mod opennebula;
 pub mod ownership;
 pub mod provider;
 pub mod rng;
@@ -12,6 +13,9 @@ pub mod time;
 pub use error::{CloudError, ErrorClass};
 pub use model::*;
 pub use ownership::{Ownership, Role};
+pub use opennebula::{
+    Image, ImageCreate, ImageState, Instantiate, LockLevel, TemplateCreate, Templates, VmTemplate,
+};
 pub use provider::{Compute, GuestCluster, LoadBalancing, Network, Provider};
 pub use rng::{Rng, SeededRng};
 pub use time::{Clock, SimClock, Timestamp};

@@ -299,4 +299,11 @@ pub struct Observed {
     /// The router the cluster's pod routes live on, when the spec names one.
     #[serde(default)]
     pub router: Option<Router>,
+    /// OpenNebula: every VM template the session's user can see (ownership is decided by
+    /// flightdeck's records, not by the list).
+    #[serde(default)]
+    pub templates: Vec<crate::VmTemplate>,
+    /// OpenNebula: every image the session's user can see.
+    #[serde(default)]
+    pub images: Vec<crate::Image>,
 }

@@ -106,7 +106,15 @@ pub trait GuestCluster {
     ) -> impl Future<Output = Result<Option<Vec<Node>>>> + Send;
 }
 
-/// Everything the OpenStack flavour of the engine needs.
-pub trait Provider: Compute + Network + LoadBalancing + GuestCluster + Send + Sync {}
+/// Everything the engine needs. A cloud without some capability answers its calls with a
+/// permanent error (see [`crate::Templates`]); the planner asks each cloud only for what
+/// the cluster's `spec.provider` names.
+pub trait Provider:
+    Compute + Network + LoadBalancing + GuestCluster + crate::Templates + Send + Sync
+{
+}
 
-impl<T: Compute + Network + LoadBalancing + GuestCluster + Send + Sync> Provider for T {}
+impl<T: Compute + Network + LoadBalancing + GuestCluster + crate::Templates + Send + Sync> Provider
+    for T
+{
+}

@@ -66,6 +66,8 @@ pub async fn observe<P: Provider>(
         health_monitors,
         members,
         nodes,
+        templates: Vec::new(),
+        images: Vec::new(),
     })
 }
 

@@ -492,3 +492,6 @@ mod tests {
         assert!(tcp["healthmonitor"].get("url_path").is_none());
     }
 }
+
+/// OpenStack has no VM templates: the default methods answer so.
+impl flightdeck_cloud::Templates for OpenStackCloud {}

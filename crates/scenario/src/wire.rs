@@ -117,6 +117,9 @@ impl<G: GuestCluster + Send + Sync> LoadBalancing for WireProvider<G> {
     }
 }
 
+/// OpenStack has no VM templates: the default methods answer so.
+impl<G: GuestCluster + Send + Sync> flightdeck_cloud::Templates for WireProvider<G> {}
+
 impl<G: GuestCluster + Send + Sync> GuestCluster for WireProvider<G> {
     async fn list_nodes(&self, owner: &Ownership) -> Result<Option<Vec<Node>>> {
         self.guest.list_nodes(owner).await

@@ -537,3 +537,7 @@ impl LoadBalancing for SimCloud {
         })
     }
 }
+
+/// The simulated OpenStack has no VM templates: the default methods answer so. The
+/// simulated OpenNebula is reached through its XML-RPC interface (`one::rpc`).
+impl flightdeck_cloud::Templates for SimCloud {}
