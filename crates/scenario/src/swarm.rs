@@ -358,7 +358,7 @@ fn cloud_faults(rng: &mut SeededRng, safety: Duration, clusters: &[(Cluster, u64
         .collect();
     (0..rng.between(1, 4))
         .map(|_| {
-            let mut kind = *pick(rng, &FaultKind::ALL);
+            let mut kind = *pick(rng, &FaultKind::OPENSTACK);
             if kind == FaultKind::MemberOffline && spare.is_empty() {
                 // No cluster left with members to spare.
                 kind = FaultKind::MemberStuckPending;
@@ -374,6 +374,8 @@ fn cloud_faults(rng: &mut SeededRng, safety: Duration, clusters: &[(Cluster, u64
                 latency: None,
                 count: None,
                 cluster: None,
+                level: None,
+                template: None,
             };
             let any_cluster = |rng: &mut SeededRng| {
                 rng.chance(0.5)
@@ -433,6 +435,11 @@ fn cloud_faults(rng: &mut SeededRng, safety: Duration, clusters: &[(Cluster, u64
                 }
                 FaultKind::MaxRoutes => f.count = Some(rng.between(5, 30) as u32),
                 FaultKind::EmptyNodeList | FaultKind::AllNotReady => f.cluster = any_cluster(rng),
+                // The swarm's fleet is OpenStack only (it picks from `OPENSTACK`).
+                FaultKind::OneLockTemplate
+                | FaultKind::OneVmBootFailure
+                | FaultKind::OneImageError
+                | FaultKind::OneRpcError => {}
             }
             f
         })

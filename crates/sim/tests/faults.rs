@@ -198,6 +198,8 @@ fn faults_from_a_scenario_start_relative_to_its_origin() {
         latency: None,
         count: None,
         cluster: None,
+        level: None,
+        template: None,
     };
     let origin = flightdeck_cloud::Timestamp::SIM_EPOCH;
     let f = SimFault::from_spec(&fault, origin);

@@ -97,10 +97,24 @@ pub enum FaultKind {
     /// While active, every node reports NotReady.
     #[serde(rename = "observer.allNotReady")]
     AllNotReady,
+    /// At the start, an operator locks every OpenNebula template whose name starts with
+    /// `template`, at `level`; at the end (if the fault has a duration) unlocks them.
+    #[serde(rename = "one.lockTemplate")]
+    OneLockTemplate,
+    /// OpenNebula VMs instantiated in the window end in BOOT_FAILURE (`rate` of them).
+    #[serde(rename = "one.vmBootFailure")]
+    OneVmBootFailure,
+    /// OpenNebula images allocated in the window end in ERROR (`rate` of them).
+    #[serde(rename = "one.imageError")]
+    OneImageError,
+    /// A fraction (`rate`) of OpenNebula XML-RPC calls answer INTERNAL.
+    #[serde(rename = "one.rpcError")]
+    OneRpcError,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 12] = [
+    /// The kinds that hit an OpenStack fleet (and its workload clusters).
+    pub const OPENSTACK: [FaultKind; 12] = [
         FaultKind::MemberStuckPending,
         FaultKind::MemberOffline,
         FaultKind::BootError,
@@ -113,6 +127,25 @@ impl FaultKind {
         FaultKind::MaxRoutes,
         FaultKind::EmptyNodeList,
         FaultKind::AllNotReady,
+    ];
+
+    pub const ALL: [FaultKind; 16] = [
+        FaultKind::MemberStuckPending,
+        FaultKind::MemberOffline,
+        FaultKind::BootError,
+        FaultKind::ApiErrorRate,
+        FaultKind::ApiLatency,
+        FaultKind::NoRegistration,
+        FaultKind::RuleLost,
+        FaultKind::DropSecurityGroup,
+        FaultKind::StaleRoute,
+        FaultKind::MaxRoutes,
+        FaultKind::EmptyNodeList,
+        FaultKind::AllNotReady,
+        FaultKind::OneLockTemplate,
+        FaultKind::OneVmBootFailure,
+        FaultKind::OneImageError,
+        FaultKind::OneRpcError,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -129,6 +162,10 @@ impl FaultKind {
             FaultKind::MaxRoutes => "neutron.maxRoutes",
             FaultKind::EmptyNodeList => "observer.emptyNodeList",
             FaultKind::AllNotReady => "observer.allNotReady",
+            FaultKind::OneLockTemplate => "one.lockTemplate",
+            FaultKind::OneVmBootFailure => "one.vmBootFailure",
+            FaultKind::OneImageError => "one.imageError",
+            FaultKind::OneRpcError => "one.rpcError",
         }
     }
 }
@@ -181,6 +218,21 @@ pub struct Fault {
     /// every cluster's.
     #[serde(default)]
     pub cluster: Option<Name>,
+    /// `one.lockTemplate`: the lock level.
+    #[serde(default)]
+    pub level: Option<LockLevelSpec>,
+    /// `one.lockTemplate`: templates whose name starts with this are locked.
+    #[serde(default)]
+    pub template: Option<Text>,
+}
+
+/// An OpenNebula lock level, as `one.lockTemplate` takes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LockLevelSpec {
+    Use,
+    Manage,
+    Admin,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -381,7 +433,18 @@ impl Scenario {
                 FaultKind::MaxRoutes => (false, false, false, true, false),
                 FaultKind::EmptyNodeList => (false, false, false, false, false),
                 FaultKind::AllNotReady => (false, false, false, false, false),
+                FaultKind::OneLockTemplate => (false, false, false, false, false),
+                FaultKind::OneVmBootFailure => (false, false, false, false, true),
+                FaultKind::OneImageError => (false, false, false, false, true),
+                FaultKind::OneRpcError => (false, true, false, false, true),
             };
+            let locks = f.kind == FaultKind::OneLockTemplate;
+            if locks != f.level.is_some() {
+                return Err((at("level"), presence(f.kind.as_str(), locks)));
+            }
+            if locks != f.template.is_some() {
+                return Err((at("template"), presence(f.kind.as_str(), locks)));
+            }
             if f.kind == FaultKind::MaxRoutes && f.count.is_none() {
                 return Err((
                     at("count"),
@@ -412,7 +475,14 @@ impl Scenario {
             if f.count == Some(0) {
                 return Err((at("count"), "must be at least 1".into()));
             }
-            let takes_cluster = !matches!(f.kind, FaultKind::ApiErrorRate | FaultKind::ApiLatency);
+            let takes_cluster = !matches!(
+                f.kind,
+                FaultKind::ApiErrorRate
+                    | FaultKind::ApiLatency
+                    | FaultKind::OneRpcError
+                    | FaultKind::OneLockTemplate
+                    | FaultKind::OneImageError
+            );
             if !takes_cluster && f.cluster.is_some() {
                 return Err((
                     at("cluster"),
