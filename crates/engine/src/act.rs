@@ -3,8 +3,9 @@
 
 use flightdeck_cloud::ownership::Role;
 use flightdeck_cloud::{
-    CloudError, ErrorClass, HealthMonitorCreate, ListenerCreate, LoadBalancerCreate, MemberCreate,
-    Observed, Ownership, PoolCreate, Provider, ServerCreate,
+    CloudError, ErrorClass, HealthMonitorCreate, ImageCreate, Instantiate, ListenerCreate,
+    LoadBalancerCreate, MemberCreate, Observed, Ownership, PoolCreate, Provider, ServerCreate,
+    TemplateCreate,
 };
 use flightdeck_plan::{Action, Memory};
 
@@ -31,7 +32,7 @@ pub async fn act<P: Provider>(
     ownership_check: bool,
     now: flightdeck_cloud::Timestamp,
 ) -> ActOutcome {
-    if ownership_check && let Some(why) = not_owned(owner, observed, action) {
+    if ownership_check && let Some(why) = not_owned(owner, observed, memory, action) {
         return ActOutcome::Refused(why);
     }
     let result: Result<(), CloudError> = async {
@@ -183,6 +184,54 @@ pub async fn act<P: Provider>(
             } => {
                 provider.remove_extra_routes(router_id, routes).await?;
             }
+            Action::CreateImage {
+                name,
+                content,
+                datastore,
+            } => {
+                let id = provider
+                    .create_image(&ImageCreate {
+                        name: name.clone(),
+                        content: content.clone(),
+                        datastore_id: *datastore,
+                    })
+                    .await?;
+                if let Some(h) = memory.one.images.get_mut(name) {
+                    h.id = Some(id);
+                }
+            }
+            Action::CreateTemplate { name, content } => {
+                let id = provider
+                    .create_template(&TemplateCreate {
+                        name: name.clone(),
+                        content: content.clone(),
+                    })
+                    .await?;
+                if let Some(h) = memory.one.templates.get_mut(name) {
+                    h.id = Some(id);
+                }
+            }
+            Action::Instantiate {
+                machine,
+                key,
+                template_id,
+                ..
+            } => {
+                let id = provider
+                    .instantiate(&Instantiate {
+                        template_id: template_id.clone(),
+                        name: machine.clone(),
+                        tags: owner.tags(&Role::Machine(key.clone())),
+                    })
+                    .await?;
+                if let Some(r) = memory.machines.get_mut(machine) {
+                    r.server_id = Some(id);
+                }
+            }
+            Action::DeleteTemplate { template_id, .. } => {
+                provider.delete_template(template_id).await?;
+            }
+            Action::DeleteImage { image_id, .. } => provider.delete_image(image_id).await?,
         }
         Ok(())
     }
@@ -194,6 +243,12 @@ pub async fn act<P: Provider>(
         // would have been listed by its tags), so it is reported, not taken over.
         Err(e) if e.class == ErrorClass::AlreadyExists => match action {
             Action::CreateSecurityGroupRule { .. } => ActOutcome::AlreadyDone(e.message),
+            // A content-addressed name that is taken holds the same content: the next
+            // observation finds it by name (an unanswered create is adopted, anything
+            // else is used, never owned).
+            Action::CreateTemplate { .. } | Action::CreateImage { .. } => {
+                ActOutcome::AlreadyDone(e.message)
+            }
             _ => ActOutcome::Failed(CloudError {
                 class: ErrorClass::Permanent,
                 message: format!(
@@ -229,12 +284,35 @@ fn is_delete(action: &Action) -> bool {
             | Action::DeleteServer { .. }
             | Action::DeleteLoadBalancer { .. }
             | Action::DeleteSecurityGroup { .. }
+            | Action::DeleteTemplate { .. }
+            | Action::DeleteImage { .. }
     )
 }
 
 /// Why a deletion must not go ahead, if it must not: its target is not among the
 /// observed objects carrying this cluster's UID tag.
-fn not_owned(owner: &Ownership, o: &Observed, action: &Action) -> Option<String> {
+fn not_owned(owner: &Ownership, o: &Observed, memory: &Memory, action: &Action) -> Option<String> {
+    // Templates and images carry no tags: they are flightdeck's when the cluster's
+    // memory says flightdeck registered them and this cluster holds them.
+    if let Action::DeleteTemplate {
+        template_id: id, ..
+    }
+    | Action::DeleteImage { image_id: id, .. } = action
+    {
+        let held = memory
+            .one
+            .templates
+            .values()
+            .chain(memory.one.images.values())
+            .any(|h| h.id.as_deref() == Some(id.as_str()) && h.created);
+        return (!held).then(|| {
+            format!(
+                "refusing to delete {} {id}: cluster {} does not hold it as one flightdeck registered",
+                action.kind().trim_start_matches("Delete").to_lowercase(),
+                owner.cluster
+            )
+        });
+    }
     // Routes belong to the cluster whose pod network holds their destination.
     if let Action::AddRoutes {
         routes, pod_cidr, ..

@@ -135,6 +135,8 @@ pub struct Engine<P: Provider> {
     /// faults.
     last_observed: BTreeMap<String, flightdeck_cloud::Observed>,
     faults: Option<std::sync::Mutex<Box<dyn EngineFaults>>>,
+    /// What every cluster holds of shared OpenNebula objects (F1).
+    ledger: crate::reconcile::Ledger,
 }
 
 impl<P: Provider> Engine<P> {
@@ -158,6 +160,7 @@ impl<P: Provider> Engine<P> {
             stats: ReconcileStats::default(),
             last_observed: BTreeMap::new(),
             faults: None,
+            ledger: Default::default(),
         };
         let now = engine.clock.now();
         for name in engine.store.keys(T_SPEC)? {
@@ -171,6 +174,11 @@ impl<P: Provider> Engine<P> {
                 .store
                 .get::<ClusterStatus>(T_STATUS, &name)?
                 .unwrap_or_default();
+            engine
+                .ledger
+                .get_mut()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(name.clone(), memory.one.clone());
             engine.clusters.insert(
                 name.clone(),
                 ClusterRecord::fresh(spec, memory, status, now),
@@ -359,6 +367,7 @@ impl<P: Provider> Engine<P> {
             .collect();
         let ctx = Ctx {
             provider: &*self.provider,
+            ledger: &self.ledger,
             store: &self.store,
             clock: &*self.clock,
             config: &self.config,
@@ -417,6 +426,10 @@ impl<P: Provider> Engine<P> {
                 },
             ])?;
             self.clusters.remove(&o.name);
+            self.ledger
+                .get_mut()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&o.name);
             self.queue.remove(&o.name);
             self.last_observed.remove(&o.name);
             return Ok(());
@@ -490,6 +503,17 @@ impl<P: Provider> Engine<P> {
     }
 }
 
+/// The provider block without what may change: OpenNebula's templates and images are
+/// content-addressed, so new content is a new sibling and a rollout.
+fn fixed_provider(p: &flightdeck_spec::Provider) -> flightdeck_spec::Provider {
+    let mut p = p.clone();
+    if let Some(one) = p.opennebula.as_mut() {
+        one.templates.clear();
+        one.images.clear();
+    }
+    p
+}
+
 /// Fields the cloud objects are built from once and that flightdeck does not migrate:
 /// a change would leave the old objects (rules, listener, group) behind or silently
 /// unapplied, so it is refused with the field's name.
@@ -503,8 +527,8 @@ fn immutable_fields_unchanged(old: &Cluster, new: &Cluster) -> Result<(), Engine
         ),
         (
             "spec.network.securityGroup",
-            o.network.security_group.to_string(),
-            n.network.security_group.to_string(),
+            format!("{:?}", o.network.security_group),
+            format!("{:?}", n.network.security_group),
         ),
         (
             "spec.apiLoadBalancer.port",
@@ -518,8 +542,8 @@ fn immutable_fields_unchanged(old: &Cluster, new: &Cluster) -> Result<(), Engine
         ),
         (
             "spec.provider",
-            format!("{:?}", o.provider),
-            format!("{:?}", n.provider),
+            format!("{:?}", fixed_provider(&o.provider)),
+            format!("{:?}", fixed_provider(&n.provider)),
         ),
     ];
     for (field, from, to) in fields {

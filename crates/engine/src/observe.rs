@@ -4,9 +4,53 @@ use flightdeck_cloud::ownership::role_of;
 use std::future::Future;
 
 use flightdeck_cloud::{CloudError, ErrorClass, Observed, Ownership, Provider, Role, Timestamp};
+use flightdeck_spec::Cluster;
 
-/// Lists every owned object of the cluster. Members are listed per pool (Octavia has no
-/// cross-pool member list), and only for the cluster's own API pool.
+/// Lists what the cluster's cloud has for it: on OpenNebula its VMs, every template and
+/// image (ownership of those is in memory), and the workload cluster's nodes; elsewhere
+/// see [`observe`].
+pub async fn observe_cluster<P: Provider>(
+    provider: &P,
+    owner: &Ownership,
+    now: Timestamp,
+    spec: &Cluster,
+) -> Result<Observed, CloudError> {
+    if !spec.spec.provider.is_opennebula() {
+        let router = spec
+            .spec
+            .provider
+            .openstack
+            .as_ref()
+            .and_then(|o| o.router.as_ref())
+            .map(|r| r.as_str());
+        return observe(provider, owner, now, router).await;
+    }
+    let servers = twice(|| provider.list_servers(owner)).await?;
+    let templates = twice(|| provider.list_templates()).await?;
+    let images = twice(|| provider.list_images()).await?;
+    // The endpoint is not flightdeck's: the workload cluster is asked whenever some VM
+    // exists, and an unreachable API only means nothing is known about nodes.
+    let nodes = if servers.is_empty() {
+        None
+    } else {
+        match twice(|| provider.list_nodes(owner)).await {
+            Ok(nodes) => nodes,
+            Err(e) if e.class == ErrorClass::Transient => None,
+            Err(e) => return Err(e),
+        }
+    };
+    Ok(Observed {
+        at: now,
+        servers,
+        nodes,
+        templates,
+        images,
+        ..Observed::default()
+    })
+}
+
+/// Lists every owned object of an OpenStack cluster. Members are listed per pool
+/// (Octavia has no cross-pool member list), and only for the cluster's own API pool.
 pub async fn observe<P: Provider>(
     provider: &P,
     owner: &Ownership,

@@ -2,8 +2,12 @@
 
 use flightdeck_cloud::{Clock, ErrorClass, Observed, Ownership, Provider, Timestamp};
 use flightdeck_plan::condition::kind;
-use flightdeck_plan::{ClusterStatus, Condition, Event, Memory, PlanEvent, PlanInput, Severity};
+use flightdeck_plan::{
+    Action, ClusterStatus, Condition, Event, Memory, OneHoldings, PlanEvent, PlanInput, Severity,
+    Shared,
+};
 use flightdeck_spec::{Cluster, Duration};
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use flightdeck_store::{Store, Write};
@@ -12,7 +16,7 @@ use crate::act::{ActOutcome, act};
 use crate::engine::{EngineConfig, EngineError, T_MEMORY, T_STATUS};
 use crate::events::{condition_events, progress_events};
 use crate::faults::EngineFaults;
-use crate::observe::observe;
+use crate::observe::observe_cluster;
 
 /// The result of one reconcile, applied to the engine afterwards.
 pub(crate) struct Outcome {
@@ -39,8 +43,12 @@ pub(crate) struct Job {
     pub previous: Option<Observed>,
 }
 
+/// What every cluster holds of the shared OpenNebula objects (F1), as last committed.
+pub(crate) type Ledger = Mutex<BTreeMap<String, OneHoldings>>;
+
 pub(crate) struct Ctx<'a, P> {
     pub provider: &'a P,
+    pub ledger: &'a Ledger,
     pub store: &'a Store,
     pub clock: &'a dyn Clock,
     pub config: &'a EngineConfig,
@@ -77,6 +85,7 @@ pub(crate) async fn reconcile<P: Provider>(
         status: prev,
         previous,
     } = job;
+    let job_memory = memory.clone();
     let now = ctx.clock.now();
     let owner = Ownership {
         cluster: name.clone(),
@@ -103,7 +112,7 @@ pub(crate) async fn reconcile<P: Provider>(
         };
         events.push(event);
     }
-    let observed = observe(ctx.provider, &owner, now, router_of(&spec))
+    let observed = observe_cluster(ctx.provider, &owner, now, &spec)
         .await
         .map(|mut o| {
             o.after_write = memory.write_seq;
@@ -136,12 +145,17 @@ pub(crate) async fn reconcile<P: Provider>(
             });
         }
     };
+    let shared = {
+        let ledger = lock(ctx.ledger);
+        Shared::from_holdings(&name, ledger.iter().map(|(k, v)| (k.as_str(), v)))
+    };
     let plan = flightdeck_plan::plan(PlanInput {
         spec: &spec,
         observed: &observed,
         memory: &memory,
         now,
         options: &ctx.config.plan,
+        shared: &shared,
     });
     events.extend(plan.events.iter().cloned().map(|e| stamp(now, &name, e)));
     memory = plan.memory;
@@ -151,9 +165,33 @@ pub(crate) async fn reconcile<P: Provider>(
     }
 
     // Write-ahead: the plan's memory (new machine records, deadlines, the write counter)
-    // is durable before any of its actions reaches the cloud.
-    ctx.store
-        .commit(vec![Write::put(T_MEMORY, &name, &memory)])?;
+    // is durable before any of its actions reaches the cloud. What it holds of shared
+    // objects is checked against the ledger in the same critical section, so two
+    // clusters never both conclude they are the last holder, and no cluster takes up an
+    // object another is deleting.
+    {
+        let mut ledger = lock(ctx.ledger);
+        if let Some(race) = shared_race(&name, &ledger, &plan.actions, &memory) {
+            drop(ledger);
+            tracing::debug!(cluster = %name, race, "shared object changed hands; planning again");
+            return Ok(Outcome {
+                name,
+                memory: job_memory,
+                status: None,
+                events,
+                requeue_after: Some(Duration::from_secs(1)),
+                failure: None,
+                deleted: false,
+                actions: 0,
+                action_failures: 0,
+                observe_failed: false,
+                observed: Some(observed),
+            });
+        }
+        ctx.store
+            .commit(vec![Write::put(T_MEMORY, &name, &memory)])?;
+        ledger.insert(name.clone(), memory.one.clone());
+    }
 
     let (failure, actions, action_failures, act_events, failure_conditions) =
         carry_out(ctx, &owner, &observed, &mut memory, &plan.actions, &name).await?;
@@ -180,7 +218,11 @@ pub(crate) async fn reconcile<P: Provider>(
         Write::put(T_STATUS, &name, &status),
     ];
     writes.extend(events.iter().map(|e| Write::event(&name, e)));
-    ctx.store.commit(writes)?;
+    {
+        let mut ledger = lock(ctx.ledger);
+        ctx.store.commit(writes)?;
+        ledger.insert(name.clone(), memory.one.clone());
+    }
     tracing::debug!(
         cluster = %name,
         actions,
@@ -321,11 +363,39 @@ fn gravity(class: ErrorClass) -> u8 {
     }
 }
 
-fn router_of(spec: &Cluster) -> Option<&str> {
-    spec.spec
-        .provider
-        .openstack
-        .as_ref()
-        .and_then(|o| o.router.as_ref())
-        .map(|r| r.as_str())
+fn lock(ledger: &Ledger) -> std::sync::MutexGuard<'_, BTreeMap<String, OneHoldings>> {
+    ledger.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Why a plan's hold on shared objects no longer fits the ledger, if it does not: it
+/// deletes an object another cluster has taken up since, or takes up one another
+/// cluster is deleting.
+fn shared_race(
+    me: &str,
+    ledger: &BTreeMap<String, OneHoldings>,
+    actions: &[flightdeck_plan::PlannedAction],
+    memory: &Memory,
+) -> Option<String> {
+    let others = || ledger.iter().filter(|(k, _)| k.as_str() != me);
+    for a in actions {
+        let key = match &a.action {
+            Action::DeleteTemplate { template_id, .. } => format!("template/{template_id}"),
+            Action::DeleteImage { image_id, .. } => format!("image/{image_id}"),
+            _ => continue,
+        };
+        if let Some((holder, _)) = others().find(|(_, h)| h.keys().any(|(k, _)| k == key)) {
+            return Some(format!("{key} is now held by {holder}"));
+        }
+    }
+    let mine = ledger.get(me);
+    for (key, _) in memory.one.keys() {
+        let newly = mine.is_none_or(|h| !h.keys().any(|(k, _)| k == key));
+        if newly
+            && let Some((holder, _)) =
+                others().find(|(_, h)| h.keys().any(|(k, held)| k == key && held.deleting))
+        {
+            return Some(format!("{key} is being deleted by {holder}"));
+        }
+    }
+    None
 }

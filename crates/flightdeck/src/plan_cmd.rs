@@ -52,6 +52,7 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
             memory: &memory,
             now: clock.now(),
             options: &PlanOptions::default(),
+            shared: &flightdeck_plan::Shared::default(),
         });
         let requested: Vec<&str> = plan
             .actions

@@ -87,6 +87,34 @@ pub enum Action {
         routes: Vec<Route>,
         pod_cidr: String,
     },
+    /// OpenNebula: register an image under its content-addressed name.
+    CreateImage {
+        name: String,
+        content: String,
+        datastore: u32,
+    },
+    /// OpenNebula: register a VM template under its content-addressed name.
+    CreateTemplate {
+        name: String,
+        content: String,
+    },
+    /// OpenNebula: a machine's VM, from a held template.
+    Instantiate {
+        machine: String,
+        key: String,
+        role: MachineRole,
+        template_id: String,
+    },
+    /// OpenNebula: a template flightdeck registered and no cluster holds any more.
+    DeleteTemplate {
+        template_id: String,
+        name: String,
+    },
+    /// OpenNebula: an image flightdeck registered and no cluster holds any more.
+    DeleteImage {
+        image_id: String,
+        name: String,
+    },
 }
 
 impl Action {
@@ -122,6 +150,11 @@ impl Action {
             Action::AddSecurityGroup { .. } => "AddSecurityGroup",
             Action::AddRoutes { .. } => "AddRoutes",
             Action::RemoveRoutes { .. } => "RemoveRoutes",
+            Action::CreateImage { .. } => "CreateImage",
+            Action::CreateTemplate { .. } => "CreateTemplate",
+            Action::Instantiate { .. } => "Instantiate",
+            Action::DeleteTemplate { .. } => "DeleteTemplate",
+            Action::DeleteImage { .. } => "DeleteImage",
         }
     }
 
@@ -165,6 +198,17 @@ impl Action {
             Action::RemoveRoutes { routes, .. } => {
                 format!("remove route(s) {}", route_list(routes))
             }
+            Action::CreateImage { name, .. } => format!("create image {name}"),
+            Action::CreateTemplate { name, .. } => format!("create template {name}"),
+            Action::Instantiate {
+                machine,
+                template_id,
+                ..
+            } => format!("instantiate {machine} from template {template_id}"),
+            Action::DeleteTemplate { template_id, name } => {
+                format!("delete template {name} ({template_id})")
+            }
+            Action::DeleteImage { image_id, name } => format!("delete image {name} ({image_id})"),
         }
     }
 }

@@ -3,7 +3,8 @@
 //! balancer (cascade: listener, pool, monitor, members) and the servers first, then the
 //! security group, which Neutron refuses to delete while a server still uses it.
 //! Only objects carrying the cluster's UID tag are ever seen here, so nothing else is
-//! touched.
+//! touched. On OpenNebula the VMs go first, then the templates and images the cluster
+//! holds, each deleted only if flightdeck registered it and no other cluster holds it.
 
 use flightdeck_cloud::ProvisioningStatus;
 
@@ -65,6 +66,17 @@ pub(crate) fn plan_deletion(p: &mut Planner<'_>) {
             );
         }
         p.wait(POLL_MACHINES);
+    }
+
+    // OpenNebula: the templates and images this cluster holds, once its VMs are DONE
+    // (an image a VM still uses cannot be deleted). Shared ones are left to their
+    // other holders.
+    if !p.memory.one.is_empty() {
+        if o.servers.is_empty() {
+            remaining.extend(crate::opennebula::release_all(p));
+        } else {
+            remaining.push("templates and images (after the VMs)".into());
+        }
     }
 
     if remaining.is_empty() {

@@ -26,10 +26,25 @@ pub(crate) struct Infra {
     pub pool: Option<PoolInfo>,
     /// Every cluster-wide object exists and is ACTIVE, rules included.
     pub complete: bool,
+    /// The API endpoint is not flightdeck's (OpenNebula's `endpoint`): a control-plane
+    /// machine serves once it runs and its node is Ready; there are no members.
+    pub external_endpoint: bool,
+    /// OpenNebula: the template IDs machines can be instantiated from.
+    pub templates: std::collections::BTreeMap<String, String>,
 }
 
 /// Plans the security group and the load balancer chain; returns what machines need.
 pub(crate) fn plan_infra(p: &mut Planner<'_>) -> Infra {
+    if let Some(one) = p.spec.spec.provider.opennebula.as_ref() {
+        let one_infra = crate::opennebula::plan_one_infra(p, one);
+        return Infra {
+            security_group_id: None,
+            pool: None,
+            complete: one_infra.complete,
+            external_endpoint: true,
+            templates: one_infra.instantiable,
+        };
+    }
     let before = p.actions.len();
     let security_group_id = plan_security_group(p);
     let sg_complete = security_group_id.is_some() && p.actions.len() == before;
@@ -42,6 +57,8 @@ pub(crate) fn plan_infra(p: &mut Planner<'_>) -> Infra {
         security_group_id,
         pool,
         complete: sg_complete && lb_complete,
+        external_endpoint: false,
+        templates: Default::default(),
     }
 }
 
@@ -92,7 +109,14 @@ fn plan_security_group(p: &mut Planner<'_>) -> Option<String> {
         }
         p.act(
             Action::CreateSecurityGroup {
-                name: p.spec.spec.network.security_group.to_string(),
+                name: p
+                    .spec
+                    .spec
+                    .network
+                    .security_group
+                    .as_ref()
+                    .map(|g| g.to_string())
+                    .unwrap_or_default(),
             },
             "the cluster has no security group",
         );

@@ -21,6 +21,7 @@ pub mod member_gate;
 mod members;
 mod membership;
 pub mod memory;
+pub mod opennebula;
 mod remediation;
 mod removal;
 mod rollout;
@@ -33,7 +34,8 @@ use flightdeck_spec::{Cluster, Duration};
 pub use action::{Action, PlannedAction};
 pub use condition::{Condition, Event, PlanEvent, Severity};
 pub use member_gate::MemberGate;
-pub use memory::{MachineRecord, MachineRole, MachineTemplate, Memory};
+pub use memory::{Held, MachineRecord, MachineRole, MachineTemplate, Memory, OneHoldings};
+pub use opennebula::Shared;
 pub use remediation::RemediationPolicy;
 pub use status::ClusterStatus;
 
@@ -63,6 +65,8 @@ pub struct PlanInput<'a> {
     pub memory: &'a Memory,
     pub now: Timestamp,
     pub options: &'a PlanOptions,
+    /// What other clusters hold of the shared OpenNebula objects (F1); empty elsewhere.
+    pub shared: &'a Shared,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -98,6 +102,7 @@ pub(crate) struct Planner<'a> {
     pub observed: &'a Observed,
     pub now: Timestamp,
     pub options: &'a PlanOptions,
+    pub shared: &'a Shared,
     pub memory: Memory,
     pub actions: Vec<PlannedAction>,
     pub conditions: Vec<Condition>,
@@ -123,6 +128,7 @@ impl<'a> Planner<'a> {
             observed: input.observed,
             now: input.now,
             options: input.options,
+            shared: input.shared,
             memory: input.memory.clone(),
             actions: Vec::new(),
             conditions: Vec::new(),

@@ -14,7 +14,16 @@ pub(crate) fn plan_membership(p: &mut Planner<'_>, infra: &Infra, all: &[Machine
     let Some(group_id) = infra.security_group_id.clone() else {
         return;
     };
-    let group_name = p.spec.spec.network.security_group.to_string();
+    let Some(group_name) = p
+        .spec
+        .spec
+        .network
+        .security_group
+        .as_ref()
+        .map(|g| g.to_string())
+    else {
+        return;
+    };
     for m in all {
         let Some(server) = m.server else { continue };
         if m.removing() || m.server_phase() != ServerPhase::Running {

@@ -132,6 +132,55 @@ pub struct Memory {
     /// The smallest route limit a router answered with (F8), and when.
     #[serde(default)]
     pub route_limit: Option<(usize, Timestamp)>,
+    /// OpenNebula: the templates and images this cluster holds (F1).
+    #[serde(default, skip_serializing_if = "OneHoldings::is_empty")]
+    pub one: OneHoldings,
+}
+
+/// The OpenNebula templates and images a cluster holds, by the content-addressed name
+/// they are registered under. Holding is what makes an object flightdeck's: never its
+/// name, never its attributes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OneHoldings {
+    pub templates: BTreeMap<String, Held>,
+    pub images: BTreeMap<String, Held>,
+}
+
+impl OneHoldings {
+    pub fn is_empty(&self) -> bool {
+        self.templates.is_empty() && self.images.is_empty()
+    }
+
+    /// Every held object's key (`template/<id>`, `image/<id>`), with whether flightdeck
+    /// created it and whether its deletion has been asked for.
+    pub fn keys(&self) -> impl Iterator<Item = (String, &Held)> + '_ {
+        let t = self
+            .templates
+            .values()
+            .filter_map(|h| h.id.as_ref().map(|id| (format!("template/{id}"), h)));
+        let i = self
+            .images
+            .values()
+            .filter_map(|h| h.id.as_ref().map(|id| (format!("image/{id}"), h)));
+        t.chain(i)
+    }
+}
+
+/// One held template or image.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Held {
+    /// `None` while its create is requested but not answered: a crash in between finds
+    /// the object by its name and adopts it.
+    pub id: Option<String>,
+    /// flightdeck registered it (this cluster or another). Only such an object is ever
+    /// deleted, by the last cluster that holds it.
+    pub created: bool,
+    /// Its deletion was asked for; it is held until the cloud no longer lists it.
+    #[serde(default)]
+    pub deleting: bool,
+    /// When the cloud first failed to list it.
+    #[serde(default)]
+    pub missing_since: Option<Timestamp>,
 }
 
 impl Memory {
@@ -148,6 +197,7 @@ impl Memory {
             write_seq: 0,
             churn: ChurnLedger::default(),
             route_limit: None,
+            one: OneHoldings::default(),
         }
     }
 }

@@ -52,15 +52,19 @@ pub(crate) fn plan_machines(p: &mut Planner<'_>, infra: &Infra) {
     let cp_spec = SetSpec {
         role: MachineRole::ControlPlane,
         replicas: cp.replicas.get(),
-        template: MachineTemplate {
-            flavor: cp.machine.flavor.to_string(),
-            image: cp.machine.image.to_string(),
-            version: cp.version.to_string(),
-        },
+        template: machine_template(p, &cp.machine, cp.version.to_string()),
         max_surge: p.spec.spec.flight.max_surge.get(),
     };
-    let cp_healthy =
-        |m: &MachineView<'_>| has_pool && member_gate::serving(m, gate, monitored, lb_active);
+    // With an external endpoint (OpenNebula) there are no members: a control-plane
+    // machine serves once its VM runs and its node is Ready.
+    let external = infra.external_endpoint;
+    let cp_healthy = |m: &MachineView<'_>| {
+        if external {
+            m.server_phase() == ServerPhase::Running && m.node_ready()
+        } else {
+            has_pool && member_gate::serving(m, gate, monitored, lb_active)
+        }
+    };
     let cp_views: Vec<&MachineView<'_>> = all
         .iter()
         .filter(|m| *m.role() == MachineRole::ControlPlane)
@@ -80,7 +84,9 @@ pub(crate) fn plan_machines(p: &mut Planner<'_>, infra: &Infra) {
     // Without a health monitor Octavia sends traffic to any ACTIVE member, dead or alive:
     // then only the node says whether the machine answers, unless the node list is blind.
     let cp_traffic = |m: &MachineView<'_>| {
-        if monitored {
+        if external {
+            m.server_phase() == ServerPhase::Running && (m.node_ready() || blind_now)
+        } else if monitored {
             m.member_serving(true) || (blind_now && m.member.is_some())
         } else {
             m.member_serving(false) && (m.node_ready() || blind_now)
@@ -99,11 +105,7 @@ pub(crate) fn plan_machines(p: &mut Planner<'_>, infra: &Infra) {
         let set = SetSpec {
             role: MachineRole::Pool(pool.name.to_string()),
             replicas: pool.replicas.get(),
-            template: MachineTemplate {
-                flavor: pool.machine.flavor.to_string(),
-                image: pool.machine.image.to_string(),
-                version: String::new(),
-            },
+            template: machine_template(p, &pool.machine, String::new()),
             max_surge: p.spec.spec.flight.max_surge.get(),
         };
         let worker_healthy =
@@ -333,7 +335,7 @@ fn plan_set(
                 set.replicas
             )
         };
-        new_machine(p, set, why);
+        new_machine(p, set, why, infra);
     }
 
     // Servers recorded but not yet seen: (re)issue their create.
@@ -483,7 +485,7 @@ fn machine_status(
 }
 
 /// Records a new machine (so a crash cannot lose or duplicate it) and plans its server.
-fn new_machine(p: &mut Planner<'_>, set: &SetSpec, why: String) {
+fn new_machine(p: &mut Planner<'_>, set: &SetSpec, why: String, infra: &Infra) {
     p.memory.machine_seq += 1;
     let short = match &set.role {
         MachineRole::ControlPlane => "cp",
@@ -507,17 +509,20 @@ fn new_machine(p: &mut Planner<'_>, set: &SetSpec, why: String) {
         removal: None,
     };
     p.memory.machines.insert(name, record.clone());
-    // The security group may not exist yet; then the create waits in the record.
-    let infra = Infra::default();
-    let sg = p.memory.ids.security_group.clone();
+    // The security group or template may not exist yet; then the create waits in the
+    // record.
     let infra = Infra {
-        security_group_id: sg,
-        ..infra
+        security_group_id: p.memory.ids.security_group.clone(),
+        ..infra.clone()
     };
     request_server(p, &record, &infra, &why);
 }
 
 fn request_server(p: &mut Planner<'_>, record: &MachineRecord, infra: &Infra, why: &str) {
+    if p.spec.spec.provider.is_opennebula() {
+        request_vm(p, record, infra, why);
+        return;
+    }
     let Some(group) = infra.security_group_id.clone() else {
         p.wait(POLL_MACHINES);
         return;
@@ -542,6 +547,51 @@ fn request_server(p: &mut Planner<'_>, record: &MachineRecord, infra: &Infra, wh
         },
         why.to_string(),
     );
+}
+
+/// OpenNebula: the machine's VM, from the held template its record names.
+fn request_vm(p: &mut Planner<'_>, record: &MachineRecord, infra: &Infra, why: &str) {
+    let Some(template_id) = infra.templates.get(&record.template.image).cloned() else {
+        // Not registered or not usable yet (image copying, USE lock): the record waits.
+        p.wait(POLL_MACHINES);
+        return;
+    };
+    if p.actions.iter().any(
+        |a| matches!(&a.action, Action::Instantiate { machine, .. } if *machine == record.name),
+    ) {
+        return;
+    }
+    p.act(
+        Action::Instantiate {
+            machine: record.name.clone(),
+            key: record.key.clone(),
+            role: record.role.clone(),
+            template_id,
+        },
+        why.to_string(),
+    );
+}
+
+/// The machine template a set's spec asks for, as machine records keep it. On OpenNebula
+/// the image is the registered (content-addressed) template name, so a content change
+/// is a rollout.
+fn machine_template(
+    p: &Planner<'_>,
+    m: &flightdeck_spec::MachineTemplate,
+    version: String,
+) -> MachineTemplate {
+    if let (Some(one), Some(t)) = (p.spec.spec.provider.opennebula.as_ref(), &m.template) {
+        return MachineTemplate {
+            flavor: String::new(),
+            image: crate::opennebula::template_name(one, t.as_str()).unwrap_or_default(),
+            version,
+        };
+    }
+    MachineTemplate {
+        flavor: m.flavor.as_ref().map(|f| f.to_string()).unwrap_or_default(),
+        image: m.image.as_ref().map(|i| i.to_string()).unwrap_or_default(),
+        version,
+    }
 }
 
 pub(crate) fn mark_removal(p: &mut Planner<'_>, name: &str, why: String) {

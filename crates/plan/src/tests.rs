@@ -6,6 +6,7 @@
 mod deletion;
 mod hazards;
 mod infra;
+mod opennebula;
 mod rollout;
 
 use std::net::{IpAddr, Ipv4Addr};
@@ -246,6 +247,7 @@ impl World {
                 member_gate: self.gate,
                 ..PlanOptions::default()
             },
+            shared: &crate::Shared::default(),
         })
     }
 

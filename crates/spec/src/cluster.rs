@@ -56,8 +56,15 @@ pub struct ControlPlane {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct MachineTemplate {
-    pub flavor: Text,
-    pub image: Text,
+    /// OpenStack: the Nova flavor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flavor: Option<Text>,
+    /// OpenStack: the Glance image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<Text>,
+    /// OpenNebula: one of `spec.provider.opennebula.templates`, by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<Name>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -73,8 +80,10 @@ pub struct NodePool {
 pub struct Network {
     #[serde(rename = "podCIDR")]
     pub pod_cidr: Cidr,
-    /// Name of the security group flightdeck creates for the cluster's machines.
-    pub security_group: Text,
+    /// OpenStack: the name of the security group flightdeck creates for the cluster's
+    /// machines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_group: Option<Text>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -149,6 +158,15 @@ impl HealthMonitorKind {
 pub struct Provider {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub openstack: Option<OpenStackProvider>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opennebula: Option<crate::opennebula::OpenNebulaProvider>,
+}
+
+impl Provider {
+    /// Whether the cluster lives on OpenNebula (templates, VMs, an external endpoint).
+    pub fn is_opennebula(&self) -> bool {
+        self.opennebula.is_some()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -475,11 +493,20 @@ impl Cluster {
                 format!("expected Cluster, got {:?}", self.kind),
             ));
         }
-        if self.spec.provider.openstack.is_none() {
-            return Err((
-                "spec.provider".into(),
-                "exactly one provider must be set (openstack)".into(),
-            ));
+        let provider = &self.spec.provider;
+        match (&provider.openstack, &provider.opennebula) {
+            (Some(_), None) => self.validate_openstack()?,
+            (None, Some(one)) => {
+                one.validate()
+                    .map_err(|(f, m)| (format!("spec.provider.opennebula.{f}"), m))?;
+                self.validate_opennebula(one)?;
+            }
+            _ => {
+                return Err((
+                    "spec.provider".into(),
+                    "exactly one provider must be set (openstack or opennebula)".into(),
+                ));
+            }
         }
         let pod = self.spec.network.pod_cidr;
         let widest = if pod.addr().is_ipv4() { 8 } else { 32 };
@@ -557,6 +584,95 @@ impl Cluster {
                     format!("{value} is shorter than the minimum of {min}"),
                 ));
             }
+        }
+        Ok(())
+    }
+
+    /// Every machine template with its field path.
+    fn machine_templates(&self) -> Vec<(String, &MachineTemplate)> {
+        let mut all = vec![(
+            "spec.controlPlane.machine".to_string(),
+            &self.spec.control_plane.machine,
+        )];
+        for (i, pool) in self.spec.node_pools.iter().enumerate() {
+            all.push((format!("spec.nodePools[{i}].machine"), &pool.machine));
+        }
+        all
+    }
+
+    fn validate_openstack(&self) -> Result<(), (String, String)> {
+        for (path, m) in self.machine_templates() {
+            if m.flavor.is_none() {
+                return Err((
+                    format!("{path}.flavor"),
+                    "OpenStack machines need a flavor".into(),
+                ));
+            }
+            if m.image.is_none() {
+                return Err((
+                    format!("{path}.image"),
+                    "OpenStack machines need an image".into(),
+                ));
+            }
+            if m.template.is_some() {
+                return Err((
+                    format!("{path}.template"),
+                    "templates are OpenNebula's; OpenStack machines take flavor and image".into(),
+                ));
+            }
+        }
+        if self.spec.network.security_group.is_none() {
+            return Err((
+                "spec.network.securityGroup".into(),
+                "OpenStack clusters need the name of their security group".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_opennebula(
+        &self,
+        one: &crate::opennebula::OpenNebulaProvider,
+    ) -> Result<(), (String, String)> {
+        for (path, m) in self.machine_templates() {
+            let Some(t) = &m.template else {
+                return Err((
+                    format!("{path}.template"),
+                    "OpenNebula machines need a template (one of spec.provider.opennebula.templates)"
+                        .into(),
+                ));
+            };
+            if one.template(t.as_str()).is_none() {
+                return Err((
+                    format!("{path}.template"),
+                    format!(
+                        "{:?} is not one of spec.provider.opennebula.templates",
+                        t.as_str()
+                    ),
+                ));
+            }
+            for (field, set) in [("flavor", m.flavor.is_some()), ("image", m.image.is_some())] {
+                if set {
+                    return Err((
+                        format!("{path}.{field}"),
+                        format!(
+                            "OpenNebula machines are made from templates; {field} is OpenStack's"
+                        ),
+                    ));
+                }
+            }
+        }
+        if self.spec.network.security_group.is_some() {
+            return Err((
+                "spec.network.securityGroup".into(),
+                "flightdeck manages no security group on OpenNebula; put the VM's security groups in the template's NIC".into(),
+            ));
+        }
+        if self.spec.api_load_balancer.health_monitor.is_some() {
+            return Err((
+                "spec.apiLoadBalancer.healthMonitor".into(),
+                "OpenNebula clusters have no load balancer to monitor; the endpoint is spec.provider.opennebula.endpoint".into(),
+            ));
         }
         Ok(())
     }

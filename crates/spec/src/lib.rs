@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod duration;
 pub mod load;
 pub mod names;
+pub mod opennebula;
 pub mod scenario;
 
 pub use cidr::Cidr;
@@ -14,6 +15,7 @@ pub use cluster::{Cluster, ClusterSpec, Flight, MachineTemplate, NodePool, Provi
 pub use duration::Duration;
 pub use load::{Document, SpecError, load_documents, load_file};
 pub use names::{KubernetesVersion, Name, Text};
+pub use opennebula::{OpenNebulaProvider, content_addressed_name};
 pub use scenario::{FaultKind, Invariant, Scenario, Service};
 
 /// 64-bit FNV-1a: a small, stable hash for fingerprints that must not change between
