@@ -7,6 +7,7 @@ use flightdeck_cloud::{
     LoadBalancerCreate, MemberCreate, Observed, Ownership, PoolCreate, Provider, ServerCreate,
     TemplateCreate,
 };
+use flightdeck_plan::memory::Blocked;
 use flightdeck_plan::{Action, Memory};
 
 /// What became of one action.
@@ -19,6 +20,9 @@ pub enum ActOutcome {
     Failed(CloudError),
     /// flightdeck refused: the target does not carry the cluster's ownership tag.
     Refused(String),
+    /// A permanent error remembered in memory and retried on its own slow clock, so it
+    /// does not hold back the rest of the cluster.
+    Deferred(CloudError),
 }
 
 /// Carries out one action. `observed` is what the plan was made from; deletions are
@@ -217,13 +221,32 @@ pub async fn act<P: Provider>(
                 template_id,
                 ..
             } => {
-                let id = provider
+                let answer = provider
                     .instantiate(&Instantiate {
                         template_id: template_id.clone(),
                         name: machine.clone(),
                         tags: owner.tags(&Role::Machine(key.clone())),
                     })
-                    .await?;
+                    .await;
+                let id = match answer {
+                    Ok(id) => {
+                        memory.one.blocked.remove(template_id);
+                        id
+                    }
+                    Err(e) if e.class == ErrorClass::Permanent => {
+                        // A USE lock (AUTHORIZATION): remembered, so this template is
+                        // tried again slowly while the rest of the cluster goes on.
+                        memory.one.blocked.insert(
+                            template_id.clone(),
+                            Blocked {
+                                since: now,
+                                message: e.message.clone(),
+                            },
+                        );
+                        return Err(e);
+                    }
+                    Err(e) => return Err(e),
+                };
                 if let Some(r) = memory.machines.get_mut(machine) {
                     r.server_id = Some(id);
                 }
@@ -238,6 +261,13 @@ pub async fn act<P: Provider>(
     .await;
     match result {
         Ok(()) => ActOutcome::Done,
+        // Remembered in memory and retried on its own slow clock (see above): it must
+        // not slow down the reconcile of everything else.
+        Err(e)
+            if e.class == ErrorClass::Permanent && matches!(action, Action::Instantiate { .. }) =>
+        {
+            ActOutcome::Deferred(e)
+        }
         // Only a rule is identified by its content alone: the same rule existing is the
         // rule we wanted. Any other object that already exists is not one we made (ours
         // would have been listed by its tags), so it is reported, not taken over.

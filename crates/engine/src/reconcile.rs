@@ -299,6 +299,26 @@ async fn carry_out<P: Provider>(
                 reason: verb,
                 message: format!("{}: already so ({msg})", planned.action.summary()),
             }),
+            ActOutcome::Deferred(e) => {
+                failures += 1;
+                events.push(Event {
+                    at,
+                    cluster: name.to_string(),
+                    severity: Severity::Warning,
+                    reason: "ActionFailed".into(),
+                    message: format!(
+                        "{} failed: {e} (retried in {})",
+                        planned.action.summary(),
+                        flightdeck_plan::opennebula::BLOCKED_RETRY
+                    ),
+                });
+                conditions.push(Condition::new(
+                    kind::CLOUD_ERROR,
+                    true,
+                    "PermanentCloudError",
+                    format!("{}: {e}", planned.action.summary()),
+                ));
+            }
             ActOutcome::Refused(why) => {
                 failures += 1;
                 failure = Some(ErrorClass::Permanent);

@@ -71,7 +71,8 @@ pub(crate) fn plan_deletion(p: &mut Planner<'_>) {
     // OpenNebula: the templates and images this cluster holds, once its VMs are DONE
     // (an image a VM still uses cannot be deleted). Shared ones are left to their
     // other holders.
-    if !p.memory.one.is_empty() {
+    p.memory.one.blocked.clear();
+    if !crate::opennebula::nothing_held(p) {
         if o.servers.is_empty() {
             remaining.extend(crate::opennebula::release_all(p));
         } else {

@@ -144,11 +144,25 @@ pub struct Memory {
 pub struct OneHoldings {
     pub templates: BTreeMap<String, Held>,
     pub images: BTreeMap<String, Held>,
+    /// Templates (by ID) that OpenNebula refused to instantiate with a permanent error
+    /// (a USE lock: AUTHORIZATION), with when and its message. Instantiating from one is
+    /// tried again only after [`crate::opennebula::BLOCKED_RETRY`]; everything else goes
+    /// on meanwhile.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub blocked: BTreeMap<String, Blocked>,
+}
+
+/// A permanent refusal from the cloud, remembered so it is retried slowly.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Blocked {
+    pub since: Timestamp,
+    /// The cloud's own message, verbatim.
+    pub message: String,
 }
 
 impl OneHoldings {
     pub fn is_empty(&self) -> bool {
-        self.templates.is_empty() && self.images.is_empty()
+        self.templates.is_empty() && self.images.is_empty() && self.blocked.is_empty()
     }
 
     /// Every held object's key (`template/<id>`, `image/<id>`), with whether flightdeck

@@ -37,6 +37,10 @@ pub mod kind {
     pub const TEMPLATES_READY: &str = "TemplatesReady";
 }
 
+/// How long a template OpenNebula refused to instantiate from (AUTHORIZATION: a USE
+/// lock) is left alone before it is tried again.
+pub const BLOCKED_RETRY: flightdeck_spec::Duration = flightdeck_spec::Duration::from_mins(5);
+
 /// How often to look again while images are copied in or another cluster finishes a
 /// deletion.
 pub const POLL_IMAGES: flightdeck_spec::Duration = flightdeck_spec::Duration::from_secs(5);
@@ -245,6 +249,14 @@ pub(crate) fn plan_one_infra(p: &mut Planner<'_>, one: &OpenNebulaProvider) -> O
         infra.complete = false;
     }
     release_unwanted(p, &images, &templates);
+    let held: BTreeSet<String> = p
+        .memory
+        .one
+        .templates
+        .values()
+        .filter_map(|h| h.id.clone())
+        .collect();
+    p.memory.one.blocked.retain(|id, _| held.contains(id));
     p.condition(if problems.is_empty() {
         Condition::new(
             kind::TEMPLATES_READY,
@@ -265,7 +277,12 @@ pub(crate) fn plan_one_infra(p: &mut Planner<'_>, one: &OpenNebulaProvider) -> O
         )
     });
     if !infra.complete {
-        p.wait(POLL_IMAGES);
+        // Something in flight is looked at soon; a refusal or a lock only slowly.
+        p.wait(if problems.is_empty() {
+            POLL_IMAGES
+        } else {
+            crate::POLL_STUCK
+        });
     }
     infra
 }
@@ -411,12 +428,29 @@ fn usable(
     problems: &mut Vec<String>,
 ) -> Option<String> {
     let word = kind.word();
-    if kind == Kind::Template && obj.lock.is_some_and(|l| l.denies(Operation::Use)) {
-        problems.push(format!(
-            "template {} ({}) is locked at USE level: no machine can be instantiated from it until an operator unlocks it",
-            d.name, obj.id
-        ));
-        return None;
+    if kind == Kind::Template {
+        if let Some(b) = p.memory.one.blocked.get(obj.id).cloned() {
+            let retry_at = b.since.plus(BLOCKED_RETRY);
+            if p.now < retry_at {
+                problems.push(format!(
+                    "OpenNebula refused to instantiate from template {} ({}): {}; tried again in {}",
+                    d.name,
+                    obj.id,
+                    b.message,
+                    retry_at.since(p.now)
+                ));
+                p.wait(retry_at.since(p.now));
+                return None;
+            }
+        }
+        if obj.lock.is_some_and(|l| l.denies(Operation::Use)) {
+            // Said, and still tried: the cloud's answer is the authority (the lock may be
+            // lifted any moment), and its refusal is remembered and retried slowly.
+            problems.push(format!(
+                "template {} ({}) is locked at USE level: OpenNebula refuses to instantiate from it until an operator unlocks it",
+                d.name, obj.id
+            ));
+        }
     }
     match obj.image_state {
         Some(ImageState::Error) => {
@@ -544,6 +578,11 @@ pub(crate) fn release_all(p: &mut Planner<'_>) -> Vec<String> {
         .map(|n| format!("template {n}"))
         .chain(p.memory.one.images.keys().map(|n| format!("image {n}")))
         .collect()
+}
+
+/// Whether the cluster holds nothing of OpenNebula's any more.
+pub(crate) fn nothing_held(p: &Planner<'_>) -> bool {
+    p.memory.one.templates.is_empty() && p.memory.one.images.is_empty()
 }
 
 /// Lets go of one held object: deletes it if flightdeck registered it and no other

@@ -255,12 +255,14 @@ fn a_manage_lock_still_lets_machines_be_instantiated() {
 }
 
 #[test]
-fn a_use_lock_stops_instantiation_with_a_condition_and_nothing_else() {
+fn a_use_lock_is_reported_and_the_cloud_has_the_last_word() {
     let mut w = World::new();
     w.listed("42", Some(LockLevel::Use));
     w.holds("42", true);
     let p = w.plan();
-    assert!(!kinds(&p).contains(&"Instantiate"), "{:?}", kinds(&p));
+    // Tried once: the lock may be lifted any moment, and OpenNebula's refusal (with
+    // its message) is what the cluster then reports.
+    assert!(kinds(&p).contains(&"Instantiate"), "{:?}", kinds(&p));
     assert!(
         !kinds(&p).iter().any(|k| k.starts_with("Delete")),
         "a lock is never fought: {:?}",
@@ -269,11 +271,43 @@ fn a_use_lock_stops_instantiation_with_a_condition_and_nothing_else() {
     let ready = condition(&p, "TemplatesReady").expect("reported");
     assert!(!ready.status);
     assert!(ready.message.contains("locked at USE"), "{}", ready.message);
+}
+
+#[test]
+fn a_refused_instantiation_is_retried_slowly_with_opennebula_s_message() {
+    let mut w = World::new();
+    w.listed("42", Some(LockLevel::Use));
+    w.holds("42", true);
+    let message = "[one.template.instantiate] User [0] : TEMPLATE is locked. [42].";
+    w.memory.one.blocked.insert(
+        "42".into(),
+        crate::memory::Blocked {
+            since: T0.plus(flightdeck_spec::Duration::from_secs(0)),
+            message: message.into(),
+        },
+    );
+    let p = w.plan();
+    assert!(!kinds(&p).contains(&"Instantiate"), "{:?}", kinds(&p));
+    let ready = condition(&p, "TemplatesReady").expect("reported");
+    assert!(ready.message.contains(message), "{}", ready.message);
     assert!(
         p.requeue_after.is_some_and(|d| d.as_millis() >= 5_000),
         "no hot loop: {:?}",
         p.requeue_after
     );
+    // Five minutes on, it is tried again.
+    let mut later = World::new();
+    later.observed = w.observed.clone();
+    later.memory = w.memory.clone();
+    let p = plan(PlanInput {
+        spec: &later.spec,
+        observed: &later.observed,
+        memory: &later.memory,
+        now: T0.plus(crate::opennebula::BLOCKED_RETRY),
+        options: &PlanOptions::default(),
+        shared: &later.shared,
+    });
+    assert!(kinds(&p).contains(&"Instantiate"), "{:?}", kinds(&p));
 }
 
 #[test]
