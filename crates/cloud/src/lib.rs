@@ -12,10 +12,10 @@ pub mod time;
 
 pub use error::{CloudError, ErrorClass};
 pub use model::*;
-pub use ownership::{Ownership, Role};
 pub use opennebula::{
     Image, ImageCreate, ImageState, Instantiate, LockLevel, TemplateCreate, Templates, VmTemplate,
 };
+pub use ownership::{Ownership, Role};
 pub use provider::{Compute, GuestCluster, LoadBalancing, Network, Provider};
 pub use rng::{Rng, SeededRng};
 pub use time::{Clock, SimClock, Timestamp};

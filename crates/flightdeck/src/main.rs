@@ -131,7 +131,8 @@ enum SimCommand {
     /// invariant and expectation held.
     Run(SimRunArgs),
     /// Serve the simulated OpenStack over HTTP (Keystone, Nova, Neutron, Octavia, Glance)
-    /// in real time, for OpenStack's own clients and for flightdeck's REST provider.
+    /// in real time, for OpenStack's own clients and for flightdeck's REST provider; with
+    /// --opennebula, the simulated OpenNebula's XML-RPC API too.
     Serve(ServeArgs),
     /// Randomized fault simulation: every seed becomes a fleet, faults, a workload and
     /// engine perturbations; invariants are checked at every step, then the fleet must
@@ -157,6 +158,19 @@ pub struct ServeArgs {
     /// simulator's password, so it is written to a file, not printed).
     #[arg(long, default_value = "flightdeck-sim-clouds.yaml")]
     clouds_file: PathBuf,
+    /// Also serve the simulated OpenNebula's XML-RPC API (`http://ADDR/RPC2`) on this
+    /// address, from the same simulator and clock; port 0 picks a free one.
+    #[arg(long, value_name = "ADDR")]
+    opennebula: Option<std::net::SocketAddr>,
+    /// With --opennebula: write the credentials here as a ONE_AUTH file
+    /// (`oneadmin:PASSWORD`, mode 0600), so that clients read them from a file, not
+    /// from the command line.
+    #[arg(long, value_name = "PATH", requires = "opennebula")]
+    one_auth_file: Option<PathBuf>,
+    /// With --opennebula: write the XML-RPC endpoint (the ONE_XMLRPC value) here. It is
+    /// the last file written, once every listener is bound.
+    #[arg(long, value_name = "PATH", requires = "opennebula")]
+    one_xmlrpc_file: Option<PathBuf>,
 }
 
 #[derive(Args)]

@@ -426,6 +426,9 @@ impl LoadBalancing for OpenStackCloud {
     }
 }
 
+/// OpenStack has no VM templates: the default methods answer so.
+impl flightdeck_cloud::Templates for OpenStackCloud {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -492,6 +495,3 @@ mod tests {
         assert!(tcp["healthmonitor"].get("url_path").is_none());
     }
 }
-
-/// OpenStack has no VM templates: the default methods answer so.
-impl flightdeck_cloud::Templates for OpenStackCloud {}

@@ -35,7 +35,7 @@ pub use action::{Action, PlannedAction};
 pub use condition::{Condition, Event, PlanEvent, Severity};
 pub use member_gate::MemberGate;
 pub use memory::{Held, MachineRecord, MachineRole, MachineTemplate, Memory, OneHoldings};
-pub use opennebula::Shared;
+pub use opennebula::{Shared, TemplatePolicy};
 pub use remediation::RemediationPolicy;
 pub use status::ClusterStatus;
 
@@ -56,6 +56,7 @@ pub const POLL_MACHINES: Duration = Duration::from_secs(10);
 pub struct PlanOptions {
     pub member_gate: MemberGate,
     pub remediation: RemediationPolicy,
+    pub templates: opennebula::TemplatePolicy,
 }
 
 /// What the cluster should be, what the cloud shows, what we remember, and when.

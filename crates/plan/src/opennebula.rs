@@ -218,8 +218,27 @@ fn holdings<'p>(p: &'p mut Planner<'_>, kind: Kind) -> &'p mut BTreeMap<String, 
     }
 }
 
+/// How templates are named and owned.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TemplatePolicy {
+    /// Content-addressed names, ownership by record, deletion by the last holder.
+    #[default]
+    ContentAddressed,
+    /// **Unsafe**, kept only to prove the invariants catch it: the upstream provider's
+    /// way. The template is named as the spec names it and stamped with the cluster's
+    /// UID; a template of that name stamped by another cluster is deleted and
+    /// re-created with this cluster's stamp (seed 000).
+    UpstreamStampByName,
+}
+
+/// The upstream provider's stamp attribute.
+const UPSTREAM_STAMP: &str = "CAPONE_CLUSTER_UID";
+
 /// Plans the images and templates; returns what machines can be made from.
 pub(crate) fn plan_one_infra(p: &mut Planner<'_>, one: &OpenNebulaProvider) -> OneInfra {
+    if p.options.templates == TemplatePolicy::UpstreamStampByName {
+        return plan_upstream(p, one);
+    }
     let (images, templates) = desired(one);
     let mut problems = Vec::new();
     let mut image_ok = BTreeMap::new();
@@ -668,4 +687,103 @@ fn release(p: &mut Planner<'_>, kind: Kind, name: &str) {
         format!("no cluster holds {word} {name} any more and flightdeck registered it"),
     );
     p.wait(POLL_MACHINES);
+}
+
+/// The upstream provider's template handling (see [`TemplatePolicy::UpstreamStampByName`]).
+fn plan_upstream(p: &mut Planner<'_>, one: &OpenNebulaProvider) -> OneInfra {
+    let (images, templates) = desired(one);
+    let mut problems = Vec::new();
+    let mut infra = OneInfra {
+        complete: true,
+        ..OneInfra::default()
+    };
+    let mut image_ok = BTreeMap::new();
+    for d in &images {
+        image_ok.insert(
+            d.name.clone(),
+            ensure(p, Kind::Image, d, &mut problems).is_some(),
+        );
+    }
+    let stamp = format!("{UPSTREAM_STAMP} = \"{}\"", p.memory.uid);
+    for (t, spec) in templates.iter().zip(&one.templates) {
+        let name = t.spec_name.clone();
+        let content = format!("{}{stamp}\n", t.content);
+        let found: Vec<(String, bool)> = p
+            .observed
+            .templates
+            .iter()
+            .filter(|x| x.name == name)
+            .map(|x| (x.id.clone(), x.content.contains(&stamp)))
+            .collect();
+        match found.first() {
+            Some((id, true)) => {
+                let image_ready = spec
+                    .image
+                    .as_ref()
+                    .and_then(|i| images.iter().find(|d| d.spec_name == i.as_str()))
+                    .is_none_or(|d| image_ok.get(&d.name).copied().unwrap_or(false));
+                if image_ready {
+                    // Machine records name the template by what `machine_template` says.
+                    infra.instantiable.insert(t.name.clone(), id.clone());
+                } else {
+                    infra.complete = false;
+                }
+                p.memory.one.templates.insert(
+                    name,
+                    Held {
+                        id: Some(id.clone()),
+                        created: true,
+                        deleting: false,
+                        missing_since: None,
+                    },
+                );
+            }
+            Some((id, false)) => {
+                infra.complete = false;
+                p.act(
+                    Action::DeleteTemplate {
+                        template_id: id.clone(),
+                        name: name.clone(),
+                    },
+                    "the template is stamped by another cluster (upstream policy)",
+                );
+                p.act(
+                    Action::CreateTemplate {
+                        name: name.clone(),
+                        content,
+                    },
+                    "re-created with this cluster's stamp (upstream policy)",
+                );
+                p.memory.one.templates.insert(
+                    name,
+                    Held {
+                        id: None,
+                        created: true,
+                        deleting: false,
+                        missing_since: None,
+                    },
+                );
+            }
+            None => {
+                infra.complete = false;
+                p.memory.one.templates.insert(
+                    name.clone(),
+                    Held {
+                        id: None,
+                        created: true,
+                        deleting: false,
+                        missing_since: None,
+                    },
+                );
+                p.act(
+                    Action::CreateTemplate { name, content },
+                    "the template does not exist (upstream policy)",
+                );
+            }
+        }
+    }
+    if !infra.complete {
+        p.wait(POLL_IMAGES);
+    }
+    infra
 }

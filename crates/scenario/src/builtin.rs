@@ -63,6 +63,34 @@ pub const FILES: &[(&str, &str)] = &[
         "scenarios/f11-churn-breaker.yaml",
         include_str!("../../../scenarios/f11-churn-breaker.yaml"),
     ),
+    (
+        "examples/opennebula.yaml",
+        include_str!("../../../examples/opennebula.yaml"),
+    ),
+    (
+        "examples/opennebula-twins.yaml",
+        include_str!("../../../examples/opennebula-twins.yaml"),
+    ),
+    (
+        "examples/opennebula-bigger-masters.yaml",
+        include_str!("../../../examples/opennebula-bigger-masters.yaml"),
+    ),
+    (
+        "scenarios/f1-shared-templates.yaml",
+        include_str!("../../../scenarios/f1-shared-templates.yaml"),
+    ),
+    (
+        "scenarios/f1-manage-lock.yaml",
+        include_str!("../../../scenarios/f1-manage-lock.yaml"),
+    ),
+    (
+        "scenarios/f1-use-lock.yaml",
+        include_str!("../../../scenarios/f1-use-lock.yaml"),
+    ),
+    (
+        "scenarios/opennebula-lifecycle.yaml",
+        include_str!("../../../scenarios/opennebula-lifecycle.yaml"),
+    ),
 ];
 
 /// Names of the built-in scenarios, in order.

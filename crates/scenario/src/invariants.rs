@@ -19,6 +19,9 @@ pub struct ClusterTrack {
     pub deleted_at: Option<Timestamp>,
     /// Bumped by every spec change the workload makes.
     pub generation: u64,
+    /// The API endpoint is not flightdeck's (OpenNebula): it serves while some
+    /// control-plane VM runs with a Ready node.
+    pub external_endpoint: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -75,6 +78,10 @@ pub struct Invariants {
     step: u64,
     budget: CallBudget,
     failures: BTreeMap<String, std::collections::VecDeque<Timestamp>>,
+    /// OpenNebula templates and images (`template/<id>`) flightdeck registered.
+    one_registered: BTreeSet<String>,
+    /// OpenNebula template and image names deleted, with the fleet's generation then.
+    one_deleted: BTreeMap<String, u64>,
 }
 
 impl Invariants {
@@ -104,6 +111,8 @@ impl Invariants {
             step: 0,
             budget,
             failures: BTreeMap::new(),
+            one_registered: BTreeSet::new(),
+            one_deleted: BTreeMap::new(),
         }
     }
 
@@ -226,7 +235,16 @@ impl Invariants {
         }
         let known: BTreeSet<&str> = clusters.values().map(|c| c.uid.as_str()).collect();
         self.mutations_seen = next;
+        // Any spec change, new cluster or deletion anywhere in the fleet.
+        let fleet_generation: u64 = clusters
+            .values()
+            .map(|c| 1 + c.generation + u64::from(c.deletion_requested))
+            .sum();
         for m in fresh.iter().filter(|m| m.ok) {
+            if let Some(kind) = shared_kind(m) {
+                self.check_shared(m, kind, fleet_generation);
+                continue;
+            }
             let owner = uid_of(&m.target_tags);
             if self.enabled.contains(&Invariant::OnlyOwned) {
                 let v = match owner {
@@ -279,7 +297,84 @@ impl Invariants {
                     .map(|left| format!("cluster {} was deleted but {left} remain", c.name));
                 self.record(Invariant::NoLeaks, now, v);
             }
+            // Shared objects outlive each cluster, but not the last one: once every
+            // cluster is deleted, nothing flightdeck registered may remain unless an
+            // operator locked it (which flightdeck leaves alone, saying so).
+            if !clusters.is_empty() && clusters.values().all(|c| c.deleted_at.is_some()) {
+                let left: Vec<String> = world
+                    .one_templates
+                    .iter()
+                    .filter(|t| t.lock.is_none())
+                    .map(|t| format!("template/{}", t.id))
+                    .chain(
+                        world
+                            .one_images
+                            .iter()
+                            .filter(|i| i.lock.is_none())
+                            .map(|i| format!("image/{}", i.id)),
+                    )
+                    .filter(|k| self.one_registered.contains(k))
+                    .collect();
+                let v = (!left.is_empty()).then(|| {
+                    format!(
+                        "every cluster was deleted but {} flightdeck registered remain",
+                        left.join(", ")
+                    )
+                });
+                self.record(Invariant::NoLeaks, now, v);
+            }
         }
+    }
+
+    /// `onlyOwned` and `noChurn` for OpenNebula templates and images, which carry no
+    /// tags: flightdeck may delete or change only what it registered, and a name it
+    /// deleted must not come back without a change somewhere in the fleet's specs.
+    fn check_shared(&mut self, m: &Mutation, kind: &str, fleet_generation: u64) {
+        let key = m.target_id.clone();
+        match m.kind {
+            MutationKind::Create => {
+                self.one_registered.insert(key);
+                if self.enabled.contains(&Invariant::NoChurn) {
+                    let name = format!("{kind} {}", m.target_name);
+                    let v = match self.one_deleted.get(&name) {
+                        Some(g) if *g == fleet_generation => Some(format!(
+                            "{name} re-created after it was deleted, with no spec change in the fleet between"
+                        )),
+                        _ => None,
+                    };
+                    self.record(Invariant::NoChurn, m.at, v);
+                }
+            }
+            MutationKind::Update | MutationKind::Delete => {
+                if self.enabled.contains(&Invariant::OnlyOwned) {
+                    let v = (!self.one_registered.contains(&key)).then(|| {
+                        format!(
+                            "{} {} touched {key} ({}), which flightdeck did not register",
+                            m.service, m.operation, m.target_name
+                        )
+                    });
+                    self.record(Invariant::OnlyOwned, m.at, v);
+                }
+                if m.kind == MutationKind::Delete {
+                    self.one_deleted
+                        .insert(format!("{kind} {}", m.target_name), fleet_generation);
+                }
+            }
+        }
+    }
+}
+
+/// `template` or `image` for a mutation of an OpenNebula template or image.
+fn shared_kind(m: &Mutation) -> Option<&'static str> {
+    if m.service != "opennebula" {
+        return None;
+    }
+    if m.target_id.starts_with("template/") {
+        Some("template")
+    } else if m.target_id.starts_with("image/") {
+        Some("image")
+    } else {
+        None
     }
 }
 
@@ -297,9 +392,58 @@ fn owned_by(tags: &[String], uid: &str) -> bool {
     uid_of(tags) == Some(uid)
 }
 
+/// OpenNebula (an external endpoint): `None` when some control-plane VM of the cluster
+/// is RUNNING, not being terminated, and its node is Ready.
+fn external_endpoint_serving(world: &World, c: &ClusterTrack) -> Option<String> {
+    let cp: Vec<_> = world
+        .one_vms
+        .iter()
+        .filter(|v| owned_by(&v.tags, &c.uid))
+        .filter(|v| {
+            v.tags.iter().any(|t| {
+                t.strip_prefix(TAG_MACHINE)
+                    .is_some_and(|k| k.starts_with("cp-"))
+            })
+        })
+        .collect();
+    let serving = cp.iter().any(|v| {
+        v.state == ONE_VM_ACTIVE
+            && v.lcm_state == ONE_LCM_RUNNING
+            && world.nodes.iter().any(|(uid, n)| {
+                *uid == c.uid
+                    && n.server_id.as_deref() == Some(v.id.to_string().as_str())
+                    && n.ready
+            })
+    });
+    if serving {
+        return None;
+    }
+    let states: Vec<String> = cp
+        .iter()
+        .map(|v| format!("{} {}/{}", v.name, v.state, v.lcm_state))
+        .collect();
+    Some(format!(
+        "cluster {}: no control-plane VM runs with a Ready node (VMs state/lcm_state: {})",
+        c.name,
+        if states.is_empty() {
+            "none".to_string()
+        } else {
+            states.join(", ")
+        }
+    ))
+}
+
+/// OpenNebula's VM state ACTIVE, LCM state RUNNING and VM state DONE.
+const ONE_VM_ACTIVE: u32 = 3;
+const ONE_LCM_RUNNING: u32 = 3;
+const ONE_VM_DONE: u32 = 6;
+
 /// `None` when some member of the cluster's API pool is ACTIVE, ONLINE or NO_MONITOR,
 /// and points at an ACTIVE control-plane server whose node is Ready.
 fn api_endpoint_serving(world: &World, c: &ClusterTrack) -> Option<String> {
+    if c.external_endpoint {
+        return external_endpoint_serving(world, c);
+    }
     let lbs: Vec<&str> = world
         .load_balancers
         .iter()
@@ -420,6 +564,14 @@ pub fn leaks(world: &World, uid: &str) -> Option<String> {
             .members
             .iter()
             .filter(|x| owned_by(&x.tags, uid))
+            .count(),
+    );
+    count(
+        "OpenNebula VM(s) not DONE",
+        world
+            .one_vms
+            .iter()
+            .filter(|x| owned_by(&x.tags, uid) && x.state != ONE_VM_DONE)
             .count(),
     );
     if left.is_empty() {

@@ -12,6 +12,7 @@ pub mod flight;
 pub mod guest;
 pub mod invariants;
 pub mod load;
+pub mod one;
 pub mod report;
 pub mod runner;
 pub mod swarm;

@@ -98,6 +98,9 @@ pub async fn run(
     options: &RunOptions,
     on_event: &mut dyn FnMut(&TimelineEntry),
 ) -> Result<Run, RunError> {
+    if crate::one::is_opennebula(loaded)? {
+        return crate::one::run_in_process(loaded, options, on_event).await;
+    }
     run_on(loaded, options, |cloud| async move { Ok(cloud) }, on_event).await
 }
 
@@ -178,7 +181,9 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
         cloud.add_foreign_load_balancer("legacy-ingress");
         let mut routers = BTreeSet::new();
         for c in &loaded.clusters {
-            cloud.add_foreign_security_group(c.spec.network.security_group.as_str());
+            if let Some(group) = &c.spec.network.security_group {
+                cloud.add_foreign_security_group(group.as_str());
+            }
             // Routers are the operator's: flightdeck manages only its routes on them.
             if let Some(router) = c
                 .spec
@@ -552,6 +557,7 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
                     deletion_requested: false,
                     deleted_at: None,
                     generation: 0,
+                    external_endpoint: c.spec.spec.provider.is_opennebula(),
                 });
             t.ready_since = c.memory.ready_since;
             t.deletion_requested |= c.memory.deletion_requested.is_some();

@@ -343,8 +343,9 @@ fn cluster_workload(
 
 fn machine(flavor: &str, image: &str) -> Option<flightdeck_spec::MachineTemplate> {
     Some(flightdeck_spec::MachineTemplate {
-        flavor: Text::new(flavor).ok()?,
-        image: Text::new(image).ok()?,
+        flavor: Some(Text::new(flavor).ok()?),
+        image: Some(Text::new(image).ok()?),
+        template: None,
     })
 }
 

@@ -162,19 +162,12 @@ pub async fn run_wire(
     options: &RunOptions,
     on_event: &mut dyn FnMut(&TimelineEntry),
 ) -> std::result::Result<Run, RunError> {
-    let mut options = options.clone();
-    // One reconcile at a time keeps the order of HTTP calls, and so the run, replayable.
-    options.engine.concurrency_max = 1;
+    if crate::one::is_opennebula(loaded)? {
+        return crate::one::run_wire(loaded, options, on_event).await;
+    }
+    let options = one_at_a_time(options);
     let connect = |cloud: Arc<SimCloud>| async move {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .map_err(|e| RunError::Wire(format!("cannot listen on loopback: {e}")))?;
-        let base = format!(
-            "http://{}",
-            listener
-                .local_addr()
-                .map_err(|e| RunError::Wire(format!("no local address: {e}")))?
-        );
+        let (listener, base) = loopback().await?;
         let serve = ServeOptions::default();
         let entry = cloud_entry(&base, &serve);
         tokio::spawn(flightdeck_sim_http::serve(cloud.clone(), listener, serve));
@@ -192,4 +185,23 @@ pub async fn run_wire(
         )))
     };
     run_on(loaded, &options, connect, on_event).await
+}
+
+/// Wire mode runs one reconcile at a time: that keeps the order of requests, and so the
+/// run, replayable.
+pub(crate) fn one_at_a_time(options: &RunOptions) -> RunOptions {
+    let mut options = options.clone();
+    options.engine.concurrency_max = 1;
+    options
+}
+
+/// A listener on a free loopback port, and its `http://ADDR` base URL.
+pub(crate) async fn loopback() -> std::result::Result<(tokio::net::TcpListener, String), RunError> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| RunError::Wire(format!("cannot listen on loopback: {e}")))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| RunError::Wire(format!("no local address: {e}")))?;
+    Ok((listener, format!("http://{addr}")))
 }

@@ -72,10 +72,7 @@ pub(crate) fn apply_step<P: Provider>(
                     .find(|p| p.name == *pool)
                     .ok_or_else(|| format!("cluster {name} has no node pool {pool}"))?;
                 p.machine = machine;
-                format!(
-                    "roll {name}/{pool} to {} ({})",
-                    p.machine.image, p.machine.flavor
-                )
+                format!("roll {name}/{pool} to {}", describe(&p.machine))
             }
             None => {
                 let cp = &mut spec.spec.control_plane;
@@ -87,7 +84,8 @@ pub(crate) fn apply_step<P: Provider>(
                 }
                 format!(
                     "upgrade {name} control plane to {} ({})",
-                    cp.version, cp.machine.image
+                    cp.version,
+                    describe(&cp.machine)
                 )
             }
         },
@@ -101,4 +99,14 @@ pub(crate) fn apply_step<P: Provider>(
     engine.apply(spec.clone()).map_err(|e| e.to_string())?;
     specs.insert(name, spec);
     Ok(what)
+}
+
+/// A machine template in a few words: `image (flavor)` or `template T`.
+fn describe(m: &MachineTemplate) -> String {
+    match (&m.template, &m.image, &m.flavor) {
+        (Some(t), _, _) => format!("template {t}"),
+        (None, Some(i), Some(f)) => format!("{i} ({f})"),
+        (None, Some(i), None) => i.to_string(),
+        (None, None, _) => "the same machines".to_string(),
+    }
 }

@@ -41,7 +41,7 @@ fn fields_the_cloud_objects_are_built_from_are_refused_by_name_once_the_cluster_
             c.spec.network.pod_cidr = "10.96.0.0/16".parse().expect("cidr")
         }),
         ("spec.network.securityGroup", |c| {
-            c.spec.network.security_group = flightdeck_spec::Text::new("other").expect("text")
+            c.spec.network.security_group = Some(flightdeck_spec::Text::new("other").expect("text"))
         }),
         ("spec.apiLoadBalancer.healthMonitor", |c| {
             c.spec.api_load_balancer.health_monitor = None

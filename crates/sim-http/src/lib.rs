@@ -1,6 +1,6 @@
-//! The simulated OpenStack ([`flightdeck_sim::SimCloud`]) served over HTTP, so that
-//! real clients (flightdeck's REST provider, OpenStack's own `openstacksdk`) can talk
-//! to it.
+//! The simulated clouds ([`flightdeck_sim::SimCloud`]) served over HTTP, so that real
+//! clients (flightdeck's REST provider, OpenStack's own `openstacksdk`, OpenNebula's
+//! `pyone`) can talk to them.
 //!
 //! All services share one listener, under path prefixes:
 //!
@@ -14,6 +14,10 @@
 //!
 //! so a client's `auth_url` is `{base}/identity/v3`. Every service request needs an
 //! `X-Auth-Token` that Keystone issued; version documents do not.
+//!
+//! The simulated OpenNebula is served on a listener of its own, as oned serves it:
+//! XML-RPC at `POST /RPC2` ([`serve_opennebula`], [`opennebula_router`]), one
+//! [`SimCloud::one_call`] per request.
 //!
 //! Every Nova, Neutron and Octavia request goes through the simulator's provider
 //! traits ([`flightdeck_cloud::Compute`], [`flightdeck_cloud::Network`],
@@ -42,6 +46,7 @@ mod keystone;
 mod neutron;
 mod nova;
 mod octavia;
+mod opennebula;
 mod wire;
 
 use std::collections::{BTreeSet, HashMap};
@@ -51,6 +56,8 @@ use axum::Router;
 use flightdeck_cloud::{Clock, Timestamp};
 use flightdeck_sim::SimCloud;
 use serde_json::{Map, Value};
+
+pub use opennebula::{BODY_MAX_BYTES, opennebula_router, serve_opennebula};
 
 /// The password [`ServeOptions::default`] accepts. A test fixture, not a secret: the
 /// server listens on loopback for tests.

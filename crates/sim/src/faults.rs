@@ -8,14 +8,19 @@
 //! when the fault starts; `neutron.maxRoutes` lowers the route limit of calls while
 //! active; the `observer.*` faults change what the node list answers, not the nodes.
 //!
+//! The OpenNebula faults: `one.lockTemplate` locks the matching templates at its start
+//! (those that exist then; later ones stay unlocked) and unlocks them at its end;
+//! `one.vmBootFailure` and `one.imageError` are decided per VM or image when it is
+//! requested; `one.rpcError` answers a fraction of XML-RPC calls INTERNAL.
+//!
 //! Faults are the cloud misbehaving, not callers: what they change is neither counted
 //! as a call nor logged as a mutation.
 
 use flightdeck_cloud::{CloudError, ErrorClass, Rng, SeededRng, SimClock, Timestamp};
-use flightdeck_spec::scenario::Fault;
+use flightdeck_spec::scenario::{Fault, LockLevelSpec};
 use flightdeck_spec::{Duration, FaultKind, Service};
 
-use crate::{Event as SimEvent, Result, State, members, neutron, nova, routes};
+use crate::{Event as SimEvent, Result, State, members, neutron, nova, one, routes};
 
 /// The most faults one simulated cloud keeps.
 pub const FAULTS_MAX: usize = 4_096;
@@ -48,6 +53,11 @@ pub struct SimFault {
     /// `neutron.maxRoutes`: route calls for that cluster's pod network; `observer.*`:
     /// that cluster's node list); `None` hits all.
     pub cluster: Option<String>,
+    /// `one.lockTemplate`: the lock level (default USE).
+    pub level: Option<LockLevelSpec>,
+    /// `one.lockTemplate`: templates whose name starts with this are locked (absent:
+    /// every template).
+    pub template: Option<String>,
 }
 
 impl SimFault {
@@ -62,6 +72,8 @@ impl SimFault {
             latency: None,
             count: None,
             cluster: None,
+            level: None,
+            template: None,
         }
     }
 
@@ -78,6 +90,8 @@ impl SimFault {
             latency: fault.latency,
             count: fault.count,
             cluster: fault.cluster.as_ref().map(|c| c.to_string()),
+            level: fault.level,
+            template: fault.template.as_ref().map(|t| t.to_string()),
         }
     }
 
@@ -107,11 +121,21 @@ impl SimFault {
     }
 }
 
-/// A fault as the cloud keeps it: with the members an `octavia.memberOffline` took.
+/// A fault as the cloud keeps it: with the members an `octavia.memberOffline` took,
+/// or the templates a `one.lockTemplate` locked.
 #[derive(Debug)]
 pub(crate) struct FaultRec {
     pub(crate) fault: SimFault,
     chosen: Vec<String>,
+}
+
+/// The OpenNebula lock number of a `one.lockTemplate` level.
+fn lock_number(level: Option<LockLevelSpec>) -> u8 {
+    match level {
+        None | Some(LockLevelSpec::Use) => 1,
+        Some(LockLevelSpec::Manage) => 2,
+        Some(LockLevelSpec::Admin) => 3,
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -154,6 +178,13 @@ pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
                     nova::strip_groups(st, &fault, fault.count.unwrap_or(0) as usize);
                 }
                 FaultKind::StaleRoute => routes::add_stale_routes(st, &fault),
+                FaultKind::OneLockTemplate => {
+                    let prefix = fault.template.clone().unwrap_or_default();
+                    let locked = one::lock_templates(st, t, &prefix, lock_number(fault.level));
+                    if let Some(rec) = st.faults.get_mut(i) {
+                        rec.chosen = locked;
+                    }
+                }
                 _ => {}
             }
         }
@@ -175,6 +206,14 @@ pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
                     }
                 }
                 FaultKind::MemberStuckPending => members::release_stuck(st, t),
+                FaultKind::OneLockTemplate => {
+                    let locked = st
+                        .faults
+                        .get_mut(i)
+                        .map(|r| std::mem::take(&mut r.chosen))
+                        .unwrap_or_default();
+                    one::unlock_templates(st, &locked);
+                }
                 _ => {}
             }
         }

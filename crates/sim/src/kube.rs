@@ -1,5 +1,6 @@
-//! The workload clusters' Kubernetes API, as far as nodes go. Every running server
-//! whose tags carry a cluster UID runs a kubelet that registers a Node some time after
+//! The workload clusters' Kubernetes API, as far as nodes go. Every running server (or
+//! RUNNING OpenNebula VM, whose node is named for the VM and keyed by its id) whose
+//! tags carry a cluster UID runs a kubelet that registers a Node some time after
 //! the server became ACTIVE; the Node turns Ready later, and the cloud controller
 //! manager removes it some time after its server is gone.
 //!
@@ -37,12 +38,12 @@ pub(crate) enum Event {
     Gone(String),
 }
 
-/// Server `server_id` became ACTIVE at `t`: its kubelet will register.
+/// Server (or OpenNebula VM) `server_id` became ACTIVE (RUNNING) at `t`: its kubelet
+/// will register.
 pub(crate) fn server_active(st: &mut State, t: Timestamp, server_id: &str) {
     let has_uid = st
-        .servers
-        .get(server_id)
-        .is_some_and(|s| uid_of(&s.server.tags).is_some() && !s.no_kubelet);
+        .host(server_id)
+        .is_some_and(|h| uid_of(&h.tags).is_some() && h.kubelet);
     if has_uid {
         let latency = st.config.latencies.node_register;
         st.schedule_after(
@@ -66,17 +67,17 @@ pub(crate) fn server_gone(st: &mut State, t: Timestamp, server_id: &str) {
 pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
     match event {
         Event::Register(sid) => {
-            let Some(server) = st.servers.get(&sid).filter(|s| s.is_running()) else {
+            let Some(host) = st.host(&sid).filter(|h| h.running) else {
                 return;
             };
-            let Some(uid) = uid_of(&server.server.tags).map(str::to_string) else {
+            let Some(uid) = uid_of(&host.tags).map(str::to_string) else {
                 return;
             };
             if st.nodes.contains(&sid) {
                 return;
             }
-            let name = server.server.name.clone();
-            let cluster = cluster_of(&server.server.tags).map(str::to_string);
+            let name = host.name;
+            let cluster = cluster_of(&host.tags).map(str::to_string);
             let pod_cidr = cluster
                 .as_deref()
                 .and_then(|c| routes::assign_pod_cidr(st, c, &sid));
@@ -95,7 +96,7 @@ pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
             st.schedule_after(t, latency, SimEvent::Kube(Event::Ready(sid)));
         }
         Event::Ready(sid) => {
-            let running = st.servers.get(&sid).is_some_and(|s| s.is_running());
+            let running = st.host_running(&sid);
             if let Some(rec) = st.nodes.get_mut(&sid) {
                 rec.node.ready = running;
             }
@@ -110,10 +111,7 @@ pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
 
 pub(crate) fn is_live(st: &State, event: &Event) -> bool {
     match event {
-        Event::Register(sid) => st
-            .servers
-            .get(sid)
-            .is_some_and(|s| s.is_running() && !st.nodes.contains(sid)),
+        Event::Register(sid) => st.host_running(sid) && !st.nodes.contains(sid),
         Event::Ready(sid) => st.nodes.get(sid).is_some_and(|n| !n.node.ready),
         Event::Gone(sid) => st.nodes.contains(sid),
     }
@@ -136,16 +134,28 @@ fn api_reachable(st: &State, owner: &Ownership) -> bool {
                     OperatingStatus::Online | OperatingStatus::NoMonitor
                 )
                 && st.server_by_address.get(&m.address).is_some_and(|sid| {
-                    st.servers.get(sid).is_some_and(|s| s.is_running())
-                        && st.nodes.get(sid).is_some_and(|n| n.node.ready)
+                    st.host_running(sid) && st.nodes.get(sid).is_some_and(|n| n.node.ready)
                 })
         })
     };
-    st.lbs.values().any(|l| {
+    let through_lb = st.lbs.values().any(|l| {
         owner.owns(&l.lb.tags)
             && l.lb.provisioning_status == ProvisioningStatus::Active
             && serving(&l.lb.id)
-    })
+    });
+    // OpenNebula clusters have an external endpoint: a VIP the control-plane VMs hold
+    // (kube-vip). It answers once some control-plane VM runs and its kubelet has
+    // registered (the API server is up).
+    let through_vip = st.one.vms.iter().any(|(id, vm)| {
+        owner.owns(&vm.tags)
+            && vm.tags.iter().any(|t| {
+                t.strip_prefix(flightdeck_cloud::ownership::TAG_MACHINE)
+                    .is_some_and(|k| k.starts_with("cp-"))
+            })
+            && vm.is_running()
+            && st.nodes.contains(&id.to_string())
+    });
+    through_lb || through_vip
 }
 
 fn list_nodes(st: &State, now: Timestamp, owner: &Ownership) -> Option<Vec<Node>> {

@@ -1,5 +1,6 @@
-//! A simulated OpenStack (Nova, Neutron, Octavia) and the workload cluster's Kubernetes
-//! nodes, in process and in virtual time.
+//! A simulated OpenStack (Nova, Neutron, Octavia), a simulated OpenNebula (reached
+//! through [`SimCloud::one_call`]) and the workload cluster's Kubernetes nodes, in
+//! process and in virtual time.
 //!
 //! Every object is a small state machine. A request changes state at once where the real
 //! API does (Neutron security groups) and otherwise schedules a transition on a timer
@@ -23,6 +24,7 @@ mod members;
 mod neutron;
 mod nova;
 mod octavia;
+mod one;
 mod routes;
 mod world;
 
@@ -43,6 +45,10 @@ pub use flightdeck_cloud::{Route, Router};
 pub use neutron::{RULES_PER_GROUP_MAX, SECURITY_GROUPS_MAX};
 pub use nova::SERVERS_MAX;
 pub use octavia::{CHILDREN_MAX, LOAD_BALANCERS_MAX};
+pub use one::{
+    ONE_DONE_VMS_KEPT, ONE_IMAGES_MAX, ONE_TEMPLATES_MAX, ONE_VMS_MAX, OneImage, OneLock,
+    OneTemplate, OneVm,
+};
 pub use routes::{ROUTERS_MAX, ROUTES_PER_ROUTER_MAX};
 pub use world::{MUTATIONS_MAX, Mutation, MutationKind, World};
 
@@ -79,6 +85,20 @@ pub struct Latencies {
     pub node_gone_after_server: (u64, u64),
     /// Monitored member: consecutive healthy checks before it reports `ONLINE`.
     pub health_check_rise: (u64, u64),
+    /// OpenNebula image `LOCKED → READY` (or `ERROR`): the datastore copies it in.
+    pub one_image_ready: (u64, u64),
+    /// OpenNebula image `DELETE → gone`.
+    pub one_image_delete: (u64, u64),
+    /// OpenNebula VM `PENDING → ACTIVE/PROLOG` (the scheduler's pass).
+    pub one_vm_pending: (u64, u64),
+    /// OpenNebula VM `PROLOG → BOOT`.
+    pub one_vm_prolog: (u64, u64),
+    /// OpenNebula VM `BOOT → RUNNING` (or `BOOT_FAILURE`).
+    pub one_vm_boot: (u64, u64),
+    /// OpenNebula VM `SHUTDOWN → EPILOG` and `SHUTDOWN_POWEROFF → POWEROFF`.
+    pub one_vm_shutdown: (u64, u64),
+    /// OpenNebula VM `EPILOG → DONE`.
+    pub one_vm_epilog: (u64, u64),
 }
 
 impl Default for Latencies {
@@ -95,6 +115,13 @@ impl Default for Latencies {
             node_ready: (5_000, 15_000),
             node_gone_after_server: (2_000, 5_000),
             health_check_rise: (5_000, 10_000),
+            one_image_ready: (3_000, 8_000),
+            one_image_delete: (500, 1_500),
+            one_vm_pending: (1_000, 3_000),
+            one_vm_prolog: (2_000, 8_000),
+            one_vm_boot: (2_000, 9_000),
+            one_vm_shutdown: (1_000, 3_000),
+            one_vm_epilog: (1_000, 3_000),
         }
     }
 }
@@ -109,6 +136,9 @@ pub struct SimConfig {
     pub subnet_cidr: String,
     /// Neutron's `max_routes`: extra routes a router may hold.
     pub max_routes: usize,
+    /// The password of the simulated OpenNebula's `oneadmin` (UID 0, GID 0), the one
+    /// user it accepts (session `"oneadmin:<password>"`).
+    pub one_password: String,
 }
 
 impl Default for SimConfig {
@@ -117,6 +147,7 @@ impl Default for SimConfig {
             latencies: Latencies::default(),
             subnet_cidr: "10.0.0.0/16".into(),
             max_routes: 30,
+            one_password: "opennebula".into(),
         }
     }
 }
@@ -140,6 +171,16 @@ pub(crate) enum Event {
     Octavia(octavia::Event),
     Kube(kube::Event),
     Fault(faults::Event),
+    One(one::Event),
+}
+
+/// What the node machinery needs of a machine, server or VM.
+pub(crate) struct Host {
+    pub(crate) name: String,
+    pub(crate) tags: Vec<String>,
+    pub(crate) running: bool,
+    /// Whether its kubelet starts at all (`net.noRegistration` stops it on servers).
+    pub(crate) kubelet: bool,
 }
 
 /// Everything the cloud knows. Only ever touched under the [`SimCloud`]'s lock.
@@ -169,6 +210,8 @@ pub(crate) struct State {
     pub(crate) pod_networks: BTreeMap<String, routes::PodNetwork>,
     pub(crate) faults: Vec<faults::FaultRec>,
     pub(crate) log: Log,
+    /// The simulated OpenNebula.
+    pub(crate) one: one::OneState,
 }
 
 impl State {
@@ -200,6 +243,7 @@ impl State {
             pod_networks: BTreeMap::new(),
             faults: Vec::new(),
             log: Log::default(),
+            one: one::OneState::default(),
         }
     }
 
@@ -255,6 +299,7 @@ impl State {
                 Event::Octavia(e) => octavia::apply(self, at, e),
                 Event::Kube(e) => kube::apply(self, at, e),
                 Event::Fault(e) => faults::apply(self, at, e),
+                Event::One(e) => one::apply(self, at, e),
             }
             self.settle(at);
         }
@@ -275,6 +320,7 @@ impl State {
                 Event::Octavia(e) => octavia::is_live(self, e),
                 Event::Kube(e) => kube::is_live(self, e),
                 Event::Fault(_) => true,
+                Event::One(e) => one::is_live(self, e),
             };
             if live {
                 return Some(key.0);
@@ -282,6 +328,60 @@ impl State {
             self.timers.remove(&key);
         }
         None
+    }
+
+    /// The machine a kubelet runs on: a Nova server by its id, or an OpenNebula VM by
+    /// its numeric id as a string.
+    pub(crate) fn host(&self, id: &str) -> Option<Host> {
+        if let Some(s) = self.servers.get(id) {
+            return Some(Host {
+                name: s.server.name.clone(),
+                tags: s.server.tags.clone(),
+                running: s.is_running(),
+                kubelet: !s.no_kubelet,
+            });
+        }
+        self.one.vm_by_key(id).map(|v| Host {
+            name: v.name.clone(),
+            tags: v.tags.clone(),
+            running: v.is_running(),
+            kubelet: true,
+        })
+    }
+
+    /// Whether the machine `id` (server or VM) runs.
+    pub(crate) fn host_running(&self, id: &str) -> bool {
+        self.host(id).is_some_and(|h| h.running)
+    }
+
+    /// The name of the object with this id, of any kind (an OpenNebula object by its
+    /// mutation target, `vm/3`); `None` if there is none or it has no name.
+    pub(crate) fn name_of(&self, id: &str) -> Option<String> {
+        if let Some(s) = self.servers.get(id) {
+            return Some(s.server.name.clone());
+        }
+        if let Some(g) = self.security_groups.get(id) {
+            return Some(g.name.clone());
+        }
+        if let Some(r) = self.routers.get(id) {
+            return Some(r.name.clone());
+        }
+        if let Some(l) = self.lbs.get(id) {
+            return Some(l.lb.name.clone());
+        }
+        if let Some(l) = self.listeners.get(id) {
+            return Some(l.name.clone());
+        }
+        if let Some(p) = self.pools.get(id) {
+            return Some(p.name.clone());
+        }
+        if let Some(h) = self.health_monitors.get(id) {
+            return Some(h.name.clone());
+        }
+        if let Some(m) = self.members.get(id) {
+            return Some(m.member.name.clone());
+        }
+        one::name_of(self, id)
     }
 
     /// The tags of the object with this id, of any kind; `None` if there is none.
@@ -371,7 +471,8 @@ impl SimCloud {
     }
 
     /// Calls made so far: service (`nova`, `neutron`, `octavia`, `kubernetes`) →
-    /// `"METHOD /path/{template}"` → count. Failed calls count too.
+    /// `"METHOD /path/{template}"` → count, and `opennebula` → XML-RPC method name →
+    /// count. Failed calls count too.
     pub fn api_calls(&self) -> BTreeMap<String, BTreeMap<String, u64>> {
         self.lock().log.api_calls()
     }
@@ -462,9 +563,9 @@ impl SimCloud {
         let result = self
             .enter(&mut st, service, operation)
             .and_then(|now| f(&mut st, now));
-        let (target_id, target_tags) = match &result {
+        let (target_id, target_name, target_tags) = match &result {
             Ok(created) => created.identity(),
-            Err(_) => (String::new(), request_tags.to_vec()),
+            Err(_) => (String::new(), String::new(), request_tags.to_vec()),
         };
         let now = self.clock.now();
         st.log.mutation(Mutation {
@@ -473,6 +574,7 @@ impl SimCloud {
             operation: operation.into(),
             kind: MutationKind::Create,
             target_id,
+            target_name,
             target_tags,
             ok: result.is_ok(),
         });
@@ -514,6 +616,7 @@ impl SimCloud {
         let mut st = self.lock();
         let entered = self.enter(&mut st, service, operation);
         let target_tags = tags(&st);
+        let target_name = st.name_of(target_id).unwrap_or_default();
         let result = entered.and_then(|now| f(&mut st, now));
         let now = self.clock.now();
         st.log.mutation(Mutation {
@@ -522,6 +625,7 @@ impl SimCloud {
             operation: operation.into(),
             kind,
             target_id: target_id.into(),
+            target_name,
             target_tags,
             ok: result.is_ok(),
         });

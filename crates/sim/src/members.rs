@@ -174,14 +174,12 @@ pub(crate) fn release_stuck(st: &mut State, t: Timestamp) {
     }
 }
 
-/// Whether the backend at a member's address is healthy: a running server whose
-/// kubelet has registered.
+/// Whether the backend at a member's address is healthy: a running server (or VM)
+/// whose kubelet has registered.
 fn backend_healthy(st: &State, member: &Member) -> bool {
     st.server_by_address
         .get(&member.address)
-        .is_some_and(|sid| {
-            st.servers.get(sid).is_some_and(|s| s.is_running()) && st.nodes.contains(sid)
-        })
+        .is_some_and(|sid| st.host_running(sid) && st.nodes.contains(sid))
 }
 
 /// Re-derives every member's `operating_status` at `now`, scheduling a re-evaluation

@@ -30,6 +30,12 @@ pub struct World {
     /// registration order.
     pub nodes: Vec<(String, Node)>,
     pub routers: Vec<Router>,
+    /// OpenNebula VMs, by id (DONE ones included, as the pool keeps them).
+    pub one_vms: Vec<crate::OneVm>,
+    /// OpenNebula VM templates, by id.
+    pub one_templates: Vec<crate::OneTemplate>,
+    /// OpenNebula images, by id.
+    pub one_images: Vec<crate::OneImage>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -43,15 +49,22 @@ pub enum MutationKind {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Mutation {
     pub at: Timestamp,
-    /// `nova`, `neutron` or `octavia`.
+    /// `nova`, `neutron`, `octavia` or `opennebula`.
     pub service: &'static str,
-    /// The operation, e.g. `DELETE /servers/{server_id}`.
+    /// The operation, e.g. `DELETE /servers/{server_id}`, or the XML-RPC method
+    /// (`one.template.allocate`).
     pub operation: String,
     pub kind: MutationKind,
     /// The object created, updated or deleted; empty for a create that failed. A
     /// security-group rule create is an `Update` of its group; a member create is a
-    /// `Create` of the member.
+    /// `Create` of the member. OpenNebula objects are `template/<id>`, `image/<id>`
+    /// and `vm/<id>` (an instantiate is a `Create` of the VM, a `terminate` action a
+    /// `Delete`).
     pub target_id: String,
+    /// The target's name (the created object's, or the one the object had when the
+    /// call arrived; the requested name for a failed OpenNebula create); empty if
+    /// unknown.
+    pub target_name: String,
     /// The target's tags: for a create the created object's (the request's if it
     /// failed), otherwise the tags the object had when the call arrived (empty if
     /// there was no such object).
@@ -98,16 +111,16 @@ impl Log {
     }
 }
 
-/// An object a create call answers with: its id and tags, for the mutation log.
+/// An object a create call answers with: its id, name and tags, for the mutation log.
 pub(crate) trait Created {
-    fn identity(&self) -> (String, Vec<String>);
+    fn identity(&self) -> (String, String, Vec<String>);
 }
 
 macro_rules! created {
     ($($t:ty),*) => {$(
         impl Created for $t {
-            fn identity(&self) -> (String, Vec<String>) {
-                (self.id.clone(), self.tags.clone())
+            fn identity(&self) -> (String, String, Vec<String>) {
+                (self.id.clone(), self.name.clone(), self.tags.clone())
             }
         }
     )*};
@@ -140,6 +153,9 @@ pub(crate) fn snapshot(st: &State, now: Timestamp) -> World {
             .map(|n| (n.uid.clone(), n.node.clone()))
             .collect(),
         routers: st.routers.values().cloned().collect(),
+        one_vms: crate::one::snapshot_vms(st),
+        one_templates: crate::one::snapshot_templates(st),
+        one_images: crate::one::snapshot_images(st),
     }
 }
 
@@ -154,6 +170,7 @@ mod tests {
             operation: "POST /servers".into(),
             kind: MutationKind::Create,
             target_id: n.to_string(),
+            target_name: String::new(),
             target_tags: vec![],
             ok: true,
         }

@@ -1,0 +1,108 @@
+//! OpenNebula runs. The engine talks to the simulated OpenNebula through the real
+//! XML-RPC provider (`flightdeck-opennebula`): in process, its transport hands each call
+//! to the simulator directly ([`SimTransport`]); in wire mode the simulator is served
+//! on loopback (`flightdeck-sim-http`) and the transport is HTTP. Either way the request
+//! is built, and the answer's XML documents parsed, by the same code that talks to a
+//! real OpenNebula. The workload cluster's nodes stay simulated and in process.
+
+use std::sync::Arc;
+
+use flightdeck_cloud::CloudError;
+use flightdeck_opennebula::{
+    HttpOptions, HttpTransport, OneClient, OneCredentials, OpenNebulaCloud, Secret, Transport,
+};
+use flightdeck_sim::{SimCloud, SimConfig};
+
+use crate::load::LoadedScenario;
+use crate::report::TimelineEntry;
+use crate::runner::{Run, RunError, RunOptions, run_on};
+use crate::wire::SimulatedNodes;
+
+/// The user the simulated OpenNebula knows.
+pub const SIM_USER: &str = "oneadmin";
+
+/// An XML-RPC transport that hands every call to the in-process simulator: exactly one
+/// simulator call per request, as `POST /RPC2` would make.
+pub struct SimTransport(pub Arc<SimCloud>);
+
+impl Transport for SimTransport {
+    async fn call(&self, method: &str, params: Vec<dxr::Value>) -> Result<dxr::Value, CloudError> {
+        Ok(self.0.one_call(method, params))
+    }
+}
+
+/// The OpenNebula provider over the in-process simulator.
+pub type InProcessOne = OpenNebulaCloud<SimTransport, SimulatedNodes>;
+
+/// The OpenNebula provider over the simulator served at `endpoint`.
+pub type WireOne = OpenNebulaCloud<HttpTransport, SimulatedNodes>;
+
+/// The runner's simulators are built with the default configuration, whose password
+/// is a test fixture for loopback only.
+fn credentials(_cloud: &SimCloud) -> OneCredentials {
+    OneCredentials::new(SIM_USER, Secret::new(SimConfig::default().one_password))
+}
+
+/// The provider the engine uses against the in-process simulated OpenNebula.
+pub fn in_process(cloud: Arc<SimCloud>) -> Arc<InProcessOne> {
+    let client = OneClient::new(SimTransport(cloud.clone()), &credentials(&cloud));
+    Arc::new(OpenNebulaCloud::new(client, SimulatedNodes(cloud)))
+}
+
+/// Whether the scenario's clusters live on OpenNebula. A scenario mixes no clouds: one
+/// engine drives one provider.
+pub fn is_opennebula(loaded: &LoadedScenario) -> Result<bool, RunError> {
+    let one = loaded
+        .clusters
+        .iter()
+        .filter(|c| c.spec.provider.is_opennebula())
+        .count();
+    match one {
+        0 => Ok(false),
+        n if n == loaded.clusters.len() => Ok(true),
+        _ => Err(RunError::Wire(
+            "the scenario mixes OpenNebula and OpenStack clusters; one run drives one cloud".into(),
+        )),
+    }
+}
+
+/// Runs an OpenNebula scenario in process.
+pub async fn run_in_process(
+    loaded: &LoadedScenario,
+    options: &RunOptions,
+    on_event: &mut dyn FnMut(&TimelineEntry),
+) -> Result<Run, RunError> {
+    run_on(
+        loaded,
+        options,
+        |cloud| async move { Ok(in_process(cloud)) },
+        on_event,
+    )
+    .await
+}
+
+/// Runs an OpenNebula scenario in wire mode: XML-RPC over loopback HTTP.
+pub async fn run_wire(
+    loaded: &LoadedScenario,
+    options: &RunOptions,
+    on_event: &mut dyn FnMut(&TimelineEntry),
+) -> Result<Run, RunError> {
+    let options = crate::wire::one_at_a_time(options);
+    let connect = |cloud: Arc<SimCloud>| async move {
+        let (listener, base) = crate::wire::loopback().await?;
+        let endpoint = format!("{base}/RPC2");
+        tokio::spawn(flightdeck_sim_http::serve_opennebula(
+            cloud.clone(),
+            listener,
+        ));
+        let provider = OpenNebulaCloud::over_http(
+            Some(&endpoint),
+            Some(credentials(&cloud)),
+            &HttpOptions::default(),
+            SimulatedNodes(cloud),
+        )
+        .map_err(|e| RunError::Wire(format!("cannot reach the served OpenNebula: {e}")))?;
+        Ok(Arc::new(provider))
+    };
+    run_on(loaded, &options, connect, on_event).await
+}
