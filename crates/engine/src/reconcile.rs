@@ -171,7 +171,14 @@ pub(crate) async fn reconcile<P: Provider>(
     // object another is deleting.
     {
         let mut ledger = lock(ctx.ledger);
-        if let Some(race) = shared_race(&name, &ledger, &plan.actions, &memory) {
+        // The ledger check is part of the ownership check (turned off only to prove the
+        // invariants catch its absence).
+        let race = ctx
+            .config
+            .ownership_check
+            .then(|| shared_race(&name, &ledger, &plan.actions, &memory))
+            .flatten();
+        if let Some(race) = race {
             drop(ledger);
             tracing::debug!(cluster = %name, race, "shared object changed hands; planning again");
             return Ok(Outcome {
