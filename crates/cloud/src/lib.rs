@@ -3,6 +3,7 @@
 //! taxonomy every provider maps its failures into. No I/O lives here.
 
 pub mod error;
+pub mod kubevirt;
 pub mod model;
 pub mod opennebula;
 pub mod ownership;
@@ -11,6 +12,9 @@ pub mod rng;
 pub mod time;
 
 pub use error::{CloudError, ErrorClass};
+pub use kubevirt::{
+    EndpointService, EvictionStrategy, GuestDrain, Pod, VirtualMachineCreate, VirtualMachines, Vmi,
+};
 pub use model::*;
 pub use opennebula::{
     Image, ImageCreate, ImageState, Instantiate, LockLevel, TemplateCreate, Templates, VmTemplate,

@@ -110,11 +110,27 @@ pub trait GuestCluster {
 /// permanent error (see [`crate::Templates`]); the planner asks each cloud only for what
 /// the cluster's `spec.provider` names.
 pub trait Provider:
-    Compute + Network + LoadBalancing + GuestCluster + crate::Templates + Send + Sync
+    Compute
+    + Network
+    + LoadBalancing
+    + GuestCluster
+    + crate::Templates
+    + crate::VirtualMachines
+    + crate::GuestDrain
+    + Send
+    + Sync
 {
 }
 
-impl<T: Compute + Network + LoadBalancing + GuestCluster + crate::Templates + Send + Sync> Provider
-    for T
+impl<T> Provider for T where
+    T: Compute
+        + Network
+        + LoadBalancing
+        + GuestCluster
+        + crate::Templates
+        + crate::VirtualMachines
+        + crate::GuestDrain
+        + Send
+        + Sync
 {
 }

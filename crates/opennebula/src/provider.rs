@@ -300,6 +300,11 @@ impl<T: Transport, G: GuestCluster + Send + Sync> GuestCluster for OpenNebulaClo
     }
 }
 
+/// OpenNebula has no KubeVirt: the default methods answer so.
+impl<T: Transport, G: Send + Sync> flightdeck_cloud::VirtualMachines for OpenNebulaCloud<T, G> {}
+/// OpenNebula clusters are not drained through flightdeck (F9 is KubeVirt's).
+impl<T: Transport, G: Send + Sync> flightdeck_cloud::GuestDrain for OpenNebulaCloud<T, G> {}
+
 impl<T: Transport, G: Send + Sync> Templates for OpenNebulaCloud<T, G> {
     async fn list_templates(&self) -> Result<Vec<VmTemplate>> {
         let docs = self.client.templatepool_info().await?;

@@ -428,6 +428,10 @@ impl LoadBalancing for OpenStackCloud {
 
 /// OpenStack has no VM templates: the default methods answer so.
 impl flightdeck_cloud::Templates for OpenStackCloud {}
+/// OpenStack has no KubeVirt: the default methods answer so.
+impl flightdeck_cloud::VirtualMachines for OpenStackCloud {}
+/// Draining goes through a workload cluster's API, which this provider does not reach.
+impl flightdeck_cloud::GuestDrain for OpenStackCloud {}
 
 #[cfg(test)]
 mod tests {

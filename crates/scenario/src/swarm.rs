@@ -377,6 +377,7 @@ fn cloud_faults(rng: &mut SeededRng, safety: Duration, clusters: &[(Cluster, u64
                 cluster: None,
                 level: None,
                 template: None,
+                node: None,
             };
             let any_cluster = |rng: &mut SeededRng| {
                 rng.chance(0.5)
@@ -440,7 +441,9 @@ fn cloud_faults(rng: &mut SeededRng, safety: Duration, clusters: &[(Cluster, u64
                 FaultKind::OneLockTemplate
                 | FaultKind::OneVmBootFailure
                 | FaultKind::OneImageError
-                | FaultKind::OneRpcError => {}
+                | FaultKind::OneRpcError
+                | FaultKind::KubevirtDrainInfraNode
+                | FaultKind::K8sPdbBlocks => {}
             }
             f
         })

@@ -119,6 +119,10 @@ impl<G: GuestCluster + Send + Sync> LoadBalancing for WireProvider<G> {
 
 /// OpenStack has no VM templates: the default methods answer so.
 impl<G: GuestCluster + Send + Sync> flightdeck_cloud::Templates for WireProvider<G> {}
+/// OpenStack has no KubeVirt: the default methods answer so.
+impl<G: GuestCluster + Send + Sync> flightdeck_cloud::VirtualMachines for WireProvider<G> {}
+/// OpenStack clusters are not drained through flightdeck (F9 is KubeVirt's).
+impl<G: GuestCluster + Send + Sync> flightdeck_cloud::GuestDrain for WireProvider<G> {}
 
 impl<G: GuestCluster + Send + Sync> GuestCluster for WireProvider<G> {
     async fn list_nodes(&self, owner: &Ownership) -> Result<Option<Vec<Node>>> {

@@ -541,3 +541,8 @@ impl LoadBalancing for SimCloud {
 /// The simulated OpenStack has no VM templates: the default methods answer so. The
 /// simulated OpenNebula is reached through its XML-RPC interface (`one::rpc`).
 impl flightdeck_cloud::Templates for SimCloud {}
+/// The simulated OpenStack has no KubeVirt: the default methods answer so. The simulated
+/// Kubernetes API is reached through its own request interface.
+impl flightdeck_cloud::VirtualMachines for SimCloud {}
+/// See [`flightdeck_cloud::VirtualMachines`] above.
+impl flightdeck_cloud::GuestDrain for SimCloud {}

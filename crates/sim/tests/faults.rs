@@ -200,6 +200,7 @@ fn faults_from_a_scenario_start_relative_to_its_origin() {
         cluster: None,
         level: None,
         template: None,
+        node: None,
     };
     let origin = flightdeck_cloud::Timestamp::SIM_EPOCH;
     let f = SimFault::from_spec(&fault, origin);

@@ -108,5 +108,6 @@ fn lock_web_templates() -> flightdeck_spec::scenario::Fault {
         cluster: None,
         level: Some(LockLevelSpec::Use),
         template: Some(flightdeck_spec::Text::new("web").expect("a text")),
+        node: None,
     }
 }

@@ -160,9 +160,22 @@ pub struct Provider {
     pub openstack: Option<OpenStackProvider>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub opennebula: Option<crate::opennebula::OpenNebulaProvider>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubevirt: Option<crate::kubevirt::KubeVirtProvider>,
 }
 
 impl Provider {
+    /// Whether the cluster lives on KubeVirt (VirtualMachines in an infra cluster).
+    pub fn is_kubevirt(&self) -> bool {
+        self.kubevirt.is_some()
+    }
+
+    /// Whether the control plane's address is not a load balancer flightdeck builds
+    /// member by member (OpenNebula's VIP, KubeVirt's Service).
+    pub fn external_endpoint(&self) -> bool {
+        self.opennebula.is_some() || self.kubevirt.is_some()
+    }
+
     /// Whether the cluster lives on OpenNebula (templates, VMs, an external endpoint).
     pub fn is_opennebula(&self) -> bool {
         self.opennebula.is_some()
@@ -494,17 +507,26 @@ impl Cluster {
             ));
         }
         let provider = &self.spec.provider;
-        match (&provider.openstack, &provider.opennebula) {
-            (Some(_), None) => self.validate_openstack()?,
-            (None, Some(one)) => {
+        match (
+            &provider.openstack,
+            &provider.opennebula,
+            &provider.kubevirt,
+        ) {
+            (Some(_), None, None) => self.validate_openstack()?,
+            (None, Some(one), None) => {
                 one.validate()
                     .map_err(|(f, m)| (format!("spec.provider.opennebula.{f}"), m))?;
                 self.validate_opennebula(one)?;
             }
+            (None, None, Some(kv)) => {
+                kv.validate()
+                    .map_err(|(f, m)| (format!("spec.provider.kubevirt.{f}"), m))?;
+                self.validate_kubevirt()?;
+            }
             _ => {
                 return Err((
                     "spec.provider".into(),
-                    "exactly one provider must be set (openstack or opennebula)".into(),
+                    "exactly one provider must be set (openstack, opennebula or kubevirt)".into(),
                 ));
             }
         }
@@ -600,27 +622,51 @@ impl Cluster {
         all
     }
 
-    fn validate_openstack(&self) -> Result<(), (String, String)> {
+    /// Machines made from a flavor (instancetype) and an image, as OpenStack and KubeVirt
+    /// make them.
+    fn validate_flavor_and_image(&self, cloud: &str) -> Result<(), (String, String)> {
         for (path, m) in self.machine_templates() {
             if m.flavor.is_none() {
                 return Err((
                     format!("{path}.flavor"),
-                    "OpenStack machines need a flavor".into(),
+                    format!("{cloud} machines need a flavor"),
                 ));
             }
             if m.image.is_none() {
                 return Err((
                     format!("{path}.image"),
-                    "OpenStack machines need an image".into(),
+                    format!("{cloud} machines need an image"),
                 ));
             }
             if m.template.is_some() {
                 return Err((
                     format!("{path}.template"),
-                    "templates are OpenNebula's; OpenStack machines take flavor and image".into(),
+                    format!("templates are OpenNebula's; {cloud} machines take flavor and image"),
                 ));
             }
         }
+        Ok(())
+    }
+
+    fn validate_kubevirt(&self) -> Result<(), (String, String)> {
+        self.validate_flavor_and_image("KubeVirt")?;
+        if self.spec.network.security_group.is_some() {
+            return Err((
+                "spec.network.securityGroup".into(),
+                "flightdeck manages no security group on KubeVirt".into(),
+            ));
+        }
+        if self.spec.api_load_balancer.health_monitor.is_some() {
+            return Err((
+                "spec.apiLoadBalancer.healthMonitor".into(),
+                "KubeVirt clusters are reached through a Service; there is no load balancer to monitor".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_openstack(&self) -> Result<(), (String, String)> {
+        self.validate_flavor_and_image("OpenStack")?;
         if self.spec.network.security_group.is_none() {
             return Err((
                 "spec.network.securityGroup".into(),

@@ -5,6 +5,7 @@
 pub mod cidr;
 pub mod cluster;
 pub mod duration;
+pub mod kubevirt;
 pub mod load;
 pub mod names;
 pub mod opennebula;
@@ -13,6 +14,7 @@ pub mod scenario;
 pub use cidr::Cidr;
 pub use cluster::{Cluster, ClusterSpec, Flight, MachineTemplate, NodePool, Provider};
 pub use duration::Duration;
+pub use kubevirt::KubeVirtProvider;
 pub use load::{Document, SpecError, load_documents, load_file};
 pub use names::{KubernetesVersion, Name, Text};
 pub use opennebula::{OpenNebulaProvider, content_addressed_name};

@@ -15,6 +15,12 @@ pub const NAME_MAX_LEN: usize = 24;
 pub struct Name(String);
 
 impl Name {
+    /// A name known at compile time to be valid (a default).
+    pub(crate) fn known(s: &'static str) -> Self {
+        debug_assert!(Name::new(s).is_ok(), "{s:?} is not a valid name");
+        Name(s.to_string())
+    }
+
     pub fn new(s: &str) -> Result<Self, String> {
         if s.is_empty() {
             return Err("a name must not be empty".into());

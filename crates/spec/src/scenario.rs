@@ -110,6 +110,16 @@ pub enum FaultKind {
     /// A fraction (`rate`) of OpenNebula XML-RPC calls answer INTERNAL.
     #[serde(rename = "one.rpcError")]
     OneRpcError,
+    /// At the start, the infra node `node` is drained: KubeVirt sets
+    /// `status.evacuationNodeName` on every VMI there whose eviction strategy is
+    /// External (as its eviction webhook does), and schedules nothing new on it until the
+    /// fault ends.
+    #[serde(rename = "kubevirt.drainInfraNode")]
+    KubevirtDrainInfraNode,
+    /// While active, every PodDisruptionBudget of the workload cluster (of `cluster`, or
+    /// of all) keeps `disruptionsAllowed` at 0.
+    #[serde(rename = "k8s.pdbBlocks")]
+    K8sPdbBlocks,
 }
 
 impl FaultKind {
@@ -129,7 +139,7 @@ impl FaultKind {
         FaultKind::AllNotReady,
     ];
 
-    pub const ALL: [FaultKind; 16] = [
+    pub const ALL: [FaultKind; 18] = [
         FaultKind::MemberStuckPending,
         FaultKind::MemberOffline,
         FaultKind::BootError,
@@ -146,6 +156,8 @@ impl FaultKind {
         FaultKind::OneVmBootFailure,
         FaultKind::OneImageError,
         FaultKind::OneRpcError,
+        FaultKind::KubevirtDrainInfraNode,
+        FaultKind::K8sPdbBlocks,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -166,6 +178,8 @@ impl FaultKind {
             FaultKind::OneVmBootFailure => "one.vmBootFailure",
             FaultKind::OneImageError => "one.imageError",
             FaultKind::OneRpcError => "one.rpcError",
+            FaultKind::KubevirtDrainInfraNode => "kubevirt.drainInfraNode",
+            FaultKind::K8sPdbBlocks => "k8s.pdbBlocks",
         }
     }
 }
@@ -224,6 +238,9 @@ pub struct Fault {
     /// `one.lockTemplate`: templates whose name starts with this are locked.
     #[serde(default)]
     pub template: Option<Text>,
+    /// `kubevirt.drainInfraNode`: the infra node drained.
+    #[serde(default)]
+    pub node: Option<Text>,
 }
 
 /// An OpenNebula lock level, as `one.lockTemplate` takes it.
@@ -296,10 +313,13 @@ pub enum Invariant {
     RulesRestored,
     /// After the settling time, no pod-network destination has a stale next hop.
     RoutesConsistent,
+    /// A VMI KubeVirt asked to evacuate is deleted only after its guest node was drained
+    /// (no pod that must leave is left on it) or its drain deadline passed (F9).
+    DrainBeforeDelete,
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 10] = [
+    pub const ALL: [Invariant; 11] = [
         Invariant::ApiEndpointServing,
         Invariant::NoChurn,
         Invariant::NoLeaks,
@@ -310,6 +330,7 @@ impl Invariant {
         Invariant::NoRemediationOnBlindObserver,
         Invariant::RulesRestored,
         Invariant::RoutesConsistent,
+        Invariant::DrainBeforeDelete,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -324,6 +345,7 @@ impl Invariant {
             Invariant::NoRemediationOnBlindObserver => "noRemediationOnBlindObserver",
             Invariant::RulesRestored => "rulesRestored",
             Invariant::RoutesConsistent => "routesConsistent",
+            Invariant::DrainBeforeDelete => "drainBeforeDelete",
         }
     }
 }
@@ -437,7 +459,13 @@ impl Scenario {
                 FaultKind::OneVmBootFailure => (false, false, false, false, true),
                 FaultKind::OneImageError => (false, false, false, false, true),
                 FaultKind::OneRpcError => (false, true, false, false, true),
+                FaultKind::KubevirtDrainInfraNode => (false, false, false, false, false),
+                FaultKind::K8sPdbBlocks => (false, false, false, false, false),
             };
+            let drains = f.kind == FaultKind::KubevirtDrainInfraNode;
+            if drains != f.node.is_some() {
+                return Err((at("node"), presence(f.kind.as_str(), drains)));
+            }
             let locks = f.kind == FaultKind::OneLockTemplate;
             if locks != f.level.is_some() {
                 return Err((at("level"), presence(f.kind.as_str(), locks)));
@@ -482,6 +510,7 @@ impl Scenario {
                     | FaultKind::OneRpcError
                     | FaultKind::OneLockTemplate
                     | FaultKind::OneImageError
+                    | FaultKind::KubevirtDrainInfraNode
             );
             if !takes_cluster && f.cluster.is_some() {
                 return Err((

@@ -1,0 +1,68 @@
+//! `spec.provider.kubevirt`: machines are KubeVirt VirtualMachines in an infrastructure
+//! Kubernetes cluster; the workload cluster is reached through its own kubeconfig.
+
+use serde::{Deserialize, Serialize};
+
+use crate::duration::Duration;
+use crate::names::{Name, Text};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct KubeVirtProvider {
+    /// The infrastructure cluster's kubeconfig file. Absent: the built-in simulator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infra_kubeconfig: Option<Text>,
+    /// The infra namespace the cluster's VirtualMachines and Service live in.
+    #[serde(default = "default_namespace")]
+    pub namespace: Name,
+    /// How flightdeck reaches the workload cluster. Absent: the built-in simulator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload_kubeconfig: Option<KubeconfigRef>,
+    /// How long a guest node's drain may take before its VMI is deleted anyway (F9).
+    #[serde(default = "default_drain_timeout")]
+    pub drain_timeout: Duration,
+}
+
+/// A kubeconfig: a file, or a Secret in the infra namespace (key `value`, as Cluster API
+/// writes `<cluster>-kubeconfig`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct KubeconfigRef {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<Text>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<Name>,
+}
+
+fn default_namespace() -> Name {
+    Name::known("default")
+}
+
+fn default_drain_timeout() -> Duration {
+    Duration::from_mins(10)
+}
+
+impl KubeVirtProvider {
+    /// Rules across the block; returns the field path (below `spec.provider.kubevirt`)
+    /// and the problem.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        if let Some(k) = &self.workload_kubeconfig
+            && k.file.is_some() == k.secret.is_some()
+        {
+            return Err((
+                "workloadKubeconfig".into(),
+                "give exactly one of file and secret".into(),
+            ));
+        }
+        if self.drain_timeout < Duration::from_mins(1) {
+            return Err((
+                "drainTimeout".into(),
+                format!(
+                    "{} is shorter than a minute: no guest could be drained gracefully",
+                    self.drain_timeout
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
