@@ -306,4 +306,14 @@ pub struct Observed {
     /// OpenNebula: every image the session's user can see.
     #[serde(default)]
     pub images: Vec<crate::Image>,
+    /// KubeVirt: the cluster's VMIs.
+    #[serde(default)]
+    pub vmis: Vec<crate::Vmi>,
+    /// KubeVirt: the pods on the guest nodes being drained, by node name. A node that is
+    /// not a key was not listed (nothing may be concluded about its pods).
+    #[serde(default)]
+    pub pods: std::collections::BTreeMap<String, Vec<crate::Pod>>,
+    /// KubeVirt: the cluster's control-plane endpoint Services.
+    #[serde(default)]
+    pub services: Vec<crate::EndpointService>,
 }

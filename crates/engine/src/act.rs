@@ -3,9 +3,9 @@
 
 use flightdeck_cloud::ownership::Role;
 use flightdeck_cloud::{
-    CloudError, ErrorClass, HealthMonitorCreate, ImageCreate, Instantiate, ListenerCreate,
-    LoadBalancerCreate, MemberCreate, Observed, Ownership, PoolCreate, Provider, ServerCreate,
-    TemplateCreate,
+    CloudError, EndpointService, ErrorClass, HealthMonitorCreate, ImageCreate, Instantiate,
+    ListenerCreate, LoadBalancerCreate, MemberCreate, Observed, Ownership, PoolCreate, Provider,
+    ServerCreate, TemplateCreate,
 };
 use flightdeck_plan::memory::Blocked;
 use flightdeck_plan::{Action, Memory};
@@ -23,6 +23,9 @@ pub enum ActOutcome {
     /// A permanent error remembered in memory and retried on its own slow clock, so it
     /// does not hold back the rest of the cluster.
     Deferred(CloudError),
+    /// The cloud said "not now" for this one object (a disruption budget); the planner
+    /// looks again on its own clock.
+    Blocked(String),
 }
 
 /// Carries out one action. `observed` is what the plan was made from; deletions are
@@ -121,7 +124,11 @@ pub async fn act<P: Provider>(
                         flavor: flavor.clone(),
                         image: image.clone(),
                         network: network.clone(),
-                        security_groups: vec![security_group.clone()],
+                        security_groups: if security_group.is_empty() {
+                            Vec::new()
+                        } else {
+                            vec![security_group.clone()]
+                        },
                         tags: owner.tags(&Role::Machine(key.clone())),
                     })
                     .await?;
@@ -255,6 +262,32 @@ pub async fn act<P: Provider>(
                 provider.delete_template(template_id).await?;
             }
             Action::DeleteImage { image_id, .. } => provider.delete_image(image_id).await?,
+            Action::CreateEndpointService { name, port } => {
+                provider
+                    .create_endpoint_service(&EndpointService {
+                        name: name.clone(),
+                        port: *port,
+                        address: None,
+                        tags: owner.tags(&Role::ApiLoadBalancer),
+                    })
+                    .await?;
+            }
+            Action::DeleteEndpointService { name } => {
+                provider.delete_endpoint_service(name).await?;
+            }
+            Action::CordonNode { node, .. } => {
+                provider.set_unschedulable(owner, node, true).await?;
+            }
+            Action::UncordonNode { node, .. } => {
+                provider.set_unschedulable(owner, node, false).await?;
+            }
+            Action::EvictPod { namespace, pod, .. } => {
+                provider.evict_pod(owner, namespace, pod).await?;
+            }
+            Action::DeletePod { namespace, pod, .. } => {
+                provider.delete_pod(owner, namespace, pod).await?;
+            }
+            Action::DeleteVmi { vmi, .. } => provider.delete_vmi(vmi).await?,
         }
         Ok(())
     }
@@ -316,6 +349,9 @@ fn is_delete(action: &Action) -> bool {
             | Action::DeleteSecurityGroup { .. }
             | Action::DeleteTemplate { .. }
             | Action::DeleteImage { .. }
+            | Action::DeleteEndpointService { .. }
+            | Action::DeletePod { .. }
+            | Action::DeleteVmi { .. }
     )
 }
 
@@ -400,6 +436,16 @@ fn not_owned(owner: &Ownership, o: &Observed, memory: &Memory, action: &Action) 
                 .iter()
                 .find(|g| g.id == *security_group_id)
                 .map(|g| &g.tags),
+        ),
+        Action::DeleteVmi { vmi, .. } => (
+            "VMI",
+            vmi,
+            o.vmis.iter().find(|v| v.name == *vmi).map(|v| &v.tags),
+        ),
+        Action::DeleteEndpointService { name } => (
+            "service",
+            name,
+            o.services.iter().find(|s| s.name == *name).map(|s| &s.tags),
         ),
         _ => return None,
     };

@@ -4,6 +4,7 @@ use flightdeck_cloud::ownership::role_of;
 use std::future::Future;
 
 use flightdeck_cloud::{CloudError, ErrorClass, Observed, Ownership, Provider, Role, Timestamp};
+use flightdeck_plan::drain::{evacuation_requested, guest_node_of};
 use flightdeck_spec::Cluster;
 
 /// Lists what the cluster's cloud has for it: on OpenNebula its VMs, every template and
@@ -15,6 +16,9 @@ pub async fn observe_cluster<P: Provider>(
     now: Timestamp,
     spec: &Cluster,
 ) -> Result<Observed, CloudError> {
+    if spec.spec.provider.is_kubevirt() {
+        return observe_kubevirt(provider, owner, now).await;
+    }
     if !spec.spec.provider.is_opennebula() {
         let router = spec
             .spec
@@ -45,6 +49,63 @@ pub async fn observe_cluster<P: Provider>(
         nodes,
         templates,
         images,
+        ..Observed::default()
+    })
+}
+
+/// KubeVirt: the cluster's VMs and VMIs, its endpoint Service, the workload cluster's
+/// nodes, and the pods of every guest node KubeVirt asks to evacuate (F9). Pods are listed
+/// only for those nodes: a drain needs them, nothing else does.
+async fn observe_kubevirt<P: Provider>(
+    provider: &P,
+    owner: &Ownership,
+    now: Timestamp,
+) -> Result<Observed, CloudError> {
+    let servers = twice(|| provider.list_servers(owner)).await?;
+    let vmis = twice(|| provider.list_vmis(owner)).await?;
+    let services = twice(|| provider.list_endpoint_services(owner)).await?;
+    let nodes = if servers.is_empty() {
+        None
+    } else {
+        match twice(|| provider.list_nodes(owner)).await {
+            Ok(nodes) => nodes,
+            Err(e) if e.class == ErrorClass::Transient => None,
+            Err(e) => return Err(e),
+        }
+    };
+    let mut pods = std::collections::BTreeMap::new();
+    if let Some(nodes) = &nodes {
+        for vmi in vmis.iter().filter(|v| evacuation_requested(v)) {
+            // The guest node by identity, and (only so that the upstream policy can be
+            // shown wrong) the node named like the infra node, if there is one.
+            let by_identity = guest_node_of(nodes, &vmi.name).map(|n| n.name.clone());
+            let by_infra_name = vmi
+                .evacuation_node
+                .as_ref()
+                .filter(|n| nodes.iter().any(|x| &x.name == *n))
+                .cloned();
+            for node in by_identity.into_iter().chain(by_infra_name) {
+                if pods.contains_key(&node) {
+                    continue;
+                }
+                match twice(|| provider.list_pods_on(owner, &node)).await {
+                    Ok(Some(list)) => {
+                        pods.insert(node, list);
+                    }
+                    Ok(None) => {}
+                    Err(e) if e.class == ErrorClass::Transient => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    }
+    Ok(Observed {
+        at: now,
+        servers,
+        nodes,
+        vmis,
+        pods,
+        services,
         ..Observed::default()
     })
 }
@@ -110,8 +171,7 @@ pub async fn observe<P: Provider>(
         health_monitors,
         members,
         nodes,
-        templates: Vec::new(),
-        images: Vec::new(),
+        ..Observed::default()
     })
 }
 

@@ -306,6 +306,13 @@ async fn carry_out<P: Provider>(
                 reason: verb,
                 message: format!("{}: already so ({msg})", planned.action.summary()),
             }),
+            ActOutcome::Blocked(message) => events.push(Event {
+                at,
+                cluster: name.to_string(),
+                severity: Severity::Normal,
+                reason: "EvictionBlocked".into(),
+                message: format!("{}: {message}", planned.action.summary()),
+            }),
             ActOutcome::Deferred(e) => {
                 failures += 1;
                 events.push(Event {

@@ -115,6 +115,45 @@ pub enum Action {
         image_id: String,
         name: String,
     },
+    /// KubeVirt: the control-plane endpoint Service in the infra cluster.
+    CreateEndpointService {
+        name: String,
+        port: u16,
+    },
+    /// KubeVirt: the endpoint Service, when the cluster is deleted.
+    DeleteEndpointService {
+        name: String,
+    },
+    /// KubeVirt (F9): mark a guest node unschedulable before draining it.
+    CordonNode {
+        machine: String,
+        node: String,
+    },
+    /// KubeVirt (F9): make a replacement's guest node schedulable again.
+    UncordonNode {
+        machine: String,
+        node: String,
+    },
+    /// KubeVirt (F9): evict a pod from a guest node through the Eviction API.
+    EvictPod {
+        node: String,
+        namespace: String,
+        pod: String,
+    },
+    /// KubeVirt (F9): delete a pod that needs no disruption-budget check (finished,
+    /// pending, or already being deleted).
+    DeletePod {
+        node: String,
+        namespace: String,
+        pod: String,
+    },
+    /// KubeVirt (F9): delete a VMI KubeVirt asked to evacuate, once its guest node is
+    /// drained or its deadline passed. Its VM starts a replacement.
+    DeleteVmi {
+        machine: String,
+        vmi: String,
+        uid: String,
+    },
 }
 
 impl Action {
@@ -155,6 +194,13 @@ impl Action {
             Action::Instantiate { .. } => "Instantiate",
             Action::DeleteTemplate { .. } => "DeleteTemplate",
             Action::DeleteImage { .. } => "DeleteImage",
+            Action::CreateEndpointService { .. } => "CreateEndpointService",
+            Action::DeleteEndpointService { .. } => "DeleteEndpointService",
+            Action::CordonNode { .. } => "CordonNode",
+            Action::UncordonNode { .. } => "UncordonNode",
+            Action::EvictPod { .. } => "EvictPod",
+            Action::DeletePod { .. } => "DeletePod",
+            Action::DeleteVmi { .. } => "DeleteVmi",
         }
     }
 
@@ -209,6 +255,23 @@ impl Action {
                 format!("delete template {name} ({template_id})")
             }
             Action::DeleteImage { image_id, name } => format!("delete image {name} ({image_id})"),
+            Action::CreateEndpointService { name, port } => {
+                format!("create endpoint service {name} :{port}")
+            }
+            Action::DeleteEndpointService { name } => format!("delete endpoint service {name}"),
+            Action::CordonNode { node, .. } => format!("cordon guest node {node}"),
+            Action::UncordonNode { node, .. } => format!("uncordon guest node {node}"),
+            Action::EvictPod {
+                node,
+                namespace,
+                pod,
+            } => format!("evict pod {namespace}/{pod} from {node}"),
+            Action::DeletePod {
+                node,
+                namespace,
+                pod,
+            } => format!("delete pod {namespace}/{pod} on {node}"),
+            Action::DeleteVmi { vmi, .. } => format!("delete VMI {vmi}"),
         }
     }
 }

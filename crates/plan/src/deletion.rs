@@ -68,6 +68,21 @@ pub(crate) fn plan_deletion(p: &mut Planner<'_>) {
         p.wait(POLL_MACHINES);
     }
 
+    // KubeVirt: the endpoint Service, once the VMs are gone.
+    for svc in &o.services {
+        remaining.push(format!("service {}", svc.name));
+        if o.servers.is_empty() {
+            p.act(
+                Action::DeleteEndpointService {
+                    name: svc.name.clone(),
+                },
+                "the cluster is being deleted and no VM is left behind its endpoint",
+            );
+        }
+        p.wait(POLL_MACHINES);
+    }
+    p.memory.drains.clear();
+
     // OpenNebula: the templates and images this cluster holds, once its VMs are DONE
     // (an image a VM still uses cannot be deleted). Shared ones are left to their
     // other holders.

@@ -45,6 +45,15 @@ pub(crate) fn plan_infra(p: &mut Planner<'_>) -> Infra {
             templates: one_infra.instantiable,
         };
     }
+    if p.spec.spec.provider.is_kubevirt() {
+        return Infra {
+            security_group_id: None,
+            pool: None,
+            complete: plan_endpoint_service(p),
+            external_endpoint: true,
+            templates: Default::default(),
+        };
+    }
     let before = p.actions.len();
     let security_group_id = plan_security_group(p);
     let sg_complete = security_group_id.is_some() && p.actions.len() == before;
@@ -60,6 +69,24 @@ pub(crate) fn plan_infra(p: &mut Planner<'_>) -> Infra {
         external_endpoint: false,
         templates: Default::default(),
     }
+}
+
+/// KubeVirt: the control-plane endpoint, a Service in the infra cluster selecting the
+/// cluster's control-plane VMIs. Returns whether it exists.
+fn plan_endpoint_service(p: &mut Planner<'_>) -> bool {
+    let name = format!("{}-api", p.spec.name());
+    let exists = p.observed.services.iter().any(|s| s.name == name);
+    if !exists {
+        p.act(
+            Action::CreateEndpointService {
+                name,
+                port: p.spec.spec.api_load_balancer.port.get(),
+            },
+            "the cluster's API needs its endpoint Service",
+        );
+        p.wait(crate::POLL_MACHINES);
+    }
+    exists
 }
 
 /// The three ingress rules every cluster needs: tcp, udp and icmp from the pod CIDR.

@@ -15,6 +15,7 @@ mod adoption;
 mod churn;
 pub mod condition;
 mod deletion;
+pub mod drain;
 mod infra;
 pub mod machines;
 pub mod member_gate;
@@ -33,6 +34,7 @@ use flightdeck_spec::{Cluster, Duration};
 
 pub use action::{Action, PlannedAction};
 pub use condition::{Condition, Event, PlanEvent, Severity};
+pub use drain::DrainPolicy;
 pub use member_gate::MemberGate;
 pub use memory::{Held, MachineRecord, MachineRole, MachineTemplate, Memory, OneHoldings};
 pub use opennebula::{Shared, TemplatePolicy};
@@ -57,6 +59,7 @@ pub struct PlanOptions {
     pub member_gate: MemberGate,
     pub remediation: RemediationPolicy,
     pub templates: opennebula::TemplatePolicy,
+    pub drain: drain::DrainPolicy,
 }
 
 /// What the cluster should be, what the cloud shows, what we remember, and when.
@@ -93,6 +96,7 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
         p.note_spec_change();
         let infra = infra::plan_infra(&mut p);
         rollout::plan_machines(&mut p, &infra);
+        drain::plan_drains(&mut p);
     }
     p.finish()
 }

@@ -135,6 +135,28 @@ pub struct Memory {
     /// OpenNebula: the templates and images this cluster holds (F1).
     #[serde(default, skip_serializing_if = "OneHoldings::is_empty")]
     pub one: OneHoldings,
+    /// KubeVirt: guest drains under way, by machine name (F9).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub drains: BTreeMap<String, DrainRecord>,
+}
+
+/// A guest drain (F9): KubeVirt asked to evacuate a machine's VMI. The start is kept, so
+/// the `drainTimeout` deadline survives restarts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrainRecord {
+    /// The VMI being evacuated (a replacement VMI has another UID).
+    pub vmi_uid: String,
+    /// The infra node KubeVirt evacuates (`status.evacuationNodeName`).
+    pub infra_node: String,
+    /// When flightdeck first saw the evacuation request: the deadline counts from here.
+    pub since: Timestamp,
+    /// The guest node, once found by the machine's identity.
+    #[serde(default)]
+    pub guest_node: Option<String>,
+    /// Set once the VMI's deletion was asked for; the record stays until the
+    /// replacement's node is uncordoned.
+    #[serde(default)]
+    pub vmi_deleted: Option<Timestamp>,
 }
 
 /// The OpenNebula templates and images a cluster holds, by the content-addressed name
@@ -212,6 +234,7 @@ impl Memory {
             churn: ChurnLedger::default(),
             route_limit: None,
             one: OneHoldings::default(),
+            drains: BTreeMap::new(),
         }
     }
 }

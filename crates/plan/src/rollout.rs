@@ -523,6 +523,27 @@ fn request_server(p: &mut Planner<'_>, record: &MachineRecord, infra: &Infra, wh
         request_vm(p, record, infra, why);
         return;
     }
+    if let Some(kv) = p.spec.spec.provider.kubevirt.as_ref() {
+        // KubeVirt: a VirtualMachine in the infra namespace; no security group.
+        let namespace = kv.namespace.to_string();
+        if !p.actions.iter().any(
+            |a| matches!(&a.action, Action::CreateServer { machine, .. } if *machine == record.name),
+        ) {
+            p.act(
+                Action::CreateServer {
+                    machine: record.name.clone(),
+                    key: record.key.clone(),
+                    role: record.role.clone(),
+                    flavor: record.template.flavor.clone(),
+                    image: record.template.image.clone(),
+                    network: namespace,
+                    security_group: String::new(),
+                },
+                why.to_string(),
+            );
+        }
+        return;
+    }
     let Some(group) = infra.security_group_id.clone() else {
         p.wait(POLL_MACHINES);
         return;

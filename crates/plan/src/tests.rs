@@ -4,6 +4,7 @@
 //! memberTimeout, removal order, scaling), `deletion` (F12).
 
 mod deletion;
+mod drain;
 mod hazards;
 mod infra;
 mod opennebula;

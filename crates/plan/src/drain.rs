@@ -1,0 +1,284 @@
+//! F9: graceful eviction of KubeVirt VMIs with a bounded drain.
+//!
+//! When an infra node is drained, KubeVirt marks each VMI there whose eviction strategy is
+//! `External` with `status.evacuationNodeName` (the **infra** node) and leaves the rest to
+//! the cluster's controller. flightdeck then:
+//!
+//! 1. finds the guest node by the machine's own identity (its providerID
+//!    `kubevirt://<vm>`), never by `evacuationNodeName`; a guest node it cannot find is an
+//!    error condition, not a drained node;
+//! 2. records when the drain started, in memory, so its deadline survives restarts;
+//! 3. cordons the guest node and evicts its pods through the Eviction API, skipping
+//!    DaemonSet and mirror pods; a 429 (a PodDisruptionBudget) is looked at again later,
+//!    never waited for inside a reconcile;
+//! 4. deletes the VMI once no pod that must leave is left, or anyway once `drainTimeout`
+//!    has passed since the drain started (with an event saying so);
+//! 5. uncordons the guest node once the replacement VMI runs and the node is Ready.
+//!
+//! Upstream looked the guest node up by `evacuationNodeName` and took the NotFound for
+//! "drained" ([`DrainPolicy::UpstreamByEvacuationNode`], kept only to prove the
+//! `drainBeforeDelete` invariant catches it).
+
+use flightdeck_cloud::{EvictionStrategy, Node, Pod, Vmi};
+use flightdeck_spec::Duration;
+
+use crate::Planner;
+use crate::action::Action;
+use crate::condition::{Condition, PlanEvent};
+use crate::memory::DrainRecord;
+
+/// Condition kind: a guest drain is under way or blocked.
+pub const DRAINING: &str = "Draining";
+
+/// How often a drain is looked at while pods leave or a disruption budget blocks
+/// (`kubectl drain` retries a 429 after 5 s).
+pub const POLL_DRAIN: Duration = Duration::from_secs(5);
+
+/// How the guest node of an evacuated VMI is found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DrainPolicy {
+    /// By the machine's identity (providerID `kubevirt://<vm>`, else the VM's name).
+    #[default]
+    ByIdentity,
+    /// **Unsafe**, kept only to prove the invariants catch it: by
+    /// `evacuationNodeName`, the infra node's name, and a NotFound counts as drained.
+    UpstreamByEvacuationNode,
+}
+
+/// Whether KubeVirt asks flightdeck to evacuate this VMI.
+pub fn evacuation_requested(vmi: &Vmi) -> bool {
+    !vmi.deleting
+        && vmi.eviction_strategy == Some(EvictionStrategy::External)
+        && vmi.evacuation_node.is_some()
+}
+
+/// The guest node of machine `vm`, found by its identity.
+pub fn guest_node_of<'a>(nodes: &'a [Node], vm: &str) -> Option<&'a Node> {
+    nodes
+        .iter()
+        .find(|n| n.server_id.as_deref() == Some(vm))
+        .or_else(|| nodes.iter().find(|n| n.name == vm && n.server_id.is_none()))
+}
+
+/// Plans every drain of the cluster.
+pub(crate) fn plan_drains(p: &mut Planner<'_>) {
+    let Some(kv) = p.spec.spec.provider.kubevirt.as_ref() else {
+        return;
+    };
+    let timeout = kv.drain_timeout;
+    let vmis: Vec<Vmi> = p.observed.vmis.clone();
+    let mut messages = Vec::new();
+    for vmi in vmis.iter().filter(|v| evacuation_requested(v)) {
+        if let Some(m) = drain_one(p, vmi, timeout) {
+            messages.push(m);
+        }
+    }
+    finish_drains(p, &vmis);
+    if !messages.is_empty() {
+        p.condition(Condition::new(
+            DRAINING,
+            true,
+            "GuestDrain",
+            messages.join("; "),
+        ));
+    }
+}
+
+/// Plans the drain of one evacuated VMI; returns what the cluster should say about it.
+fn drain_one(p: &mut Planner<'_>, vmi: &Vmi, timeout: Duration) -> Option<String> {
+    let machine = vmi.name.clone();
+    let infra_node = vmi.evacuation_node.clone().unwrap_or_default();
+    let now = p.now;
+    let record = match p.memory.drains.get(&machine) {
+        Some(r) if r.vmi_uid == vmi.uid => r.clone(),
+        _ => {
+            let r = DrainRecord {
+                vmi_uid: vmi.uid.clone(),
+                infra_node: infra_node.clone(),
+                since: now,
+                guest_node: None,
+                vmi_deleted: None,
+            };
+            p.events.push(PlanEvent::normal(
+                "DrainStarted",
+                format!(
+                    "KubeVirt evacuates {machine} from infra node {infra_node}: draining its guest node, at most {timeout}"
+                ),
+            ));
+            p.memory.drains.insert(machine.clone(), r.clone());
+            r
+        }
+    };
+    if record.vmi_deleted.is_some() {
+        // Asked for already; the VMI is going.
+        p.wait(POLL_DRAIN);
+        return Some(format!("{machine}: VMI {} is being deleted", vmi.name));
+    }
+    let waited = now.since(record.since);
+    let nodes = p.observed.nodes.clone().unwrap_or_default();
+    let node = match p.options.drain {
+        DrainPolicy::ByIdentity => guest_node_of(&nodes, &machine).cloned(),
+        DrainPolicy::UpstreamByEvacuationNode => {
+            nodes.iter().find(|n| n.name == infra_node).cloned()
+        }
+    };
+    if waited >= timeout {
+        let left = node
+            .as_ref()
+            .and_then(|n| p.observed.pods.get(&n.name))
+            .map(|pods| pods.iter().filter(|x| x.must_leave()).count());
+        delete_vmi(p, vmi, &machine);
+        p.events.push(PlanEvent::warning(
+            "DrainDeadlinePassed",
+            format!(
+                "the drain of {machine} did not finish within {timeout}; its VMI is deleted anyway so that infra node {infra_node} is not blocked{}",
+                match left {
+                    Some(n) if n > 0 => format!(" ({n} pod(s) still on the guest node)"),
+                    _ => String::new(),
+                }
+            ),
+        ));
+        return Some(format!("{machine}: drain deadline passed"));
+    }
+    let remaining = timeout.as_millis().saturating_sub(waited.as_millis());
+    let deadline_in = Duration::from_millis(remaining);
+    let Some(node) = node else {
+        if p.options.drain == DrainPolicy::UpstreamByEvacuationNode {
+            // Upstream: NotFound means drained.
+            delete_vmi(p, vmi, &machine);
+            return None;
+        }
+        p.wait(POLL_DRAIN.min(deadline_in));
+        return Some(format!(
+            "{machine}: its guest node cannot be found by its identity (providerID kubevirt://{machine}); it is not taken for drained, and the VMI is deleted at the deadline in {deadline_in}"
+        ));
+    };
+    if let Some(r) = p.memory.drains.get_mut(&machine) {
+        r.guest_node = Some(node.name.clone());
+    }
+    if !node.unschedulable {
+        p.act(
+            Action::CordonNode {
+                machine: machine.clone(),
+                node: node.name.clone(),
+            },
+            format!("KubeVirt evacuates {machine}: no new pod may land on its guest node"),
+        );
+    }
+    let Some(pods) = p.observed.pods.get(&node.name).cloned() else {
+        p.wait(POLL_DRAIN.min(deadline_in));
+        return Some(format!(
+            "{machine}: the pods of guest node {} could not be listed",
+            node.name
+        ));
+    };
+    let leaving: Vec<&Pod> = pods.iter().filter(|x| x.must_leave()).collect();
+    if leaving.is_empty() {
+        p.events.push(PlanEvent::normal(
+            "GuestDrained",
+            format!(
+                "guest node {} of {machine} is drained after {waited}; deleting its VMI",
+                node.name
+            ),
+        ));
+        delete_vmi(p, vmi, &machine);
+        return None;
+    }
+    let mut waiting_on = Vec::new();
+    for pod in &leaving {
+        waiting_on.push(format!("{}/{}", pod.namespace, pod.name));
+        if pod.deleting {
+            continue;
+        }
+        let action = if pod.deleted_directly() {
+            Action::DeletePod {
+                node: node.name.clone(),
+                namespace: pod.namespace.clone(),
+                pod: pod.name.clone(),
+            }
+        } else {
+            Action::EvictPod {
+                node: node.name.clone(),
+                namespace: pod.namespace.clone(),
+                pod: pod.name.clone(),
+            }
+        };
+        p.act(
+            action,
+            format!("draining guest node {} of {machine}", node.name),
+        );
+    }
+    p.wait(POLL_DRAIN.min(deadline_in));
+    Some(format!(
+        "{machine}: draining guest node {} for {waited}, waiting for {} (deadline in {deadline_in})",
+        node.name,
+        waiting_on.join(", ")
+    ))
+}
+
+fn delete_vmi(p: &mut Planner<'_>, vmi: &Vmi, machine: &str) {
+    let now = p.now;
+    if let Some(r) = p.memory.drains.get_mut(machine) {
+        r.vmi_deleted = Some(now);
+    }
+    p.act(
+        Action::DeleteVmi {
+            machine: machine.to_string(),
+            vmi: vmi.name.clone(),
+            uid: vmi.uid.clone(),
+        },
+        "KubeVirt asked to evacuate it",
+    );
+    p.wait(POLL_DRAIN);
+}
+
+/// Drains whose VMI is gone: the replacement's guest node is uncordoned once it runs and
+/// is Ready, and then the record is dropped. A record whose VMI went away on its own is
+/// dropped too, once a new VMI runs.
+fn finish_drains(p: &mut Planner<'_>, vmis: &[Vmi]) {
+    let records: Vec<(String, DrainRecord)> = p
+        .memory
+        .drains
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let nodes = p.observed.nodes.clone().unwrap_or_default();
+    for (machine, r) in records {
+        let current = vmis.iter().find(|v| v.name == machine);
+        let replaced = current.is_some_and(|v| v.uid != r.vmi_uid && !v.deleting);
+        if !p.memory.machines.contains_key(&machine) && current.is_none() {
+            // The machine itself is gone (removed, or the cluster deleted).
+            p.memory.drains.remove(&machine);
+            continue;
+        }
+        if !replaced {
+            continue;
+        }
+        let running = current.is_some_and(|v| v.phase == "Running");
+        let node = r
+            .guest_node
+            .as_deref()
+            .and_then(|n| nodes.iter().find(|x| x.name == n))
+            .or_else(|| guest_node_of(&nodes, &machine));
+        match node {
+            Some(n) if n.unschedulable && running && n.ready => {
+                p.act(
+                    Action::UncordonNode {
+                        machine: machine.clone(),
+                        node: n.name.clone(),
+                    },
+                    format!("{machine} runs again on a new VMI and its node is Ready"),
+                );
+                p.memory.drains.remove(&machine);
+                p.events.push(PlanEvent::normal(
+                    "DrainFinished",
+                    format!("{machine} was evacuated; its guest node {} is back", n.name),
+                ));
+            }
+            Some(n) if !n.unschedulable => {
+                p.memory.drains.remove(&machine);
+            }
+            _ => p.wait(crate::POLL_MACHINES),
+        }
+    }
+}
