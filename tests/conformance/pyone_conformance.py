@@ -307,11 +307,7 @@ def test_cleanup_deletes_template_and_image():
 # Checks the simulator is known to fail, with why. Such a check prints "xfail" and does
 # not fail the run; once it passes it prints "XPASS" and fails the run, so that it is
 # taken off this list.
-KNOWN_GAPS = {
-    "test_template_allocate_in_xml_form":
-        "the simulator parses template syntax only, not the XML form "
-        "(crates/sim/src/one/syntax.rs answers 'XML Template malformed')",
-}
+KNOWN_GAPS: dict[str, str] = {}
 
 
 def main():

@@ -75,11 +75,18 @@ pub struct UpArgs {
     /// Reconcile against the real OpenStack named by each cluster's
     /// `spec.provider.openstack.cloud` (clouds.yaml), in real time, instead of the
     /// built-in simulator. Needs --state-dir and --simulated-nodes.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "opennebula")]
     openstack: bool,
-    /// With --openstack: take the workload cluster's nodes from simulated kubelets keyed
-    /// by the real servers (for clouds whose servers run no kubelet, like Nova's fake
-    /// driver). Reaching real workload clusters through kubeconfig is not built yet.
+    /// Reconcile against the real OpenNebula at each cluster's
+    /// `spec.provider.opennebula.xmlrpc` (else $ONE_XMLRPC), with the credentials in the
+    /// file $ONE_AUTH names (else ~/.one/one_auth), in real time. Needs --state-dir and
+    /// --simulated-nodes.
+    #[arg(long)]
+    opennebula: bool,
+    /// With --openstack or --opennebula: take the workload cluster's nodes from simulated
+    /// kubelets keyed by the real servers or VMs (for clouds whose machines run no
+    /// kubelet, like Nova's fake driver). Reaching real workload clusters through
+    /// kubeconfig is not built yet.
     #[arg(long)]
     simulated_nodes: bool,
 }
@@ -98,9 +105,20 @@ pub struct DeleteArgs {
     /// The state directory that holds the cluster.
     #[arg(long)]
     state_dir: PathBuf,
-    /// The clouds.yaml entry of the cloud.
+    /// The clouds.yaml entry of the cloud (OpenStack).
+    #[arg(
+        long,
+        required_unless_present = "opennebula",
+        conflicts_with = "opennebula"
+    )]
+    cloud: Option<String>,
+    /// The cluster lives on OpenNebula: reach it at this XML-RPC endpoint (else
+    /// $ONE_XMLRPC) with the credentials $ONE_AUTH names.
     #[arg(long)]
-    cloud: String,
+    opennebula: bool,
+    /// With --opennebula: the XML-RPC endpoint, e.g. http://one.example:2633/RPC2.
+    #[arg(long, requires = "opennebula")]
+    xmlrpc: Option<String>,
     /// Take nodes from simulated kubelets (see `up --simulated-nodes`).
     #[arg(long)]
     simulated_nodes: bool,
@@ -132,8 +150,9 @@ enum SimCommand {
     Run(SimRunArgs),
     /// Serve the simulated OpenStack over HTTP (Keystone, Nova, Neutron, Octavia, Glance)
     /// in real time, for OpenStack's own clients and for flightdeck's REST provider; with
-    /// --opennebula, the simulated OpenNebula's XML-RPC API too.
-    Serve(ServeArgs),
+    /// --opennebula, the simulated OpenNebula's XML-RPC API too; with --kubernetes, the
+    /// simulated Kubernetes clusters (KubeVirt's infra cluster and the workload clusters).
+    Serve(Box<ServeArgs>),
     /// Randomized fault simulation: every seed becomes a fleet, faults, a workload and
     /// engine perturbations; invariants are checked at every step, then the fleet must
     /// converge. Exits 0 only if no seed failed.
@@ -171,6 +190,40 @@ pub struct ServeArgs {
     /// the last file written, once every listener is bound.
     #[arg(long, value_name = "PATH", requires = "opennebula")]
     one_xmlrpc_file: Option<PathBuf>,
+    /// Also serve the simulated Kubernetes clusters on this address, from the same
+    /// simulator and clock: KubeVirt's infra cluster at `http://ADDR/clusters/infra`,
+    /// each flightdeck cluster's workload cluster at `http://ADDR/clusters/NAME`; port 0
+    /// picks a free one. Any bearer token is accepted.
+    #[arg(long, value_name = "ADDR")]
+    kubernetes: Option<std::net::SocketAddr>,
+    /// With --kubernetes: write `DIR/infra.kubeconfig` at once and `DIR/NAME.kubeconfig`
+    /// as each workload cluster appears (mode 0600, a token user: the server accepts any
+    /// token).
+    #[arg(long, value_name = "DIR", requires = "kubernetes")]
+    kubeconfig_dir: Option<PathBuf>,
+    /// With --kubernetes: write the server's base URL (`http://ADDR`) here. It is the
+    /// last file written at start, once every listener is bound and the infra
+    /// kubeconfig is written.
+    #[arg(long, value_name = "PATH", requires = "kubernetes")]
+    kubernetes_url_file: Option<PathBuf>,
+    /// With --kubernetes: create a fixed KubeVirt fleet in the infra cluster at start
+    /// (VirtualMachines demo-cp-1, demo-workers-2 and demo-workers-3 of cluster `demo`),
+    /// so that the workload cluster `demo` comes up, for client conformance tests.
+    #[arg(long, requires = "kubernetes")]
+    kubevirt_fixture: bool,
+    /// Keep every PodDisruptionBudget's disruptionsAllowed at 0 (the k8s.pdbBlocks
+    /// fault) for this many virtual seconds, from --pdb-blocks-from on.
+    #[arg(long, value_name = "SECONDS")]
+    pdb_blocks_for: Option<u64>,
+    /// With --pdb-blocks-for: when the PDBs start blocking, in virtual seconds from the
+    /// start.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 0,
+        requires = "pdb_blocks_for"
+    )]
+    pdb_blocks_from: u64,
 }
 
 #[derive(Args)]
@@ -273,9 +326,17 @@ fn main() -> ExitCode {
                     Err(anyhow::anyhow!(
                         "reaching real workload clusters through kubeconfig is not built yet; pass --simulated-nodes"
                     ))
-                } else {
+                } else if let Some(cloud) = &args.cloud {
                     real::run(
-                        &args.cloud,
+                        cloud,
+                        &args.state_dir,
+                        real::Goal::Deleted(args.cluster.clone()),
+                        args.timeout,
+                    )
+                    .await
+                } else {
+                    real::run_opennebula(
+                        args.xmlrpc.as_deref(),
                         &args.state_dir,
                         real::Goal::Deleted(args.cluster.clone()),
                         args.timeout,
@@ -286,7 +347,7 @@ fn main() -> ExitCode {
             Command::Sim(SimCommand::Scenarios) => sim_cmd::list(),
             Command::Sim(SimCommand::Run(args)) => sim_cmd::run(args).await,
             Command::Sim(SimCommand::Swarm(args)) => swarm_cmd::run(args),
-            Command::Sim(SimCommand::Serve(args)) => serve_cmd::run(args).await,
+            Command::Sim(SimCommand::Serve(args)) => serve_cmd::run(*args).await,
         }
     });
     match result {

@@ -9,8 +9,9 @@ use std::sync::Arc;
 use std::time::{Duration as StdDuration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
-use flightdeck_cloud::{Clock, SeededRng, Timestamp};
+use flightdeck_cloud::{Clock, Provider, SeededRng, Timestamp};
 use flightdeck_engine::{Engine, EngineConfig};
+use flightdeck_opennebula::{HttpOptions, OpenNebulaCloud};
 use flightdeck_openstack::{CloudEntry, OpenStackCloud, SessionOptions, config_error};
 use flightdeck_scenario::guest::SimulatedKubelets;
 use flightdeck_scenario::report::TimelineEntry;
@@ -40,11 +41,13 @@ pub enum Goal {
     Deleted(String),
 }
 
-type RealEngine = Engine<WireProvider<SimulatedKubelets>>;
+/// How long a simulated kubelet takes to register, and then to be Ready.
+const KUBELET_REGISTER: Duration = Duration::from_secs(5);
+const KUBELET_READY: Duration = Duration::from_secs(10);
 
-/// Connects to the cloud entry `name`, builds the engine on `state_dir` and drives it to
-/// `goal` in real time, printing progress. Nodes come from simulated kubelets: reaching
-/// real workload clusters through their kubeconfig is not built yet.
+/// Connects to the OpenStack cloud entry `name` and drives the engine to `goal` (see
+/// [`drive`]). Nodes come from simulated kubelets: reaching real workload clusters through
+/// their kubeconfig is not built yet.
 pub async fn run(
     cloud: &str,
     state_dir: &Path,
@@ -60,13 +63,57 @@ pub async fn run(
     let kubelets = SimulatedKubelets::new(
         Arc::new(nodes),
         clock.clone(),
-        Duration::from_secs(5),
-        Duration::from_secs(10),
+        KUBELET_REGISTER,
+        KUBELET_READY,
     );
     let provider = Arc::new(WireProvider::new(openstack, kubelets));
+    drive(provider, clock, state_dir, goal, timeout).await
+}
+
+/// Connects to the OpenNebula at `xmlrpc` (else `$ONE_XMLRPC`) with the credentials in
+/// `$ONE_AUTH` (else `~/.one/one_auth`) and drives the engine to `goal`. Nodes come from
+/// simulated kubelets keyed by the real VMs.
+pub async fn run_opennebula(
+    xmlrpc: Option<&str>,
+    state_dir: &Path,
+    goal: Goal,
+    timeout: Duration,
+) -> anyhow::Result<ExitCode> {
+    let options = HttpOptions::default();
+    let vms = OpenNebulaCloud::over_http(xmlrpc, None, &options, ())
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let version = vms
+        .client()
+        .system_version()
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot reach OpenNebula: {e}"))?;
+    eprintln!("flightdeck: OpenNebula {version}");
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let kubelets = SimulatedKubelets::new(
+        Arc::new(vms),
+        clock.clone(),
+        KUBELET_REGISTER,
+        KUBELET_READY,
+    );
+    let provider = Arc::new(
+        OpenNebulaCloud::over_http(xmlrpc, None, &options, kubelets)
+            .map_err(|e| anyhow::anyhow!("{e}"))?,
+    );
+    drive(provider, clock, state_dir, goal, timeout).await
+}
+
+/// Builds the engine on `state_dir` over `provider` and drives it to `goal` in real time,
+/// printing progress.
+async fn drive<P: Provider + 'static>(
+    provider: Arc<P>,
+    clock: Arc<dyn Clock>,
+    state_dir: &Path,
+    goal: Goal,
+    timeout: Duration,
+) -> anyhow::Result<ExitCode> {
     let store = Arc::new(Store::open(state_dir)?);
     let seed = SystemClock.now().millis() ^ u64::from(std::process::id());
-    let mut engine: RealEngine = Engine::new(
+    let mut engine: Engine<P> = Engine::new(
         provider,
         store,
         clock.clone(),

@@ -1,7 +1,10 @@
-//! `flightdeck sim serve`: the simulated OpenStack over HTTP, in real time, and with
-//! `--opennebula` the simulated OpenNebula's XML-RPC API from the same simulator.
+//! `flightdeck sim serve`: the simulated OpenStack over HTTP, in real time, with
+//! `--opennebula` the simulated OpenNebula's XML-RPC API, and with `--kubernetes` the
+//! simulated Kubernetes clusters (KubeVirt's infra cluster and the workload clusters),
+//! all from the same simulator.
 
-use std::path::Path;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -9,8 +12,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, bail};
 use flightdeck_cloud::{SimClock, Timestamp};
 use flightdeck_scenario::load_scenario;
-use flightdeck_sim::{SimCloud, SimConfig, SimFault};
-use flightdeck_sim_http::{ServeOptions, serve, serve_opennebula};
+use flightdeck_sim::{INFRA_CLUSTER, KubeRequest, SimCloud, SimConfig, SimFault};
+use flightdeck_sim_http::{ServeOptions, serve, serve_kubernetes, serve_opennebula};
+use flightdeck_spec::FaultKind;
+use serde_json::{Value, json};
 
 use crate::ServeArgs;
 
@@ -62,6 +67,20 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             loaded.scenario.spec.faults.len()
         );
     }
+    if let Some(secs) = args.pdb_blocks_for {
+        let from = start.plus_millis(args.pdb_blocks_from.saturating_mul(1000));
+        let mut fault = SimFault::new(FaultKind::K8sPdbBlocks, from);
+        fault.end = Some(from.plus_millis(secs.saturating_mul(1000)));
+        cloud.inject(fault);
+        eprintln!(
+            "k8s.pdbBlocks: every PodDisruptionBudget blocks from {}s to {}s (virtual, from now)",
+            args.pdb_blocks_from,
+            args.pdb_blocks_from.saturating_add(secs)
+        );
+    }
+    if args.kubevirt_fixture {
+        seed_kubevirt_fixture(&cloud)?;
+    }
     // Virtual time follows the wall clock, scaled by --speed.
     let speed = args.speed;
     let ticker = clock.clone();
@@ -88,6 +107,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         ),
         None => None,
     };
+    let kube_listener = match args.kubernetes {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr} (--kubernetes)"))?,
+        ),
+        None => None,
+    };
     let base = format!("http://{}", listener.local_addr()?);
     let options = ServeOptions::default();
     std::fs::write(
@@ -104,27 +131,235 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         "  export OS_CLIENT_CONFIG_FILE={} OS_CLOUD=flightdeck-sim",
         args.clouds_file.display()
     );
-    let Some(one_listener) = one_listener else {
-        serve(cloud, listener, options).await?;
-        return Ok(ExitCode::SUCCESS);
+    if let Some(one_listener) = &one_listener {
+        let endpoint = format!("http://{}/RPC2", one_listener.local_addr()?);
+        println!("simulated OpenNebula at {endpoint} (XML-RPC, user {ONE_USER})");
+        if let Some(path) = &args.one_auth_file {
+            write_private(path, &format!("{ONE_USER}:{one_password}\n"))
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            println!("ONE_AUTH file written to {}; use it with:", path.display());
+            println!("  export ONE_XMLRPC={endpoint} ONE_AUTH={}", path.display());
+        }
+        if let Some(path) = &args.one_xmlrpc_file {
+            std::fs::write(path, format!("{endpoint}\n"))
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+    }
+    if let Some(kube_listener) = &kube_listener {
+        let kube_base = format!("http://{}", kube_listener.local_addr()?);
+        println!(
+            "simulated Kubernetes at {kube_base}/clusters/CLUSTER (infra: {kube_base}/clusters/{INFRA_CLUSTER}; any bearer token is accepted)"
+        );
+        if let Some(dir) = &args.kubeconfig_dir {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            let infra = write_kubeconfig(dir, &kube_base, INFRA_CLUSTER)?;
+            println!(
+                "infra cluster kubeconfig written to {}; use it with:",
+                infra.display()
+            );
+            println!("  export KUBECONFIG={}", infra.display());
+            println!(
+                "workload clusters' kubeconfigs appear as {}/CLUSTER.kubeconfig",
+                dir.display()
+            );
+            tokio::spawn(write_workload_kubeconfigs(
+                cloud.clone(),
+                dir.clone(),
+                kube_base.clone(),
+            ));
+        }
+        if let Some(path) = &args.kubernetes_url_file {
+            std::fs::write(path, format!("{kube_base}\n"))
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+    }
+    let one = async {
+        match one_listener {
+            Some(l) => serve_opennebula(cloud.clone(), l).await,
+            None => Ok(()),
+        }
     };
-    let endpoint = format!("http://{}/RPC2", one_listener.local_addr()?);
-    println!("simulated OpenNebula at {endpoint} (XML-RPC, user {ONE_USER})");
-    if let Some(path) = &args.one_auth_file {
-        write_private(path, &format!("{ONE_USER}:{one_password}\n"))
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        println!("ONE_AUTH file written to {}; use it with:", path.display());
-        println!("  export ONE_XMLRPC={endpoint} ONE_AUTH={}", path.display());
-    }
-    if let Some(path) = &args.one_xmlrpc_file {
-        std::fs::write(path, format!("{endpoint}\n"))
-            .with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    tokio::try_join!(
-        serve(cloud.clone(), listener, options),
-        serve_opennebula(cloud, one_listener),
-    )?;
+    let kube = async {
+        match kube_listener {
+            Some(l) => serve_kubernetes(cloud.clone(), l).await,
+            None => Ok(()),
+        }
+    };
+    tokio::try_join!(serve(cloud.clone(), listener, options), one, kube)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The most workload-cluster kubeconfigs written; later clusters get none (and a
+/// warning), so a runaway fleet cannot fill the directory.
+const KUBECONFIGS_MAX: usize = 1_000;
+
+/// How often the workload clusters are looked for.
+const KUBECONFIG_POLL_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Writes `DIR/NAME.kubeconfig` for every workload cluster as it appears, forever.
+async fn write_workload_kubeconfigs(cloud: Arc<SimCloud>, dir: PathBuf, base: String) {
+    let mut written: BTreeSet<String> = BTreeSet::new();
+    let mut warned = false;
+    loop {
+        for name in cloud.kube_clusters() {
+            if written.contains(&name) || name == INFRA_CLUSTER {
+                continue;
+            }
+            if !is_file_safe(&name) {
+                if written.len() < KUBECONFIGS_MAX {
+                    tracing::warn!(cluster = %name, "no kubeconfig: the name is not a file name");
+                }
+                written.insert(name);
+                continue;
+            }
+            if written.len() >= KUBECONFIGS_MAX {
+                if !warned {
+                    tracing::warn!("{KUBECONFIGS_MAX} kubeconfigs written; no more");
+                    warned = true;
+                }
+                continue;
+            }
+            match write_kubeconfig(&dir, &base, &name) {
+                Ok(path) => {
+                    println!(
+                        "workload cluster {name}: kubeconfig written to {}",
+                        path.display()
+                    );
+                    written.insert(name);
+                }
+                Err(e) => tracing::warn!(cluster = %name, error = %e, "cannot write kubeconfig"),
+            }
+        }
+        tokio::time::sleep(KUBECONFIG_POLL_INTERVAL).await;
+    }
+}
+
+/// Whether a cluster's name can be a file name as it is (a DNS-1123 name).
+fn is_file_safe(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+}
+
+/// A kubeconfig that reaches `cluster` at `{base}/clusters/{cluster}` as a token user.
+fn kubeconfig(base: &str, cluster: &str) -> String {
+    format!(
+        r#"# The simulated cluster {cluster}, served by `flightdeck sim serve`. The server accepts
+# any bearer token: this one is a placeholder, not a secret.
+apiVersion: v1
+kind: Config
+clusters:
+- name: {cluster}
+  cluster:
+    server: {base}/clusters/{cluster}
+users:
+- name: flightdeck-sim
+  user:
+    token: flightdeck-sim-any-token
+contexts:
+- name: {cluster}
+  context:
+    cluster: {cluster}
+    user: flightdeck-sim
+    namespace: default
+current-context: {cluster}
+"#
+    )
+}
+
+/// Writes `DIR/CLUSTER.kubeconfig` (mode 0600) through a temporary file renamed into
+/// place, so a reader never sees half of it.
+fn write_kubeconfig(dir: &Path, base: &str, cluster: &str) -> anyhow::Result<PathBuf> {
+    let path = dir.join(format!("{cluster}.kubeconfig"));
+    let tmp = dir.join(format!(".{cluster}.kubeconfig.tmp"));
+    write_private(&tmp, &kubeconfig(base, cluster))
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, &path)
+        .with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
+    Ok(path)
+}
+
+/// The namespace the fixture's VirtualMachines live in.
+const FIXTURE_NAMESPACE: &str = "default";
+
+/// The fixture's machines: (VM name, flightdeck machine name, control plane).
+const FIXTURE_MACHINES: [(&str, &str, bool); 3] = [
+    ("demo-cp-1", "cp-1", true),
+    ("demo-workers-2", "workers-2", false),
+    ("demo-workers-3", "workers-3", false),
+];
+
+/// A `kubevirt.io/v1` VirtualMachine as flightdeck's KubeVirt provider asks for one.
+fn fixture_vm(name: &str, machine: &str, control_plane: bool) -> Value {
+    let labels = json!({
+        "flightdeck.dev/cluster": "demo",
+        "flightdeck.dev/uid": "fixture",
+        "flightdeck.dev/role": "machine",
+        "flightdeck.dev/machine": machine,
+    });
+    let mut template_labels = labels.clone();
+    if control_plane && let Some(m) = template_labels.as_object_mut() {
+        m.insert("flightdeck.dev/control-plane".into(), json!("true"));
+    }
+    json!({
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {"name": name, "namespace": FIXTURE_NAMESPACE, "labels": labels},
+        "spec": {
+            "runStrategy": "Always",
+            "instancetype": {"kind": "VirtualMachineClusterInstancetype", "name": "u1.medium"},
+            "template": {
+                "metadata": {"labels": template_labels},
+                "spec": {
+                    "evictionStrategy": "External",
+                    "domain": {"devices": {"disks": [
+                        {"name": "containerdisk", "disk": {"bus": "virtio"}}
+                    ]}},
+                    "volumes": [{
+                        "name": "containerdisk",
+                        "containerDisk": {"image": "quay.io/containerdisks/ubuntu:22.04"}
+                    }],
+                },
+            },
+        },
+    })
+}
+
+/// Creates the fixture's VirtualMachines through the infra cluster's API, as a client
+/// would: the simulator then starts their VMIs and brings up the workload cluster.
+fn seed_kubevirt_fixture(cloud: &SimCloud) -> anyhow::Result<()> {
+    for (name, machine, control_plane) in FIXTURE_MACHINES {
+        let resp = cloud.kube_request(
+            INFRA_CLUSTER,
+            KubeRequest {
+                method: "POST".into(),
+                path: format!(
+                    "/apis/kubevirt.io/v1/namespaces/{FIXTURE_NAMESPACE}/virtualmachines"
+                ),
+                query: String::new(),
+                body: fixture_vm(name, machine, control_plane)
+                    .to_string()
+                    .into_bytes(),
+                content_type: Some("application/json".into()),
+            },
+        );
+        if !(200..300).contains(&resp.status) {
+            bail!(
+                "--kubevirt-fixture: creating VirtualMachine {name} answered {}: {}",
+                resp.status,
+                String::from_utf8_lossy(&resp.body)
+            );
+        }
+    }
+    eprintln!(
+        "kubevirt fixture: VirtualMachines {} created in namespace {FIXTURE_NAMESPACE} (cluster demo)",
+        FIXTURE_MACHINES.map(|m| m.0).join(", ")
+    );
+    Ok(())
 }
 
 /// Writes `contents` to `path` readable by its owner only (mode 0600 on Unix), also
@@ -146,6 +381,53 @@ fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn a_kubeconfig_reaches_its_cluster_under_its_prefix_and_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = write_kubeconfig(dir.path(), "http://127.0.0.1:6443", "demo").expect("write");
+        assert_eq!(path, dir.path().join("demo.kubeconfig"));
+        let mode = std::fs::metadata(&path)
+            .expect("metadata")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert!(
+            text.contains("    server: http://127.0.0.1:6443/clusters/demo\n"),
+            "{text}"
+        );
+        assert!(text.contains("current-context: demo\n"), "{text}");
+        assert!(!dir.path().join(".demo.kubeconfig.tmp").exists());
+    }
+
+    #[test]
+    fn only_dns_names_become_kubeconfig_file_names() {
+        assert!(is_file_safe("demo"));
+        assert!(is_file_safe("prod-eu.1"));
+        for bad in ["", "../etc", "a/b", ".hidden", "Demo", "a b"] {
+            assert!(!is_file_safe(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_fixture_marks_only_the_control_plane_template() {
+        let cp = fixture_vm("demo-cp-1", "cp-1", true);
+        let worker = fixture_vm("demo-workers-2", "workers-2", false);
+        let label = "/spec/template/metadata/labels/flightdeck.dev~1control-plane";
+        assert_eq!(cp.pointer(label), Some(&json!("true")));
+        assert_eq!(worker.pointer(label), None);
+        assert_eq!(
+            worker.pointer("/metadata/labels/flightdeck.dev~1machine"),
+            Some(&json!("workers-2"))
+        );
+        assert_eq!(
+            cp.pointer("/spec/template/spec/evictionStrategy"),
+            Some(&json!("External"))
+        );
+    }
 
     #[cfg(unix)]
     #[test]

@@ -111,7 +111,7 @@ pub async fn run_up(args: &UpArgs) -> anyhow::Result<(bool, flightdeck_scenario:
 }
 
 pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
-    if args.openstack {
+    if args.openstack || args.opennebula {
         return run_real(&args).await;
     }
     if !args.quiet {
@@ -170,9 +170,7 @@ async fn run_real(args: &UpArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let Some(state_dir) = &args.state_dir else {
-        bail!(
-            "--openstack needs --state-dir: a real cloud outlives one run, so must flightdeck's memory"
-        );
+        bail!("a real cloud needs --state-dir: it outlives one run, so must flightdeck's memory");
     };
     let mut clusters = Vec::new();
     for d in load_file(&args.file)? {
@@ -183,6 +181,30 @@ async fn run_real(args: &UpArgs) -> anyhow::Result<ExitCode> {
                 args.file.display()
             ),
         }
+    }
+    if args.opennebula {
+        let endpoints: std::collections::BTreeSet<Option<String>> = clusters
+            .iter()
+            .map(|c| match &c.spec.provider.opennebula {
+                Some(one) => Ok(one.xmlrpc.as_ref().map(|x| x.to_string())),
+                None => Err(anyhow::anyhow!(
+                    "cluster {}: `up --opennebula` needs spec.provider.opennebula",
+                    c.name()
+                )),
+            })
+            .collect::<anyhow::Result<_>>()?;
+        let [endpoint] = endpoints.iter().collect::<Vec<_>>()[..] else {
+            bail!(
+                "every cluster in one `up --opennebula` must name the same XML-RPC endpoint, found {endpoints:?}"
+            );
+        };
+        return crate::real::run_opennebula(
+            endpoint.as_deref(),
+            state_dir,
+            crate::real::Goal::Ready(clusters),
+            args.timeout,
+        )
+        .await;
     }
     let clouds: std::collections::BTreeSet<String> = clusters
         .iter()

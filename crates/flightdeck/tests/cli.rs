@@ -270,3 +270,142 @@ fn resume_closes_churn_breakers_in_a_state_directory_and_names_unknown_clusters(
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no cluster nope (it has: demo)"));
 }
+
+#[test]
+fn up_builds_the_opennebula_example_to_ready_from_shared_templates() {
+    let out = flightdeck(&["up", "-f", "examples/opennebula.yaml", "--output", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json(&out);
+    assert_eq!(v["ready"], true);
+    let cluster = &v["clusters"][0];
+    assert_eq!(cluster["name"], "nebula");
+    let cp = cluster["status"]["controlPlane"]["machines"]
+        .as_array()
+        .expect("machines");
+    assert_eq!(cp.len(), 3);
+    for m in cp {
+        assert_eq!(m["node"], "Ready", "{m}");
+        assert!(
+            m["image"]
+                .as_str()
+                .is_some_and(|i| i.starts_with("master-")),
+            "machines name their content-addressed template: {m}"
+        );
+    }
+    // Every call went through OpenNebula's XML-RPC methods.
+    let one = v["api_calls"]["opennebula"]
+        .as_object()
+        .expect("XML-RPC calls");
+    assert_eq!(one["one.template.allocate"], 2);
+    assert_eq!(one["one.template.instantiate"], 5);
+}
+
+/// A child process killed when dropped, so a failing test leaves no server behind.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_for_file(path: &Path) -> String {
+    for _ in 0..300 {
+        if let Ok(s) = std::fs::read_to_string(path)
+            && !s.trim().is_empty()
+        {
+            return s.trim().to_string();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("{} was never written", path.display());
+}
+
+#[test]
+fn up_and_delete_reach_a_served_opennebula_over_xml_rpc_with_one_auth_credentials() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let auth = dir.path().join("one_auth");
+    let endpoint_file = dir.path().join("xmlrpc");
+    let state = dir.path().join("state");
+    let _server = Child(
+        Command::new(env!("CARGO_BIN_EXE_flightdeck"))
+            .args(["sim", "serve", "--listen", "127.0.0.1:0", "--speed", "20"])
+            .args(["--opennebula", "127.0.0.1:0"])
+            .arg("--one-auth-file")
+            .arg(&auth)
+            .arg("--one-xmlrpc-file")
+            .arg(&endpoint_file)
+            .current_dir(repo())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("sim serve starts"),
+    );
+    let endpoint = wait_for_file(&endpoint_file);
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_flightdeck"))
+            .args(args)
+            .env("ONE_AUTH", &auth)
+            .env("ONE_XMLRPC", &endpoint)
+            .current_dir(repo())
+            .output()
+            .expect("flightdeck runs")
+    };
+    let state_dir = state.to_str().expect("utf-8 path");
+    let up = run(&[
+        "up",
+        "-f",
+        "examples/opennebula-twins.yaml",
+        "--opennebula",
+        "--simulated-nodes",
+        "--state-dir",
+        state_dir,
+        "--timeout",
+        "5m",
+    ]);
+    let progress = String::from_utf8_lossy(&up.stderr);
+    assert!(up.status.success(), "{progress}");
+    assert!(progress.contains("OpenNebula 6.10"), "{progress}");
+    // Both clusters' control planes come from the one shared master template.
+    for cluster in ["sylva-a", "sylva-b"] {
+        assert!(
+            progress.contains(&format!("instantiate {cluster}-cp-1 from template 0")),
+            "{progress}"
+        );
+    }
+    let secret = std::fs::read_to_string(&auth).expect("the ONE_AUTH file");
+    assert!(
+        !progress.contains(secret.trim()),
+        "the session string never appears: {progress}"
+    );
+    for cluster in ["sylva-a", "sylva-b"] {
+        let out = run(&[
+            "delete",
+            cluster,
+            "--opennebula",
+            "--simulated-nodes",
+            "--state-dir",
+            state_dir,
+            "--timeout",
+            "5m",
+        ]);
+        let log = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{cluster}: {log}");
+        if cluster == "sylva-a" {
+            assert!(
+                !log.contains("DeleteTemplate"),
+                "sylva-b still holds the templates: {log}"
+            );
+        } else {
+            assert!(
+                log.contains("DeleteTemplate"),
+                "the last holder deletes: {log}"
+            );
+        }
+    }
+}

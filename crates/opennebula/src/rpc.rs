@@ -95,8 +95,11 @@ impl OneCode {
         match self {
             OneCode::NoExists => ErrorClass::NotFound,
             OneCode::Action => ErrorClass::Conflict,
-            // A duplicate name: "NAME is already taken by VMTEMPLATE 7."
-            OneCode::Internal if message.contains("is already taken") => ErrorClass::AlreadyExists,
+            // A duplicate name: templates answer INTERNAL "NAME is already taken by
+            // TEMPLATE 7.", images ALLOCATE "... NAME is already taken by IMAGE 0.".
+            OneCode::Internal | OneCode::Allocate if message.contains("is already taken") => {
+                ErrorClass::AlreadyExists
+            }
             OneCode::Internal | OneCode::Replication => ErrorClass::Transient,
             OneCode::Authentication
             | OneCode::Authorization

@@ -1,7 +1,8 @@
 //! A simulated kubelet for real clouds. Nova's fake driver boots no kubelet, so against
 //! Debian's OpenStack services the workload cluster is simulated: every ACTIVE server of
-//! the cluster, as the real Nova lists it, registers a node after `register_after` and is
-//! Ready after `ready_after`, keyed by the server's real name and ID.
+//! the cluster, as the real cloud lists it (Nova's servers, OpenNebula's VMs), registers a
+//! node after `register_after` and is Ready after `ready_after`, keyed by the server's
+//! real name and ID.
 //!
 //! This exists for integration tests only. Real workload clusters are reached through
 //! their kubeconfig, which flightdeck does not do yet.
@@ -14,18 +15,18 @@ use flightdeck_cloud::{Clock, Compute, GuestCluster, Node, Ownership, ServerStat
 use flightdeck_openstack::OpenStackCloud;
 use flightdeck_spec::Duration;
 
-pub struct SimulatedKubelets {
-    servers: Arc<OpenStackCloud>,
+pub struct SimulatedKubelets<C = OpenStackCloud> {
+    servers: Arc<C>,
     clock: Arc<dyn Clock>,
     register_after: Duration,
     ready_after: Duration,
-    /// Server id → when it was first seen ACTIVE.
-    active_since: Mutex<BTreeMap<String, Timestamp>>,
+    /// (cluster UID, server id) → when the server was first seen ACTIVE.
+    active_since: Mutex<BTreeMap<(String, String), Timestamp>>,
 }
 
-impl SimulatedKubelets {
+impl<C> SimulatedKubelets<C> {
     pub fn new(
-        servers: Arc<OpenStackCloud>,
+        servers: Arc<C>,
         clock: Arc<dyn Clock>,
         register_after: Duration,
         ready_after: Duration,
@@ -40,7 +41,7 @@ impl SimulatedKubelets {
     }
 }
 
-impl GuestCluster for SimulatedKubelets {
+impl<C: Compute + Send + Sync> GuestCluster for SimulatedKubelets<C> {
     async fn list_nodes(&self, owner: &Ownership) -> Result<Option<Vec<Node>>> {
         let servers = self.servers.list_servers(owner).await?;
         let now = self.clock.now();
@@ -50,7 +51,9 @@ impl GuestCluster for SimulatedKubelets {
             .iter()
             .filter(|s| s.status == ServerStatus::Active && !s.is_deleting())
         {
-            let first = *since.entry(s.id.clone()).or_insert(now);
+            let first = *since
+                .entry((owner.uid.clone(), s.id.clone()))
+                .or_insert(now);
             let up = now.since(first);
             if up >= self.register_after {
                 nodes.push(Node {
@@ -63,7 +66,8 @@ impl GuestCluster for SimulatedKubelets {
                 });
             }
         }
-        since.retain(|id, _| servers.iter().any(|s| s.id == *id));
+        // Forget this cluster's servers that are gone; other clusters' are theirs.
+        since.retain(|(uid, id), _| *uid != owner.uid || servers.iter().any(|s| s.id == *id));
         Ok(Some(nodes))
     }
 }

@@ -19,6 +19,12 @@
 //! XML-RPC at `POST /RPC2` ([`serve_opennebula`], [`opennebula_router`]), one
 //! [`SimCloud::one_call`] per request.
 //!
+//! The simulated Kubernetes clusters (KubeVirt's infra cluster and each flightdeck
+//! cluster's workload cluster) are served on a third listener, one path prefix per
+//! cluster (`/clusters/{cluster}`, what a kubeconfig's `server:` names):
+//! [`serve_kubernetes`], [`kubernetes_router`], one [`SimCloud::kube_request`] per
+//! request (a watch repeats it every [`WATCH_POLL_INTERVAL`] while it streams).
+//!
 //! Every Nova, Neutron and Octavia request goes through the simulator's provider
 //! traits ([`flightdeck_cloud::Compute`], [`flightdeck_cloud::Network`],
 //! [`flightdeck_cloud::LoadBalancing`]), so its call counts, mutation log, faults and
@@ -43,6 +49,7 @@
 mod errors;
 mod glance;
 mod keystone;
+mod kubernetes;
 mod neutron;
 mod nova;
 mod octavia;
@@ -57,6 +64,10 @@ use flightdeck_cloud::{Clock, Timestamp};
 use flightdeck_sim::SimCloud;
 use serde_json::{Map, Value};
 
+pub use kubernetes::{
+    KUBE_BODY_MAX_BYTES, WATCH_EVENTS_PER_POLL_MAX, WATCH_POLL_INTERVAL, WATCH_TIMEOUT_DEFAULT,
+    WATCH_TIMEOUT_MAX, kubernetes_router, serve_kubernetes,
+};
 pub use opennebula::{BODY_MAX_BYTES, opennebula_router, serve_opennebula};
 
 /// The password [`ServeOptions::default`] accepts. A test fixture, not a secret: the

@@ -20,7 +20,7 @@ use flightdeck_cloud::{CloudError, ErrorClass, Rng, SeededRng, SimClock, Timesta
 use flightdeck_spec::scenario::{Fault, LockLevelSpec};
 use flightdeck_spec::{Duration, FaultKind, Service};
 
-use crate::{Event as SimEvent, Result, State, members, neutron, nova, one, routes};
+use crate::{Event as SimEvent, Result, State, k8s, members, neutron, nova, one, routes};
 
 /// The most faults one simulated cloud keeps.
 pub const FAULTS_MAX: usize = 4_096;
@@ -58,6 +58,8 @@ pub struct SimFault {
     /// `one.lockTemplate`: templates whose name starts with this are locked (absent:
     /// every template).
     pub template: Option<String>,
+    /// `kubevirt.drainInfraNode`: the infra node drained.
+    pub node: Option<String>,
 }
 
 impl SimFault {
@@ -74,6 +76,7 @@ impl SimFault {
             cluster: None,
             level: None,
             template: None,
+            node: None,
         }
     }
 
@@ -92,6 +95,7 @@ impl SimFault {
             cluster: fault.cluster.as_ref().map(|c| c.to_string()),
             level: fault.level,
             template: fault.template.as_ref().map(|t| t.to_string()),
+            node: fault.node.as_ref().map(|n| n.to_string()),
         }
     }
 
@@ -185,6 +189,12 @@ pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
                         rec.chosen = locked;
                     }
                 }
+                FaultKind::KubevirtDrainInfraNode => {
+                    if let Some(node) = &fault.node {
+                        k8s::drain_start(st, t, node);
+                    }
+                }
+                FaultKind::K8sPdbBlocks => k8s::fault_changed(st),
                 _ => {}
             }
         }
@@ -214,6 +224,12 @@ pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
                         .unwrap_or_default();
                     one::unlock_templates(st, &locked);
                 }
+                FaultKind::KubevirtDrainInfraNode => {
+                    if let Some(node) = st.faults.get(i).and_then(|r| r.fault.node.clone()) {
+                        k8s::drain_end(st, t, &node);
+                    }
+                }
+                FaultKind::K8sPdbBlocks => k8s::fault_changed(st),
                 _ => {}
             }
         }

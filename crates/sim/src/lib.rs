@@ -1,6 +1,8 @@
 //! A simulated OpenStack (Nova, Neutron, Octavia), a simulated OpenNebula (reached
-//! through [`SimCloud::one_call`]) and the workload cluster's Kubernetes nodes, in
-//! process and in virtual time.
+//! through [`SimCloud::one_call`]), the workload cluster's Kubernetes nodes, and
+//! simulated Kubernetes API servers — an infrastructure cluster running KubeVirt and a
+//! workload cluster per KubeVirt-hosted flightdeck cluster (reached through
+//! [`SimCloud::kube_request`]) — in process and in virtual time.
 //!
 //! Every object is a small state machine. A request changes state at once where the real
 //! API does (Neutron security groups) and otherwise schedules a transition on a timer
@@ -19,6 +21,7 @@
 
 mod faults;
 mod ids;
+mod k8s;
 mod kube;
 mod members;
 mod neutron;
@@ -42,6 +45,12 @@ use flightdeck_cloud::{
 
 pub use faults::{FAULTS_MAX, SimFault};
 pub use flightdeck_cloud::{Route, Router};
+pub use k8s::{
+    INFRA_CLUSTER, KUBE_BODY_MAX, KUBE_EVENTS_MAX, KUBE_OBJECTS_MAX, KUBE_WORKLOAD_CLUSTERS_MAX,
+    KubeNodeView, KubePdbView, KubePodView, KubeRequest, KubeResponse, KubeVmView, KubeVmiView,
+    KubeWorkloadView, KubeWorld, LABEL_CLUSTER, LABEL_MACHINE, LABEL_ROLE, LABEL_UID,
+    VMI_DELETIONS_MAX, VmiDeletion,
+};
 pub use neutron::{RULES_PER_GROUP_MAX, SECURITY_GROUPS_MAX};
 pub use nova::SERVERS_MAX;
 pub use octavia::{CHILDREN_MAX, LOAD_BALANCERS_MAX};
@@ -139,6 +148,12 @@ pub struct SimConfig {
     /// The password of the simulated OpenNebula's `oneadmin` (UID 0, GID 0), the one
     /// user it accepts (session `"oneadmin:<password>"`).
     pub one_password: String,
+    /// The infrastructure cluster's nodes (KubeVirt runs VMIs on them), there from the
+    /// start.
+    pub infra_nodes: Vec<String>,
+    /// Replicas of the `web` app every KubeVirt workload cluster runs (with a PDB
+    /// `minAvailable: 1`).
+    pub workload_replicas: usize,
 }
 
 impl Default for SimConfig {
@@ -148,6 +163,8 @@ impl Default for SimConfig {
             subnet_cidr: "10.0.0.0/16".into(),
             max_routes: 30,
             one_password: "opennebula".into(),
+            infra_nodes: vec!["infra-1".into(), "infra-2".into(), "infra-3".into()],
+            workload_replicas: 2,
         }
     }
 }
@@ -172,6 +189,7 @@ pub(crate) enum Event {
     Kube(kube::Event),
     Fault(faults::Event),
     One(one::Event),
+    K8s(k8s::Event),
 }
 
 /// What the node machinery needs of a machine, server or VM.
@@ -212,6 +230,8 @@ pub(crate) struct State {
     pub(crate) log: Log,
     /// The simulated OpenNebula.
     pub(crate) one: one::OneState,
+    /// The simulated Kubernetes API servers (infrastructure and workload clusters).
+    pub(crate) kube: k8s::KubeState,
 }
 
 impl State {
@@ -222,7 +242,9 @@ impl State {
         let rng_ids = SeededRng::new(base.next_u64());
         let rng_latency = SeededRng::new(base.next_u64());
         let rng_faults = SeededRng::new(base.next_u64());
+        let kube = k8s::KubeState::new(base.next_u64());
         State {
+            kube,
             addresses: AddressPool::new(&config.subnet_cidr),
             config,
             rng_ids,
@@ -300,15 +322,18 @@ impl State {
                 Event::Kube(e) => kube::apply(self, at, e),
                 Event::Fault(e) => faults::apply(self, at, e),
                 Event::One(e) => one::apply(self, at, e),
+                Event::K8s(e) => k8s::apply(self, at, e),
             }
             self.settle(at);
         }
         self.settle(now);
     }
 
-    /// Re-evaluates statuses derived from the rest of the world (member health).
+    /// Re-evaluates statuses derived from the rest of the world (member health, and
+    /// what the Kubernetes controllers do about any change).
     pub(crate) fn settle(&mut self, now: Timestamp) {
         members::evaluate(self, now);
+        k8s::settle(self, now);
     }
 
     /// When the next pending transition that would change anything is due. Drops
@@ -321,6 +346,7 @@ impl State {
                 Event::Kube(e) => kube::is_live(self, e),
                 Event::Fault(_) => true,
                 Event::One(e) => one::is_live(self, e),
+                Event::K8s(e) => k8s::is_live(self, e),
             };
             if live {
                 return Some(key.0);
@@ -415,8 +441,10 @@ impl SimCloud {
     /// A cloud with nothing in it, drawing ids, latencies and fault decisions from
     /// `SeededRng::fork(seed, "sim")`, living in `clock`'s time.
     pub fn new(config: SimConfig, seed: u64, clock: SimClock) -> Self {
+        let mut state = State::new(config, seed);
+        k8s::init(&mut state, clock.now());
         SimCloud {
-            state: Arc::new(Mutex::new(State::new(config, seed))),
+            state: Arc::new(Mutex::new(state)),
             clock,
         }
     }

@@ -36,6 +36,9 @@ pub struct World {
     pub one_templates: Vec<crate::OneTemplate>,
     /// OpenNebula images, by id.
     pub one_images: Vec<crate::OneImage>,
+    /// The simulated Kubernetes clusters: infra nodes, KubeVirt VMs and VMIs, workload
+    /// clusters, and the client-initiated VMI deletions (ground truth).
+    pub kube: crate::KubeWorld,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -49,7 +52,7 @@ pub enum MutationKind {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Mutation {
     pub at: Timestamp,
-    /// `nova`, `neutron`, `octavia` or `opennebula`.
+    /// `nova`, `neutron`, `octavia`, `opennebula` or `kubernetes`.
     pub service: &'static str,
     /// The operation, e.g. `DELETE /servers/{server_id}`, or the XML-RPC method
     /// (`one.template.allocate`).
@@ -59,7 +62,9 @@ pub struct Mutation {
     /// security-group rule create is an `Update` of its group; a member create is a
     /// `Create` of the member. OpenNebula objects are `template/<id>`, `image/<id>`
     /// and `vm/<id>` (an instantiate is a `Create` of the VM, a `terminate` action a
-    /// `Delete`).
+    /// `Delete`). Kubernetes objects are `<cluster>/<kind>/<namespace>/<name>` (or
+    /// `<cluster>/<kind>/<name>` if cluster-scoped, and for VMs and VMIs), e.g. `infra/vmi/w-1`,
+    /// `c1/pod/default/web-x`, `c1/node/w-1`; an eviction is a `Delete` of its pod.
     pub target_id: String,
     /// The target's name (the created object's, or the one the object had when the
     /// call arrived; the requested name for a failed OpenNebula create); empty if
@@ -156,6 +161,7 @@ pub(crate) fn snapshot(st: &State, now: Timestamp) -> World {
         one_vms: crate::one::snapshot_vms(st),
         one_templates: crate::one::snapshot_templates(st),
         one_images: crate::one::snapshot_images(st),
+        kube: crate::k8s::snapshot(st),
     }
 }
 

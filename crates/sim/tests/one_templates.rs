@@ -348,3 +348,157 @@ fn no_params_make_any_method_panic() {
         }
     }
 }
+
+/// What pyone sends for `one.template.allocate({"TEMPLATE": {...}})` with a nested dict.
+const XML_BODY: &str = "<TEMPLATE><CPU><![CDATA[1]]></CPU><DISK><IMAGE_ID><![CDATA[0]]></IMAGE_ID></DISK><MEMORY><![CDATA[256]]></MEMORY><NAME><![CDATA[xml-web]]></NAME></TEMPLATE>";
+
+#[test]
+fn xml_form_allocate_reads_back_through_template_info() {
+    let sim = sim(12);
+    let t = ok_int(call(&sim, "one.template.allocate", vec![s(XML_BODY)]));
+    let doc = parse(&ok_str(call(
+        &sim,
+        "one.template.info",
+        vec![i(t), b(false), b(false)],
+    )));
+    assert_eq!(doc.text_at("NAME"), "xml-web");
+    assert_eq!(
+        doc.at("TEMPLATE").map(|n| n.names()),
+        Some(vec!["CPU", "DISK", "MEMORY"])
+    );
+    assert_eq!(doc.text_at("TEMPLATE/CPU"), "1");
+    assert_eq!(doc.text_at("TEMPLATE/DISK/IMAGE_ID"), "0");
+    assert_eq!(
+        template(&sim, t).map(|t| t.body).unwrap_or_default(),
+        "CPU = \"1\"\nDISK = [ IMAGE_ID = \"0\" ]\nMEMORY = \"256\"\n",
+        "the XML form and template syntax make the same template"
+    );
+    // Indentation, a declaration, any root name, entities: as libxml2 reads them.
+    let t2 = ok_int(call(
+        &sim,
+        "one.template.allocate",
+        vec![s(
+            "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<VMTEMPLATE>\n  <NAME>xml-two</NAME>\n  \
+             <LABEL>a &lt;b&gt; &amp; c</LABEL>\n  <NIC>\n    <NETWORK_ID>0</NETWORK_ID>\n  </NIC>\n\
+             </VMTEMPLATE>\n",
+        )],
+    ));
+    let doc = parse(&ok_str(call(&sim, "one.template.info", vec![i(t2)])));
+    assert_eq!(doc.text_at("NAME"), "xml-two");
+    assert_eq!(doc.text_at("TEMPLATE/LABEL"), "a <b> & c");
+    assert_eq!(doc.text_at("TEMPLATE/NIC/NETWORK_ID"), "0");
+}
+
+#[test]
+fn malformed_xml_answers_onds_parse_error() {
+    let sim = sim(13);
+    for bad in [
+        "<TEMPLATE><NAME>x</NAME>",
+        "<TEMPLATE><NAME>x</CPU></TEMPLATE>",
+        "<TEMPLATE><NAME>x</NAME></TEMPLATE><MORE/>",
+        "<TEMPLATE><NAME>a & b</NAME></TEMPLATE>",
+    ] {
+        let (msg, code, _) = fail(call(&sim, "one.template.allocate", vec![s(bad)]));
+        assert_eq!(
+            (msg.as_str(), code),
+            (
+                "[one.template.allocate] Parse error: XML Template malformed.",
+                INTERNAL
+            ),
+            "{bad}"
+        );
+    }
+    let t = allocate_template(&sim, "web", VM_BODY);
+    let (msg, code, _) = fail(call(
+        &sim,
+        "one.template.update",
+        vec![i(t), s("<TEMPLATE><CPU>2</TEMPLATE>"), i(0)],
+    ));
+    assert_eq!(
+        (msg.as_str(), code),
+        (
+            "[one.template.update] Cannot update template. Parse error: XML Template malformed.",
+            INTERNAL
+        )
+    );
+    let (msg, code, _) = fail(instantiate(&sim, t, "web-0", "<TEMPLATE>"));
+    assert_eq!(
+        (msg.as_str(), code),
+        (
+            "[one.template.instantiate] Parse error: XML Template malformed.",
+            INTERNAL
+        )
+    );
+    let (msg, code, _) = fail(call(
+        &sim,
+        "one.image.allocate",
+        vec![s("<IMAGE><NAME>img</IMAGE>"), i(1)],
+    ));
+    assert_eq!(
+        (msg.as_str(), code),
+        (
+            "[one.image.allocate] Parse error: XML Template malformed.",
+            INTERNAL
+        )
+    );
+}
+
+#[test]
+fn update_in_xml_form_replaces_or_merges_the_body() {
+    let sim = sim(14);
+    let t = allocate_template(&sim, "web", "CPU = 1\nMEMORY = 512\n");
+    ok_int(call(
+        &sim,
+        "one.template.update",
+        vec![
+            i(t),
+            s(
+                "<TEMPLATE><MEMORY><![CDATA[1024]]></MEMORY><DISK><IMAGE_ID>3</IMAGE_ID></DISK></TEMPLATE>",
+            ),
+            i(1),
+        ],
+    ));
+    assert_eq!(
+        template(&sim, t).map(|t| t.body).unwrap_or_default(),
+        "CPU = \"1\"\nDISK = [ IMAGE_ID = \"3\" ]\nMEMORY = \"1024\"\n"
+    );
+    ok_int(call(
+        &sim,
+        "one.template.update",
+        vec![i(t), s("<TEMPLATE><VCPU>2</VCPU></TEMPLATE>"), i(0)],
+    ));
+    assert_eq!(
+        template(&sim, t).map(|t| t.body).unwrap_or_default(),
+        "VCPU = \"2\"\n"
+    );
+    let doc = parse(&ok_str(call(&sim, "one.template.info", vec![i(t)])));
+    assert_eq!(doc.text_at("NAME"), "web", "the name is not in the body");
+}
+
+#[test]
+fn instantiate_and_image_allocate_take_the_xml_form() {
+    let sim = sim(15);
+    let t = allocate_template(&sim, "web", VM_BODY);
+    let v = ok_int(instantiate(
+        &sim,
+        t,
+        "web-0",
+        "<TEMPLATE><FLIGHTDECK_UID><![CDATA[u-1]]></FLIGHTDECK_UID></TEMPLATE>",
+    ));
+    assert!(
+        vm(&sim, v)
+            .user_template
+            .contains("FLIGHTDECK_UID = \"u-1\""),
+        "{}",
+        vm(&sim, v).user_template
+    );
+    let img = ok_int(call(
+        &sim,
+        "one.image.allocate",
+        vec![
+            s("<IMAGE><NAME>xml-img</NAME><PATH>https://images.example/x.qcow2</PATH></IMAGE>"),
+            i(1),
+        ],
+    ));
+    assert_eq!(image(&sim, img).name, "xml-img");
+}

@@ -4,8 +4,14 @@
 //! upper-cased. A template keeps its attributes the way `Template` does (a multimap by
 //! name): sorted by name, attributes of the same name in the order they were set, and
 //! that is the order the XML documents list them in.
+//!
+//! A template whose first character is `<` is read in the XML form instead
+//! (`Template::from_xml`, `rebuild_attributes`): see [`parse_xml`].
 
 use std::collections::BTreeMap;
+
+use quick_xml::Reader;
+use quick_xml::events::{BytesStart, Event};
 
 /// The longest template text the simulator parses; longer ones answer a parse error.
 pub(crate) const TEMPLATE_LEN_MAX: usize = 64 * 1024;
@@ -326,16 +332,58 @@ fn equal(chars: &[char], eq: usize) -> (Tok, usize) {
     }
 }
 
-/// Parses `text` as OpenNebula does, answering `Parse error: ...` like
-/// `Template::parse_str_or_xml` on a syntax error.
+/// What `Template::parse_str_or_xml` answers for XML it cannot read.
+pub(crate) const XML_MALFORMED: &str = "Parse error: XML Template malformed.";
+
+/// Parses `text` as OpenNebula does (`Template::parse_str_or_xml`): the XML form when
+/// its first character is `<`, template syntax otherwise, answering `Parse error: ...`
+/// on an error. A parsed template has the trailing blanks of its `NAME` trimmed
+/// (`Template::trim_name`).
 pub(crate) fn parse(text: &str) -> Result<Body, String> {
     if text.len() > TEMPLATE_LEN_MAX {
         return Err("Parse error: template too long".into());
     }
-    if text.starts_with('<') {
-        // OpenNebula also takes the XML form; the simulator does not.
-        return Err("Parse error: XML Template malformed.".into());
+    let mut body = if text.starts_with('<') {
+        parse_xml(text).ok_or_else(|| XML_MALFORMED.to_string())?
+    } else {
+        parse_syntax(text)?
+    };
+    if body.attrs.len() > ATTRS_MAX {
+        return Err("Parse error: too many attributes".into());
     }
+    trim_name(&mut body);
+    Ok(body)
+}
+
+/// `Template::trim("NAME")`: the first single `NAME`, without its trailing blanks,
+/// replaces every `NAME`; nothing happens when it is missing or empty.
+fn trim_name(body: &mut Body) {
+    let Some(name) = body.get("NAME").filter(|n| !n.is_empty()) else {
+        return;
+    };
+    let trimmed = name
+        .trim_end_matches([' ', '\x0c', '\n', '\r', '\t', '\x0b'])
+        .to_string();
+    body.replace("NAME", trimmed);
+}
+
+/// The `Attribute` constructor: the name upper-cased, and `ONE_` put before a name
+/// that does not start with a letter or `_`, or starts with `XML`.
+fn attr_name(name: &str) -> String {
+    let upper = name.to_ascii_uppercase();
+    let first_ok = name
+        .bytes()
+        .next()
+        .is_none_or(|c| c.is_ascii_alphabetic() || c == b'_');
+    if !first_ok || name.starts_with("XML") {
+        format!("ONE_{upper}")
+    } else {
+        upper
+    }
+}
+
+/// Template syntax (`template_syntax.y`).
+fn parse_syntax(text: &str) -> Result<Body, String> {
     let toks = lex(text);
     let mut body = Body::default();
     let mut i = 0;
@@ -349,7 +397,7 @@ pub(crate) fn parse(text: &str) -> Result<Body, String> {
         let Tok::Var(name) = &toks[i].tok else {
             return err(toks.get(i));
         };
-        let name = name.to_ascii_uppercase();
+        let name = attr_name(name);
         match toks.get(i + 1).map(|t| &t.tok) {
             Some(Tok::EqualEmpty) => {
                 body.set(Attr::Single(name, String::new()));
@@ -403,6 +451,238 @@ pub(crate) fn parse(text: &str) -> Result<Body, String> {
     Ok(body)
 }
 
+/// A child node of an element as libxml2 builds the tree: adjacent character data and
+/// references make one text node, adjacent CDATA sections one CDATA node; comments and
+/// processing instructions are nodes of their own.
+enum Kid {
+    Text(String),
+    CData(String),
+    /// An element, with the content of its first child when that is text or CDATA.
+    Elem(String, Option<String>),
+    Other,
+}
+
+/// An open element the parse keeps: the attribute elements (depth 2) and their
+/// children (depth 3). Deeper elements only count.
+struct Frame {
+    name: String,
+    kids: Vec<Kid>,
+}
+
+impl Frame {
+    fn add_text(&mut self, s: &str, cdata: bool) {
+        match (self.kids.last_mut(), cdata) {
+            (Some(Kid::Text(t)), false) | (Some(Kid::CData(t)), true) => t.push_str(s),
+            _ => self.kids.push(if cdata {
+                Kid::CData(s.to_string())
+            } else {
+                Kid::Text(s.to_string())
+            }),
+        }
+    }
+
+    /// The content of the first child, when it is text or CDATA.
+    fn first_value(&self) -> Option<String> {
+        match self.kids.first() {
+            Some(Kid::Text(t) | Kid::CData(t)) => Some(t.clone()),
+            _ => None,
+        }
+    }
+
+    /// `Template::single_xml_att`, then `vector_xml_att`: one text or CDATA child makes
+    /// a single attribute; otherwise, element children make a vector attribute of those
+    /// whose first child is text or CDATA (names kept as they are, the last of a name
+    /// wins); anything else is no attribute.
+    fn attr(self) -> Option<Attr> {
+        let name = attr_name(&self.name);
+        if let [Kid::Text(v) | Kid::CData(v)] = self.kids.as_slice() {
+            return Some(Attr::Single(name, v.clone()));
+        }
+        if !self.kids.iter().any(|k| matches!(k, Kid::Elem(..))) {
+            return None;
+        }
+        let mut map = BTreeMap::new();
+        for k in self.kids {
+            if let Kid::Elem(key, Some(v)) = k {
+                map.insert(key, v);
+            }
+        }
+        Some(Attr::Vector(name, map))
+    }
+}
+
+/// An XML name as libxml2 takes it (ASCII rules; any other character is allowed).
+fn xml_name_ok(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':' || !c.is_ascii())
+        && chars.all(|c| {
+            c.is_ascii_alphanumeric() || matches!(c, '_' | ':' | '.' | '-') || !c.is_ascii()
+        })
+}
+
+/// A start tag's name, if it and its attributes are well-formed (the attributes
+/// themselves are ignored).
+fn start_name(e: &BytesStart<'_>) -> Option<String> {
+    let name = e.name().as_ref().to_string();
+    if !xml_name_ok(&name) {
+        return None;
+    }
+    for a in e.attributes() {
+        let a = a.ok()?;
+        if !xml_name_ok(a.key.as_ref()) || a.value.contains('<') {
+            return None;
+        }
+        a.normalized_value(quick_xml::XmlVersion::Implicit1_0)
+            .ok()?;
+    }
+    Some(name)
+}
+
+/// `Template::from_xml`: `None` where `xmlParseMemory` finds the document is not
+/// well-formed or has no root element. The root's name does not matter; each element
+/// child of it becomes an attribute (see [`Frame::attr`]); text, comments and
+/// processing instructions directly under the root are skipped.
+pub(crate) fn parse_xml(text: &str) -> Option<Body> {
+    let mut reader = Reader::from_str(text);
+    let config = reader.config_mut();
+    config.check_comments = true;
+    config.check_end_names = true;
+    let mut body = Body::default();
+    // Open elements below the root, up to depth 3, and how deep the parse is.
+    let mut frames: Vec<Frame> = Vec::new();
+    let mut depth = 0usize;
+    let mut root_done = false;
+    let mut first_event = true;
+    loop {
+        let event = reader.read_event().ok()?;
+        let at_start = std::mem::replace(&mut first_event, false);
+        match event {
+            Event::Decl(d) => {
+                if !at_start || d.version().is_err() {
+                    return None;
+                }
+            }
+            Event::DocType(_) => {
+                if depth > 0 || root_done {
+                    return None;
+                }
+            }
+            // "Extra content at the end of the document".
+            Event::Start(_) | Event::Empty(_) if root_done => return None,
+            Event::Start(e) => {
+                let name = start_name(&e)?;
+                open(&mut frames, depth, name);
+                depth += 1;
+            }
+            Event::Empty(e) => {
+                let name = start_name(&e)?;
+                open(&mut frames, depth, name);
+                depth += 1;
+                close(&mut frames, &mut body, depth, &mut root_done);
+                depth -= 1;
+            }
+            Event::End(_) => {
+                if depth == 0 {
+                    return None;
+                }
+                close(&mut frames, &mut body, depth, &mut root_done);
+                depth -= 1;
+            }
+            Event::Text(t) => {
+                if depth == 0 {
+                    if !t.bytes().all(|c| matches!(c, b' ' | b'\t' | b'\r' | b'\n')) {
+                        return None;
+                    }
+                } else {
+                    if t.contains("]]>") {
+                        return None;
+                    }
+                    if let Some(f) = frame_at(&mut frames, depth) {
+                        f.add_text(&t.xml10_content(), false);
+                    }
+                }
+            }
+            Event::GeneralRef(r) => {
+                let c = match r.resolve_char_ref().ok()? {
+                    Some(c) => c.to_string(),
+                    None => quick_xml::escape::resolve_predefined_entity(&r)?.to_string(),
+                };
+                if depth == 0 {
+                    return None;
+                }
+                if let Some(f) = frame_at(&mut frames, depth) {
+                    f.add_text(&c, false);
+                }
+            }
+            Event::CData(t) => {
+                if depth == 0 {
+                    return None;
+                }
+                if let Some(f) = frame_at(&mut frames, depth) {
+                    f.add_text(&t.xml10_content(), true);
+                }
+            }
+            Event::Comment(_) | Event::PI(_) => {
+                if let Some(f) = frame_at(&mut frames, depth) {
+                    f.kids.push(Kid::Other);
+                }
+            }
+            Event::Eof => {
+                return (depth == 0 && root_done).then_some(body);
+            }
+        }
+    }
+}
+
+/// The kept frame of the element open at `depth` (the root, depth 1, keeps none).
+fn frame_at(frames: &mut [Frame], depth: usize) -> Option<&mut Frame> {
+    if (2..=3).contains(&depth) {
+        frames.get_mut(depth - 2)
+    } else {
+        None
+    }
+}
+
+/// An element opens inside the one at `depth`.
+fn open(frames: &mut Vec<Frame>, depth: usize, name: String) {
+    match depth {
+        1 | 2 => frames.push(Frame {
+            name,
+            kids: Vec::new(),
+        }),
+        // An element below an attribute's child: that child's first child is not text.
+        3 => {
+            if let Some(f) = frame_at(frames, depth) {
+                f.kids.push(Kid::Other);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The element open at `depth` closes.
+fn close(frames: &mut Vec<Frame>, body: &mut Body, depth: usize, root_done: &mut bool) {
+    match depth {
+        1 => *root_done = true,
+        2 => {
+            if let Some(attr) = frames.pop().and_then(Frame::attr) {
+                body.set(attr);
+            }
+        }
+        3 => {
+            if let Some(f) = frames.pop() {
+                let first = f.first_value();
+                if let Some(parent) = frames.last_mut() {
+                    parent.kids.push(Kid::Elem(f.name, first));
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -450,6 +730,138 @@ mod tests {
                 for c in pieces {
                     for d in pieces {
                         let text = format!("{a}{b}{c}{d}");
+                        n += u64::from(parse(&text).is_ok());
+                    }
+                }
+            }
+        }
+        assert!(n > 0);
+    }
+
+    fn xml(text: &str) -> Result<Body, String> {
+        parse(text)
+    }
+
+    #[test]
+    fn xml_form_as_pyone_sends_it() {
+        let b = xml(
+            "<TEMPLATE><CPU><![CDATA[1]]></CPU><DISK><IMAGE_ID><![CDATA[0]]></IMAGE_ID></DISK>\
+             <DISK><IMAGE_ID><![CDATA[1]]></IMAGE_ID></DISK><L><![CDATA[a<b&c]]></L>\
+             <NAME><![CDATA[web]]></NAME></TEMPLATE>",
+        )
+        .unwrap_or_default();
+        assert_eq!(b.get("CPU"), Some("1"));
+        assert_eq!(b.get("L"), Some("a<b&c"));
+        assert_eq!(b.get("NAME"), Some("web"));
+        let disks: Vec<&str> = b
+            .vectors("DISK")
+            .filter_map(|d| d.get("IMAGE_ID").map(String::as_str))
+            .collect();
+        assert_eq!(disks, ["0", "1"]);
+        let names: Vec<&str> = b.attrs().iter().map(Attr::name).collect();
+        assert_eq!(names, ["CPU", "DISK", "DISK", "L", "NAME"]);
+    }
+
+    #[test]
+    fn xml_form_follows_rebuild_attributes() {
+        let b = xml(
+            "<?xml version=\"1.0\"?>\n<!-- c --><ANY a=\"1\">\n  <cpu>2</cpu>\n  <memory>a &amp; b&#x21;</memory>\n  \
+             <DISK>\n    <image_id>7</image_id>\n    <SIZE>1<!-- c -->2</SIZE>\n    <SIZE>3</SIZE>\n    \
+             <DEEP><X>1</X></DEEP>\n    <EMPTY/>\n  </DISK>\n  <NIC/>\n  <MIXED>a<![CDATA[b]]></MIXED>\n  \
+             <CD><![CDATA[a]]><![CDATA[b]]></CD>\n  <BLANK> </BLANK>\n  <NONE><![CDATA[]]></NONE>\n  \
+             <XMLA>x</XMLA><_u>u</_u>\n  <NAME>web \t\n</NAME>\n</ANY>\n<?pi x?>\n",
+        )
+        .unwrap_or_default();
+        assert_eq!(b.get("CPU"), Some("2"), "names are upper-cased");
+        assert_eq!(b.get("MEMORY"), Some("a & b!"), "references are text");
+        let disk = b.vectors("DISK").next().cloned().unwrap_or_default();
+        assert_eq!(
+            disk.into_iter().collect::<Vec<_>>(),
+            [
+                ("SIZE".to_string(), "3".to_string()),
+                ("image_id".to_string(), "7".to_string())
+            ],
+            "vector keys keep their case, the last one of a name wins, keys whose first \
+             child is not text are dropped"
+        );
+        assert!(b.get("NIC").is_none() && b.vectors("NIC").next().is_none());
+        assert!(b.get("MIXED").is_none(), "text then CDATA is two nodes");
+        assert_eq!(
+            b.get("CD"),
+            Some("ab"),
+            "adjacent CDATA sections are one node"
+        );
+        assert_eq!(b.get("BLANK"), Some(" "));
+        assert_eq!(b.get("NONE"), Some(""));
+        assert_eq!(b.get("ONE_XMLA"), Some("x"));
+        assert_eq!(b.get("_U"), Some("u"));
+        assert_eq!(b.get("NAME"), Some("web"), "NAME is trimmed");
+        assert_eq!(
+            xml("<T/>").map(|b| b.is_empty()),
+            Ok(true),
+            "an empty root is an empty template"
+        );
+    }
+
+    #[test]
+    fn malformed_xml_answers_the_oned_message() {
+        for bad in [
+            "<",
+            "<T>",
+            "<T><A>1</T>",
+            "<T><A>1</B></T>",
+            "<T></T><U/>",
+            "<T></T>x",
+            "<!-- only a comment -->",
+            "<T><A>&nbsp;</A></T>",
+            "<T><A>a & b</A></T>",
+            "<T><A x=1>1</A></T>",
+            "<T><A x=\"1\" x=\"2\">1</A></T>",
+            "<T><1A>1</1A></T>",
+            "<T><A>]]></A></T>",
+            "<T><!-- a -- b --></T>",
+            "<T><?xml version=\"1.0\"?></T>",
+            "<T></T>]]>",
+        ] {
+            assert_eq!(xml(bad), Err(XML_MALFORMED.to_string()), "{bad}");
+        }
+        // Only a `<` first makes it XML.
+        let e = xml(" <T><A>1</A></T>").err().unwrap_or_default();
+        assert!(e.starts_with("Parse error: syntax error"), "{e}");
+    }
+
+    #[test]
+    fn template_syntax_names_follow_the_attribute_constructor() {
+        let b = parse("1A = x\nXMLRPC = y\nxmlrpc = z\nNAME = \"web  \"\n").unwrap_or_default();
+        assert_eq!(b.get("ONE_1A"), Some("x"));
+        assert_eq!(b.get("ONE_XMLRPC"), Some("y"));
+        assert_eq!(b.get("XMLRPC"), Some("z"));
+        assert_eq!(b.get("NAME"), Some("web"));
+    }
+
+    #[test]
+    fn any_xml_parses_or_fails_without_panicking() {
+        let pieces = [
+            "<T>",
+            "</T>",
+            "<A>",
+            "</A>",
+            "<B/>",
+            "x",
+            "&amp;",
+            "&#0;",
+            "<![CDATA[c]]>",
+            "<!--c-->",
+            "<?p?>",
+            " ",
+            "é",
+        ];
+        let mut n = 0u64;
+        for a in pieces {
+            for b in pieces {
+                for c in pieces {
+                    for d in pieces {
+                        let text = format!("<T>{a}{b}{c}{d}</T>");
                         n += u64::from(parse(&text).is_ok());
                     }
                 }

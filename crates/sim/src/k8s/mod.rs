@@ -1,0 +1,610 @@
+//! Simulated Kubernetes API servers, reached one request at a time through
+//! [`SimCloud::kube_request`]: the infrastructure cluster (`"infra"`), which runs
+//! KubeVirt, and one workload cluster per flightdeck cluster whose machines are
+//! KubeVirt VMs.
+//!
+//! - [`store`]: objects, the cluster-wide `resourceVersion` and the watch log.
+//! - [`api`]: paths, verbs, selectors and status bodies; [`discovery`] and [`patch`].
+//! - [`eviction`]: the Eviction subresource against PodDisruptionBudgets.
+//! - [`kubevirt`]: virt-controller: VMs → VMIs, scheduling, deletion, evacuation.
+//! - [`workload`]: guest nodes, DaemonSet and mirror pods, the `web` app's ReplicaSet
+//!   controller and scheduler, and PDB status.
+//!
+//! Everything happens in virtual time under the one [`State`] lock: a request changes
+//! the store at once; what controllers and kubelets do later is a timer transition.
+//! Controllers run after every call and transition ([`settle`]) until nothing changes.
+//!
+//! flightdeck labels its VMs with `flightdeck.dev/cluster`, `flightdeck.dev/uid`,
+//! `flightdeck.dev/role` and `flightdeck.dev/machine`; wherever the simulator reports
+//! tags (the [`crate::World`] and [`crate::Mutation::target_tags`]) these labels read as
+//! flightdeck's tag strings (`flightdeck-cluster=<name>`, ...).
+
+mod api;
+mod discovery;
+mod eviction;
+mod kubevirt;
+mod patch;
+mod store;
+mod workload;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use flightdeck_cloud::ownership::{TAG_CLUSTER, TAG_MACHINE, TAG_ROLE, TAG_UID};
+use flightdeck_cloud::{Clock, Rng, SeededRng, Timestamp};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::{Event as SimEvent, Mutation, SimCloud, State};
+
+pub use store::{KUBE_EVENTS_MAX, KUBE_OBJECTS_MAX};
+use store::{Kind, Store};
+
+/// The name [`SimCloud::kube_request`] knows the infrastructure cluster by.
+pub const INFRA_CLUSTER: &str = "infra";
+/// The most workload clusters the simulator runs at once.
+pub const KUBE_WORKLOAD_CLUSTERS_MAX: usize = 1_024;
+/// The most client-initiated VMI deletions [`KubeWorld::vmi_deletions`] keeps.
+pub const VMI_DELETIONS_MAX: usize = 10_000;
+/// The largest request body the simulated API servers accept (the real limit, 3 MiB).
+pub const KUBE_BODY_MAX: usize = 3 * 1024 * 1024;
+
+/// The label keys flightdeck puts on its VMs, and the tag prefix each reads as.
+pub const LABEL_CLUSTER: &str = "flightdeck.dev/cluster";
+pub const LABEL_UID: &str = "flightdeck.dev/uid";
+pub const LABEL_ROLE: &str = "flightdeck.dev/role";
+pub const LABEL_MACHINE: &str = "flightdeck.dev/machine";
+const LABEL_TAGS: [(&str, &str); 4] = [
+    (LABEL_CLUSTER, TAG_CLUSTER),
+    (LABEL_UID, TAG_UID),
+    (LABEL_ROLE, TAG_ROLE),
+    (LABEL_MACHINE, TAG_MACHINE),
+];
+
+/// VMI `Pending → Scheduling` (virt-controller creates the launcher pod).
+const VMI_SCHEDULING_MS: (u64, u64) = (1_000, 3_000);
+/// VMI `Scheduling → Scheduled` (the launcher pod is bound to a node).
+const VMI_PLACE_MS: (u64, u64) = (500, 2_000);
+/// VMI `Scheduled → Running` (the launcher pod starts, the guest boots).
+const VMI_START_MS: (u64, u64) = (3_500, 10_000);
+/// A deleted VMI's finalizers done → gone.
+const VMI_DELETE_MS: (u64, u64) = (2_000, 5_000);
+/// A live migration, from start to the VMI running on the target node.
+const VMI_MIGRATION_MS: (u64, u64) = (10_000, 30_000);
+/// A control-plane VMI running → its cluster's API server answers.
+const API_UP_AFTER_MS: u64 = 30_000;
+/// A pod bound to a Ready node → Running and Ready.
+const POD_START_MS: (u64, u64) = (4_000, 6_000);
+/// Pods' default `terminationGracePeriodSeconds`.
+const DEFAULT_GRACE_SECONDS: u64 = 30;
+
+/// One HTTP request to a simulated Kubernetes API server, as it arrives.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KubeRequest {
+    pub method: String,
+    /// E.g. `/api/v1/nodes`.
+    pub path: String,
+    /// Raw, without the `?`.
+    pub query: String,
+    pub body: Vec<u8>,
+    pub content_type: Option<String>,
+}
+
+/// The simulated API server's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KubeResponse {
+    pub status: u16,
+    pub content_type: String,
+    pub body: Vec<u8>,
+}
+
+/// A client-initiated VMI deletion (a `DELETE` of the VMI or of its VM, or its VM's
+/// `runStrategy` set to `Halted`): the ground truth for "the guest node was drained
+/// before its VMI went".
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct VmiDeletion {
+    pub at: Timestamp,
+    /// The flightdeck cluster (the VMI's `flightdeck.dev/cluster` label); empty if none.
+    pub cluster: String,
+    pub vmi: String,
+    pub uid: String,
+    /// The call that deleted it: `DELETE virtualmachineinstances`, `DELETE
+    /// virtualmachines` or `PATCH virtualmachines` (and the like for PUT).
+    pub cause: String,
+    /// The workload cluster's Node for this VMI, if one registered.
+    pub guest_node: Option<String>,
+    /// `<namespace>/<name>` of the pods that still had to leave the guest node (not
+    /// DaemonSet, not mirror, not being deleted, not finished) when the deletion came.
+    pub pods_left: Vec<String>,
+    /// The VMI's `status.evacuationNodeName` then.
+    pub evacuation: Option<String>,
+    /// When `status.evacuationNodeName` was set.
+    pub evacuation_since: Option<Timestamp>,
+}
+
+/// A node as the snapshot shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct KubeNodeView {
+    pub name: String,
+    pub ready: bool,
+    pub unschedulable: bool,
+}
+
+/// A KubeVirt VirtualMachine.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct KubeVmView {
+    pub name: String,
+    pub uid: String,
+    /// `spec.runStrategy` (`Always` for `spec.running: true`, `Halted` if neither).
+    pub run_strategy: String,
+    pub printable_status: String,
+    pub tags: Vec<String>,
+}
+
+/// A KubeVirt VirtualMachineInstance.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct KubeVmiView {
+    pub name: String,
+    pub uid: String,
+    /// `Pending`, `Scheduling`, `Scheduled`, `Running`.
+    pub phase: String,
+    pub node: Option<String>,
+    pub evacuation_node: Option<String>,
+    pub eviction_strategy: Option<String>,
+    pub migrating: bool,
+    pub deleting: bool,
+    pub tags: Vec<String>,
+}
+
+/// A workload-cluster pod.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct KubePodView {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub node: Option<String>,
+    pub phase: String,
+    pub ready: bool,
+    pub daemonset: bool,
+    pub mirror: bool,
+    pub deleting: bool,
+}
+
+/// A PodDisruptionBudget's status.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct KubePdbView {
+    pub namespace: String,
+    pub name: String,
+    pub disruptions_allowed: i64,
+    pub current_healthy: i64,
+    pub desired_healthy: i64,
+}
+
+/// One workload cluster.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct KubeWorkloadView {
+    pub name: String,
+    /// Whether its API answers ([`SimCloud::kube_clusters`]).
+    pub api_up: bool,
+    pub nodes: Vec<KubeNodeView>,
+    pub pods: Vec<KubePodView>,
+    pub pdbs: Vec<KubePdbView>,
+}
+
+/// The Kubernetes side of the [`crate::World`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct KubeWorld {
+    pub infra_nodes: Vec<KubeNodeView>,
+    pub vms: Vec<KubeVmView>,
+    pub vmis: Vec<KubeVmiView>,
+    /// Workload clusters by name (also those whose API is not up yet).
+    pub workloads: Vec<KubeWorkloadView>,
+    /// Client-initiated VMI deletions, oldest first (the latest [`VMI_DELETIONS_MAX`]).
+    pub vmi_deletions: Vec<VmiDeletion>,
+}
+
+/// One workload cluster as the simulator keeps it.
+#[derive(Debug, Default)]
+pub(crate) struct Workload {
+    pub(crate) store: Store,
+    pub(crate) up: bool,
+    /// Guest node → the ownership tags of the machine (VM) it runs on.
+    pub(crate) node_tags: BTreeMap<String, Vec<String>>,
+}
+
+/// Everything the simulated Kubernetes API servers hold.
+pub(crate) struct KubeState {
+    pub(crate) infra: Store,
+    pub(crate) workloads: BTreeMap<String, Workload>,
+    pub(crate) deletions: VecDeque<VmiDeletion>,
+    /// VMI uid → when it last became Running.
+    pub(crate) running_since: BTreeMap<String, Timestamp>,
+    /// VMI uid → when its `evacuationNodeName` was set.
+    pub(crate) evacuation_since: BTreeMap<String, Timestamp>,
+    /// Pod uids with a start transition pending.
+    pub(crate) pods_starting: BTreeSet<String>,
+    /// Something changed since controllers last ran.
+    pub(crate) dirty: bool,
+    rng: SeededRng,
+}
+
+impl KubeState {
+    pub(crate) fn new(seed: u64) -> Self {
+        KubeState {
+            infra: Store::default(),
+            workloads: BTreeMap::new(),
+            deletions: VecDeque::new(),
+            running_since: BTreeMap::new(),
+            evacuation_since: BTreeMap::new(),
+            pods_starting: BTreeSet::new(),
+            dirty: false,
+            rng: SeededRng::new(seed),
+        }
+    }
+
+    pub(crate) fn uid(&mut self) -> String {
+        crate::ids::uuid(&mut self.rng)
+    }
+
+    /// A random suffix as Kubernetes' `generateName` makes it (5 characters).
+    pub(crate) fn suffix(&mut self, len: usize) -> String {
+        const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+        (0..len)
+            .map(|_| {
+                let i = self.rng.below(ALPHABET.len() as u64) as usize;
+                char::from(ALPHABET.get(i).copied().unwrap_or(b'x'))
+            })
+            .collect()
+    }
+
+    /// The store of `cluster` (`"infra"` or a workload cluster, up or not).
+    pub(crate) fn store(&self, cluster: &str) -> Option<&Store> {
+        if cluster == INFRA_CLUSTER {
+            Some(&self.infra)
+        } else {
+            self.workloads.get(cluster).map(|w| &w.store)
+        }
+    }
+
+    pub(crate) fn store_mut(&mut self, cluster: &str) -> Option<&mut Store> {
+        if cluster == INFRA_CLUSTER {
+            Some(&mut self.infra)
+        } else {
+            self.workloads.get_mut(cluster).map(|w| &mut w.store)
+        }
+    }
+
+    fn record_deletion(&mut self, d: VmiDeletion) {
+        if self.deletions.len() >= VMI_DELETIONS_MAX {
+            self.deletions.pop_front();
+        }
+        self.deletions.push_back(d);
+    }
+}
+
+/// flightdeck's tags for an object with `labels` (its `flightdeck.dev/*` labels).
+pub(crate) fn tags_of_labels(labels: &BTreeMap<String, String>) -> Vec<String> {
+    LABEL_TAGS
+        .iter()
+        .filter_map(|(label, tag)| labels.get(*label).map(|v| format!("{tag}{v}")))
+        .collect()
+}
+
+/// One VMI incarnation: a transition for it is moot once the VMI is gone or re-created.
+#[derive(Clone, Debug)]
+pub(crate) struct VmiRef {
+    pub(crate) ns: String,
+    pub(crate) name: String,
+    pub(crate) uid: String,
+}
+
+/// A timer of the Kubernetes simulation.
+#[derive(Clone, Debug)]
+pub(crate) enum Event {
+    /// VMI `Pending → Scheduling → Scheduled → Running`.
+    VmiStep(VmiRef),
+    /// A deleted VMI is gone.
+    VmiGone(VmiRef),
+    /// A live migration completes.
+    Migrated(VmiRef),
+    /// Something time-based is due (a cluster's API comes up): controllers run.
+    Tick,
+    /// A running VMI's kubelet registers its Node.
+    NodeRegister(VmiRef),
+    /// A registered Node turns Ready (if its VMI still runs).
+    NodeReady {
+        cluster: String,
+        node: String,
+        vmi_uid: String,
+    },
+    /// A bound pod's containers run.
+    PodStart {
+        cluster: String,
+        ns: String,
+        name: String,
+        uid: String,
+    },
+    /// A gracefully deleted pod's grace period is over.
+    PodGone {
+        cluster: String,
+        ns: String,
+        name: String,
+        uid: String,
+    },
+}
+
+/// Schedules `event` a latency drawn (from the Kubernetes stream) in `range` after `now`.
+pub(crate) fn after(st: &mut State, now: Timestamp, range: (u64, u64), event: Event) {
+    let ms = st.kube.rng.between(range.0, range.1);
+    st.schedule(now.plus_millis(ms), SimEvent::K8s(event));
+}
+
+fn uid_of(v: &Value) -> &str {
+    store::str_at(v, &["metadata", "uid"]).unwrap_or("")
+}
+
+/// Whether the object `kind/ns/name` in `cluster` exists with `uid`.
+fn has_uid(st: &State, cluster: &str, kind: Kind, ns: &str, name: &str, uid: &str) -> bool {
+    st.kube
+        .store(cluster)
+        .and_then(|s| s.get(kind, ns, name))
+        .is_some_and(|o| uid_of(o) == uid)
+}
+
+pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
+    st.kube.dirty = true;
+    match event {
+        Event::VmiStep(r) => kubevirt::step(st, t, &r),
+        Event::VmiGone(r) => kubevirt::gone(st, t, &r),
+        Event::Migrated(r) => kubevirt::migrated(st, t, &r),
+        Event::Tick => {}
+        Event::NodeRegister(r) => workload::register(st, t, &r),
+        Event::NodeReady {
+            cluster,
+            node,
+            vmi_uid,
+        } => workload::node_ready(st, t, &cluster, &node, &vmi_uid),
+        Event::PodStart {
+            cluster,
+            ns,
+            name,
+            uid,
+        } => workload::pod_start(st, t, &cluster, &ns, &name, &uid),
+        Event::PodGone {
+            cluster,
+            ns,
+            name,
+            uid,
+        } => {
+            if has_uid(st, &cluster, Kind::Pod, &ns, &name, &uid)
+                && let Some(s) = st.kube.store_mut(&cluster)
+            {
+                s.remove(Kind::Pod, &ns, &name);
+            }
+        }
+    }
+}
+
+pub(crate) fn is_live(st: &State, event: &Event) -> bool {
+    match event {
+        Event::VmiStep(r) | Event::VmiGone(r) | Event::Migrated(r) | Event::NodeRegister(r) => {
+            has_uid(st, INFRA_CLUSTER, Kind::Vmi, &r.ns, &r.name, &r.uid)
+        }
+        Event::Tick => true,
+        Event::NodeReady { cluster, node, .. } => st
+            .kube
+            .store(cluster)
+            .is_some_and(|s| s.contains(Kind::Node, "", node)),
+        Event::PodStart {
+            cluster,
+            ns,
+            name,
+            uid,
+        }
+        | Event::PodGone {
+            cluster,
+            ns,
+            name,
+            uid,
+        } => has_uid(st, cluster, Kind::Pod, ns, name, uid),
+    }
+}
+
+/// Sets up the infrastructure cluster: its namespaces and nodes exist from the start.
+pub(crate) fn init(st: &mut State, now: Timestamp) {
+    for ns in ["default", "kube-system", "kubevirt"] {
+        let uid = st.kube.uid();
+        let obj = serde_json::json!({
+            "metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}},
+            "spec": {"finalizers": ["kubernetes"]},
+            "status": {"phase": "Active"},
+        });
+        st.kube.infra.create(Kind::Namespace, "", obj, uid, now);
+    }
+    let nodes = st.config.infra_nodes.clone();
+    for name in nodes.iter().take(store::KUBE_OBJECTS_MAX / 4) {
+        let uid = st.kube.uid();
+        let obj = workload::node_object(name, None, false, true, now);
+        st.kube.infra.create(Kind::Node, "", obj, uid, now);
+    }
+}
+
+/// Runs the controllers until nothing changes (at most a few passes).
+pub(crate) fn settle(st: &mut State, now: Timestamp) {
+    if !st.kube.dirty {
+        return;
+    }
+    st.kube.dirty = false;
+    for _ in 0..8 {
+        let before = versions(st);
+        kubevirt::reconcile(st, now);
+        workload::reconcile(st, now);
+        if versions(st) == before {
+            break;
+        }
+    }
+}
+
+fn versions(st: &State) -> (u64, u64, usize) {
+    let workloads = st
+        .kube
+        .workloads
+        .values()
+        .map(|w| w.store.resource_version())
+        .sum::<u64>();
+    (
+        st.kube.infra.resource_version(),
+        workloads,
+        st.kube.workloads.iter().filter(|(_, w)| w.up).count(),
+    )
+}
+
+/// A fault of the Kubernetes side started or ended: controllers look again.
+pub(crate) fn fault_changed(st: &mut State) {
+    st.kube.dirty = true;
+}
+
+pub(crate) use kubevirt::{drain_end, drain_start};
+
+impl SimCloud {
+    /// One HTTP request to a simulated Kubernetes API server. `cluster` is `"infra"`
+    /// (the infrastructure cluster, [`INFRA_CLUSTER`]) or the name of a flightdeck
+    /// cluster (its workload cluster). An unknown workload cluster, or one whose API is
+    /// not up, answers 503. Counted in [`SimCloud::api_calls`] under `kubernetes`
+    /// (`GET nodes`, `POST pods/eviction`, ...); every mutating request is logged in
+    /// [`SimCloud::mutations`]. Never panics, whatever the request.
+    pub fn kube_request(&self, cluster: &str, req: KubeRequest) -> KubeResponse {
+        let mut st = self.lock();
+        let route = api::route(cluster, &req);
+        let operation = api::operation(&req.method, &route);
+        let entered = self.enter(&mut st, api::SERVICE, operation);
+        let mutating = api::mutation_kind(&req.method, &route);
+        let before = mutating.map(|_| api::target(&st, cluster, &route, None));
+        let (response, touched) = match entered {
+            Err(e) => (
+                api::status_response(503, "ServiceUnavailable", &e.message, None),
+                None,
+            ),
+            Ok(now) => api::handle(&mut st, now, cluster, &req, &route),
+        };
+        let now = self.clock.now();
+        if let (Some(kind), Some(before)) = (mutating, before) {
+            let target = if touched.is_some() && before.name.is_empty() {
+                api::target(&st, cluster, &route, touched.as_ref())
+            } else {
+                before
+            };
+            st.log.mutation(Mutation {
+                at: now,
+                service: api::SERVICE,
+                operation: operation.into(),
+                kind,
+                target_id: target.id,
+                target_name: target.name,
+                target_tags: target.tags,
+                ok: response.status < 400,
+            });
+            st.kube.dirty = true;
+        }
+        st.settle(now);
+        response
+    }
+
+    /// The workload clusters that exist now (their API is up), by name.
+    pub fn kube_clusters(&self) -> Vec<String> {
+        let mut st = self.lock();
+        st.run_due(self.clock.now());
+        st.kube
+            .workloads
+            .iter()
+            .filter(|(_, w)| w.up)
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+}
+
+/// The Kubernetes side of the world snapshot.
+pub(crate) fn snapshot(st: &State) -> KubeWorld {
+    use store::{at, deleting, labels_of, name_of, str_at};
+    let node_view = |n: &Value| KubeNodeView {
+        name: name_of(n).to_string(),
+        ready: workload::node_is_ready(n),
+        unschedulable: at(n, &["spec", "unschedulable"]).and_then(Value::as_bool) == Some(true),
+    };
+    let infra = &st.kube.infra;
+    let vms = infra
+        .list(Kind::Vm, None)
+        .map(|v| KubeVmView {
+            name: name_of(v).to_string(),
+            uid: uid_of(v).to_string(),
+            run_strategy: kubevirt::run_strategy(v).to_string(),
+            printable_status: str_at(v, &["status", "printableStatus"])
+                .unwrap_or("")
+                .to_string(),
+            tags: tags_of_labels(&labels_of(v)),
+        })
+        .collect();
+    let vmis = infra
+        .list(Kind::Vmi, None)
+        .map(|v| KubeVmiView {
+            name: name_of(v).to_string(),
+            uid: uid_of(v).to_string(),
+            phase: str_at(v, &["status", "phase"]).unwrap_or("").to_string(),
+            node: str_at(v, &["status", "nodeName"]).map(str::to_string),
+            evacuation_node: str_at(v, &["status", "evacuationNodeName"]).map(str::to_string),
+            eviction_strategy: str_at(v, &["spec", "evictionStrategy"]).map(str::to_string),
+            migrating: kubevirt::migrating(v),
+            deleting: deleting(v),
+            tags: tags_of_labels(&labels_of(v)),
+        })
+        .collect();
+    let workloads = st
+        .kube
+        .workloads
+        .iter()
+        .map(|(name, w)| KubeWorkloadView {
+            name: name.clone(),
+            api_up: w.up,
+            nodes: w.store.list(Kind::Node, None).map(node_view).collect(),
+            pods: w
+                .store
+                .list(Kind::Pod, None)
+                .map(|p| KubePodView {
+                    namespace: str_at(p, &["metadata", "namespace"])
+                        .unwrap_or("")
+                        .to_string(),
+                    name: name_of(p).to_string(),
+                    uid: uid_of(p).to_string(),
+                    node: str_at(p, &["spec", "nodeName"]).map(str::to_string),
+                    phase: str_at(p, &["status", "phase"]).unwrap_or("").to_string(),
+                    ready: workload::pod_is_ready(p),
+                    daemonset: workload::is_daemonset_pod(p),
+                    mirror: workload::is_mirror_pod(p),
+                    deleting: deleting(p),
+                })
+                .collect(),
+            pdbs: w
+                .store
+                .list(Kind::Pdb, None)
+                .map(|p| {
+                    let n = |f: &str| at(p, &["status", f]).and_then(Value::as_i64).unwrap_or(0);
+                    KubePdbView {
+                        namespace: str_at(p, &["metadata", "namespace"])
+                            .unwrap_or("")
+                            .to_string(),
+                        name: name_of(p).to_string(),
+                        disruptions_allowed: n("disruptionsAllowed"),
+                        current_healthy: n("currentHealthy"),
+                        desired_healthy: n("desiredHealthy"),
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    KubeWorld {
+        infra_nodes: infra.list(Kind::Node, None).map(node_view).collect(),
+        vms,
+        vmis,
+        workloads,
+        vmi_deletions: st.kube.deletions.iter().cloned().collect(),
+    }
+}
