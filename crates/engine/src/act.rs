@@ -301,6 +301,11 @@ pub async fn act<P: Provider>(
         {
             ActOutcome::Deferred(e)
         }
+        // A disruption budget says "not now" (429): the drain looks again on its own
+        // clock (F9); it is no failure of the cluster's reconcile.
+        Err(e) if e.class == ErrorClass::Conflict && matches!(action, Action::EvictPod { .. }) => {
+            ActOutcome::Blocked(e.message)
+        }
         // Only a rule is identified by its content alone: the same rule existing is the
         // rule we wanted. Any other object that already exists is not one we made (ours
         // would have been listed by its tags), so it is reported, not taken over.

@@ -76,6 +76,7 @@ pub async fn run_up(args: &UpArgs) -> anyhow::Result<(bool, flightdeck_scenario:
                 clusters: Vec::new(),
                 faults: Vec::new(),
                 workload: Vec::new(),
+                restarts: Vec::new(),
                 expect: Expectations {
                     invariants: None,
                     conditions: Vec::new(),

@@ -34,6 +34,11 @@ pub const DRAINING: &str = "Draining";
 /// (`kubectl drain` retries a 429 after 5 s).
 pub const POLL_DRAIN: Duration = Duration::from_secs(5);
 
+/// How often a KubeVirt cluster's VMIs are looked at for evacuation requests when nothing
+/// else is under way. An infra node drain waits on flightdeck, so it must be noticed
+/// soon; the periodic resync alone would take minutes.
+pub const POLL_EVACUATION: Duration = Duration::from_secs(30);
+
 /// How the guest node of an evacuated VMI is found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DrainPolicy {
@@ -66,6 +71,7 @@ pub(crate) fn plan_drains(p: &mut Planner<'_>) {
         return;
     };
     let timeout = kv.drain_timeout;
+    p.wait(POLL_EVACUATION);
     let vmis: Vec<Vmi> = p.observed.vmis.clone();
     let mut messages = Vec::new();
     for vmi in vmis.iter().filter(|v| evacuation_requested(v)) {
@@ -142,6 +148,17 @@ fn drain_one(p: &mut Planner<'_>, vmi: &Vmi, timeout: Duration) -> Option<String
     }
     let remaining = timeout.as_millis().saturating_sub(waited.as_millis());
     let deadline_in = Duration::from_millis(remaining);
+    // The control plane loses one member at a time: while another control-plane VMI
+    // evacuated earlier has not come back Ready, this one waits (its deadline still
+    // runs). Two at once would cost etcd its quorum.
+    if is_control_plane(p, &machine)
+        && let Some(other) = control_plane_in_flight(p, &machine)
+    {
+        p.wait(POLL_DRAIN.min(deadline_in));
+        return Some(format!(
+            "{machine}: waits until control-plane machine {other} is back before it leaves (deadline in {deadline_in})"
+        ));
+    }
     let Some(node) = node else {
         if p.options.drain == DrainPolicy::UpstreamByEvacuationNode {
             // Upstream: NotFound means drained.
@@ -214,6 +231,24 @@ fn drain_one(p: &mut Planner<'_>, vmi: &Vmi, timeout: Duration) -> Option<String
         node.name,
         waiting_on.join(", ")
     ))
+}
+
+fn is_control_plane(p: &Planner<'_>, machine: &str) -> bool {
+    p.memory
+        .machines
+        .get(machine)
+        .is_some_and(|m| m.role == crate::MachineRole::ControlPlane)
+}
+
+/// Another control-plane machine whose VMI was deleted for an evacuation and whose
+/// replacement is not Ready yet, if there is one.
+fn control_plane_in_flight(p: &Planner<'_>, machine: &str) -> Option<String> {
+    p.memory
+        .drains
+        .iter()
+        .filter(|(m, r)| m.as_str() != machine && r.vmi_deleted.is_some())
+        .map(|(m, _)| m.clone())
+        .find(|m| is_control_plane(p, m))
 }
 
 fn delete_vmi(p: &mut Planner<'_>, vmi: &Vmi, machine: &str) {

@@ -91,6 +91,26 @@ pub const FILES: &[(&str, &str)] = &[
         "scenarios/opennebula-lifecycle.yaml",
         include_str!("../../../scenarios/opennebula-lifecycle.yaml"),
     ),
+    (
+        "examples/kubevirt.yaml",
+        include_str!("../../../examples/kubevirt.yaml"),
+    ),
+    (
+        "scenarios/f9-drain-pdb-blocks.yaml",
+        include_str!("../../../scenarios/f9-drain-pdb-blocks.yaml"),
+    ),
+    (
+        "scenarios/f9-drain-deadline.yaml",
+        include_str!("../../../scenarios/f9-drain-deadline.yaml"),
+    ),
+    (
+        "scenarios/f9-drain-restart.yaml",
+        include_str!("../../../scenarios/f9-drain-restart.yaml"),
+    ),
+    (
+        "scenarios/f9-guest-names-differ.yaml",
+        include_str!("../../../scenarios/f9-guest-names-differ.yaml"),
+    ),
 ];
 
 /// Names of the built-in scenarios, in order.

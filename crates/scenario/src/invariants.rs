@@ -19,9 +19,12 @@ pub struct ClusterTrack {
     pub deleted_at: Option<Timestamp>,
     /// Bumped by every spec change the workload makes.
     pub generation: u64,
-    /// The API endpoint is not flightdeck's (OpenNebula): it serves while some
-    /// control-plane VM runs with a Ready node.
+    /// The API endpoint is not a load balancer flightdeck builds member by member
+    /// (OpenNebula's VIP, KubeVirt's Service): it serves while some control-plane VM or
+    /// VMI runs with a Ready node.
     pub external_endpoint: bool,
+    /// KubeVirt: how long a guest drain may take (F9).
+    pub drain_timeout: Option<flightdeck_spec::Duration>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -82,6 +85,8 @@ pub struct Invariants {
     one_registered: BTreeSet<String>,
     /// OpenNebula template and image names deleted, with the fleet's generation then.
     one_deleted: BTreeMap<String, u64>,
+    /// How many of the simulator's VMI deletions were already judged.
+    vmi_deletions_seen: usize,
 }
 
 impl Invariants {
@@ -113,6 +118,7 @@ impl Invariants {
             failures: BTreeMap::new(),
             one_registered: BTreeSet::new(),
             one_deleted: BTreeMap::new(),
+            vmi_deletions_seen: 0,
         }
     }
 
@@ -233,6 +239,7 @@ impl Invariants {
                 self.record(Invariant::ApiEndpointServing, now, v);
             }
         }
+        self.check_drains(world, clusters);
         let known: BTreeSet<&str> = clusters.values().map(|c| c.uid.as_str()).collect();
         self.mutations_seen = next;
         // Any spec change, new cluster or deletion anywhere in the fleet.
@@ -326,6 +333,39 @@ impl Invariants {
         }
     }
 
+    /// `drainBeforeDelete` (F9): every VMI deleted by a client since the last check was
+    /// deleted with its guest node drained, or after its drain deadline.
+    fn check_drains(&mut self, world: &World, clusters: &BTreeMap<String, ClusterTrack>) {
+        let deletions = &world.kube.vmi_deletions;
+        let fresh = deletions.get(self.vmi_deletions_seen..).unwrap_or_default();
+        self.vmi_deletions_seen = deletions.len();
+        if !self.enabled.contains(&Invariant::DrainBeforeDelete) {
+            return;
+        }
+        for d in fresh
+            .iter()
+            .filter(|d| d.cause == "DELETE virtualmachineinstances")
+        {
+            let timeout = clusters
+                .get(&d.cluster)
+                .and_then(|c| c.drain_timeout)
+                .unwrap_or(flightdeck_spec::Duration::from_mins(10));
+            let deadline_passed = d
+                .evacuation_since
+                .is_some_and(|since| d.at >= since.plus(timeout));
+            let v = (!d.pods_left.is_empty() && !deadline_passed).then(|| {
+                format!(
+                    "cluster {}: VMI {} was deleted while {} still had to leave guest node {}, before its drain deadline",
+                    d.cluster,
+                    d.vmi,
+                    d.pods_left.join(", "),
+                    d.guest_node.as_deref().unwrap_or("(none registered)")
+                )
+            });
+            self.record(Invariant::DrainBeforeDelete, d.at, v);
+        }
+    }
+
     /// `onlyOwned` and `noChurn` for OpenNebula templates and images, which carry no
     /// tags: flightdeck may delete or change only what it registered, and a name it
     /// deleted must not come back without a change somewhere in the fleet's specs.
@@ -415,12 +455,44 @@ fn external_endpoint_serving(world: &World, c: &ClusterTrack) -> Option<String> 
                     && n.ready
             })
     });
+    // KubeVirt: a control-plane VMI Running, not being deleted, with a Ready guest node
+    // (the endpoint Service selects control-plane VMIs).
+    let cp_vmis: Vec<_> = world
+        .kube
+        .vmis
+        .iter()
+        .filter(|v| owned_by(&v.tags, &c.uid))
+        .filter(|v| {
+            v.tags.iter().any(|t| {
+                t.strip_prefix(TAG_MACHINE)
+                    .is_some_and(|k| k.starts_with("cp-"))
+            })
+        })
+        .collect();
+    let guest_ready = |vm: &str| {
+        world
+            .kube
+            .workloads
+            .iter()
+            .filter(|w| w.name == c.name && w.api_up)
+            .flat_map(|w| &w.nodes)
+            .any(|n| n.name == vm && n.ready)
+    };
+    let serving = serving
+        || cp_vmis
+            .iter()
+            .any(|v| v.phase == "Running" && !v.deleting && guest_ready(&v.name));
     if serving {
         return None;
     }
     let states: Vec<String> = cp
         .iter()
         .map(|v| format!("{} {}/{}", v.name, v.state, v.lcm_state))
+        .chain(
+            cp_vmis
+                .iter()
+                .map(|v| format!("VMI {} {}", v.name, v.phase)),
+        )
         .collect();
     Some(format!(
         "cluster {}: no control-plane VM runs with a Ready node (VMs state/lcm_state: {})",
@@ -562,6 +634,24 @@ pub fn leaks(world: &World, uid: &str) -> Option<String> {
         "member(s)",
         world
             .members
+            .iter()
+            .filter(|x| owned_by(&x.tags, uid))
+            .count(),
+    );
+    count(
+        "KubeVirt VM(s)",
+        world
+            .kube
+            .vms
+            .iter()
+            .filter(|x| owned_by(&x.tags, uid))
+            .count(),
+    );
+    count(
+        "KubeVirt VMI(s)",
+        world
+            .kube
+            .vmis
             .iter()
             .filter(|x| owned_by(&x.tags, uid))
             .count(),

@@ -11,6 +11,7 @@ mod expect;
 pub mod flight;
 pub mod guest;
 pub mod invariants;
+pub mod kubevirt;
 pub mod load;
 pub mod one;
 pub mod report;

@@ -101,6 +101,9 @@ pub async fn run(
     if crate::one::is_opennebula(loaded)? {
         return crate::one::run_in_process(loaded, options, on_event).await;
     }
+    if crate::kubevirt::is_kubevirt(loaded)? {
+        return crate::kubevirt::run_in_process(loaded, options, on_event).await;
+    }
     run_on(loaded, options, |cloud| async move { Ok(cloud) }, on_event).await
 }
 
@@ -250,6 +253,7 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
         let mut restarts: Vec<(Timestamp, bool)> = options
             .restarts
             .iter()
+            .chain(&spec.restarts)
             .map(|d| (start.plus(*d), false))
             .chain(
                 options
@@ -557,7 +561,14 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
                     deletion_requested: false,
                     deleted_at: None,
                     generation: 0,
-                    external_endpoint: c.spec.spec.provider.is_opennebula(),
+                    external_endpoint: c.spec.spec.provider.external_endpoint(),
+                    drain_timeout: c
+                        .spec
+                        .spec
+                        .provider
+                        .kubevirt
+                        .as_ref()
+                        .map(|k| k.drain_timeout),
                 });
             t.ready_since = c.memory.ready_since;
             t.deletion_requested |= c.memory.deletion_requested.is_some();

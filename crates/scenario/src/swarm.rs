@@ -241,6 +241,7 @@ spec:
                 .collect(),
             faults,
             workload,
+            restarts: Vec::new(),
             expect: Expectations {
                 invariants: Some(Invariant::ALL.to_vec()),
                 conditions: Vec::new(),

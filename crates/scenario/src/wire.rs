@@ -169,6 +169,9 @@ pub async fn run_wire(
     if crate::one::is_opennebula(loaded)? {
         return crate::one::run_wire(loaded, options, on_event).await;
     }
+    if crate::kubevirt::is_kubevirt(loaded)? {
+        return crate::kubevirt::run_wire(loaded, options, on_event).await;
+    }
     let options = one_at_a_time(options);
     let connect = |cloud: Arc<SimCloud>| async move {
         let (listener, base) = loopback().await?;

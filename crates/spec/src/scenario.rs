@@ -42,6 +42,10 @@ pub struct ScenarioSpec {
     pub faults: Vec<Fault>,
     #[serde(default)]
     pub workload: Vec<WorkloadStep>,
+    /// Virtual times at which the controller is restarted (as after a crash): its
+    /// memory survives in its store, everything else is rebuilt.
+    #[serde(default)]
+    pub restarts: Vec<Duration>,
     #[serde(default)]
     pub expect: Expectations,
 }

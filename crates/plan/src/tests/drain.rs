@@ -364,3 +364,39 @@ fn f9_the_replacement_s_node_is_uncordoned_once_it_runs_and_is_ready() {
     assert!(p.memory.drains.is_empty());
     let _: BTreeMap<String, DrainRecord> = p.memory.drains;
 }
+
+#[test]
+fn f9_control_plane_vmis_leave_one_at_a_time() {
+    let mut w = World::new(EvictionStrategy::External, false);
+    // The control-plane VMI is asked to evacuate while another control-plane machine,
+    // evacuated a minute ago, is not back yet.
+    w.observed.vmis[0].evacuation_node = Some("infra-1".into());
+    w.node_mut("kv-cp-1").unschedulable = true;
+    w.pods("kv-cp-1", vec![pod("kube-proxy-x", true, false, "Running")]);
+    let other = "kv-cp-9";
+    let mut record = w.memory.machines["kv-cp-1"].clone();
+    record.name = other.into();
+    w.memory.machines.insert(other.into(), record);
+    w.memory.drains.insert(
+        other.into(),
+        DrainRecord {
+            vmi_uid: "old".into(),
+            infra_node: "infra-1".into(),
+            since: T0.minus_mins(2),
+            guest_node: Some(other.into()),
+            vmi_deleted: Some(T0.minus_mins(1)),
+        },
+    );
+    let p = w.plan();
+    assert!(!kinds(&p).contains(&"DeleteVmi"), "{:?}", kinds(&p));
+    let c = condition(&p, "Draining").expect("says why it waits");
+    assert!(
+        c.message.contains("one") || c.message.contains(other),
+        "{}",
+        c.message
+    );
+    // Alone, it goes.
+    w.memory.drains.remove(other);
+    let p = w.plan();
+    assert!(kinds(&p).contains(&"DeleteVmi"), "{:?}", kinds(&p));
+}

@@ -705,7 +705,7 @@ fn replica_sets(st: &mut State, now: Timestamp, cluster: &str) {
 
 /// Binds Pending pods without a node to a Ready schedulable node (in a workload
 /// cluster a worker, the one with the fewest pods of the same app; control-plane nodes
-/// only if the cluster has no worker), and starts bound pods whose node is Ready.
+/// are tainted NoSchedule), and starts bound pods whose node is Ready.
 fn schedule_pods(st: &mut State, now: Timestamp, cluster: &str) {
     let Some(store) = st.kube.store(cluster) else {
         return;
@@ -728,13 +728,10 @@ fn schedule_pods(st: &mut State, now: Timestamp, cluster: &str) {
                 .count()
         };
         // Pods of an app spread over the workers (the fewest of the app's pods first,
-        // a soft spread); control-plane nodes take pods only in a cluster without
-        // workers.
-        let has_workers = store
-            .list(Kind::Node, None)
-            .any(|n| !is_control_plane_node(n));
-        let role_ok =
-            |n: &Value| cluster == INFRA_CLUSTER || !has_workers || !is_control_plane_node(n);
+        // a soft spread). Control-plane nodes carry kubeadm's
+        // `node-role.kubernetes.io/control-plane:NoSchedule` taint: app pods wait for a
+        // worker, as in a real cluster.
+        let role_ok = |n: &Value| cluster == INFRA_CLUSTER || !is_control_plane_node(n);
         let candidates: Vec<(bool, usize, String)> = store
             .list(Kind::Node, None)
             .filter(|n| node_schedulable(n) && role_ok(n))

@@ -1,0 +1,174 @@
+//! KubeVirt runs. The engine talks to the simulated infra cluster and workload clusters
+//! through the real KubeVirt provider (`flightdeck-kubevirt`, kube-rs): in process, each
+//! `kube::Client` is a tower service that hands the request to the simulator directly;
+//! in wire mode the simulator's API servers are served on loopback
+//! (`flightdeck-sim-http`) and the clients speak HTTP. Either way the requests are built
+//! and the answers parsed by the code that talks to a real cluster.
+
+use std::sync::Arc;
+
+use flightdeck_cloud::{CloudError, ErrorClass};
+use flightdeck_kubevirt::{KubeVirtCloud, WorkloadFn};
+use flightdeck_sim::{INFRA_CLUSTER, KubeRequest, SimCloud};
+
+use crate::load::LoadedScenario;
+use crate::report::TimelineEntry;
+use crate::runner::{Run, RunError, RunOptions, run_on};
+
+/// A `kube::Client` whose requests go straight to the simulated API server `cluster`.
+pub fn in_process_client(cloud: Arc<SimCloud>, cluster: &str) -> kube::Client {
+    let cluster = cluster.to_string();
+    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let cloud = cloud.clone();
+        let cluster = cluster.clone();
+        async move {
+            let (parts, body) = req.into_parts();
+            let body = body.collect_bytes().await?;
+            let answer = cloud.kube_request(
+                &cluster,
+                KubeRequest {
+                    method: parts.method.to_string(),
+                    path: parts.uri.path().to_string(),
+                    query: parts.uri.query().unwrap_or_default().to_string(),
+                    body: body.to_vec(),
+                    content_type: parts
+                        .headers
+                        .get(http::header::CONTENT_TYPE)
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_string),
+                },
+            );
+            http::Response::builder()
+                .status(answer.status)
+                .header(http::header::CONTENT_TYPE, answer.content_type)
+                .body(kube::client::Body::from(answer.body))
+                .map_err(|e| kube::Error::Service(Box::new(e)))
+        }
+    });
+    kube::Client::new(service, "default")
+}
+
+/// A `kube::Client` for the API server `http://{base}/clusters/{cluster}`.
+pub fn http_client(base: &str, cluster: &str) -> Result<kube::Client, CloudError> {
+    let url: http::Uri = format!("{base}/clusters/{cluster}").parse().map_err(|e| {
+        CloudError::new(
+            ErrorClass::Permanent,
+            "kubernetes",
+            "connect",
+            None,
+            format!("{base}/clusters/{cluster} is no URL: {e}"),
+        )
+    })?;
+    let mut config = kube::Config::new(url);
+    // As for any client flightdeck builds: no retries inside a call (a 429 from a
+    // disruption budget is the planner's to look at again), and a bounded wait.
+    config.default_retry = false;
+    config.read_timeout = Some(std::time::Duration::from_secs(30));
+    kube::Client::try_from(config).map_err(|e| {
+        CloudError::new(
+            ErrorClass::Permanent,
+            "kubernetes",
+            "connect",
+            None,
+            format!("cannot build a client for {cluster}: {e}"),
+        )
+    })
+}
+
+type Workload =
+    WorkloadFn<Box<dyn Fn(&flightdeck_cloud::Ownership) -> WorkloadAnswer + Send + Sync>>;
+type WorkloadAnswer = Result<Option<kube::Client>, CloudError>;
+
+/// The KubeVirt provider over the in-process simulator.
+pub type InProcessKubeVirt = KubeVirtCloud<Workload>;
+
+/// The namespace every scenario's KubeVirt clusters live in, unless their spec says.
+fn namespace(loaded: &LoadedScenario) -> String {
+    loaded
+        .clusters
+        .iter()
+        .find_map(|c| c.spec.provider.kubevirt.as_ref())
+        .map(|k| k.namespace.to_string())
+        .unwrap_or_else(|| "default".into())
+}
+
+/// The provider the engine uses against the in-process simulated KubeVirt.
+pub fn in_process(cloud: Arc<SimCloud>, namespace: &str) -> Arc<InProcessKubeVirt> {
+    let infra = in_process_client(cloud.clone(), INFRA_CLUSTER);
+    let workload: Box<dyn Fn(&flightdeck_cloud::Ownership) -> WorkloadAnswer + Send + Sync> =
+        Box::new(move |owner| {
+            Ok(cloud
+                .kube_clusters()
+                .contains(&owner.cluster)
+                .then(|| in_process_client(cloud.clone(), &owner.cluster)))
+        });
+    Arc::new(KubeVirtCloud::new(
+        infra,
+        namespace,
+        WorkloadFn::new(workload),
+    ))
+}
+
+/// Whether the scenario's clusters live on KubeVirt. A scenario mixes no clouds.
+pub fn is_kubevirt(loaded: &LoadedScenario) -> Result<bool, RunError> {
+    let n = loaded
+        .clusters
+        .iter()
+        .filter(|c| c.spec.provider.is_kubevirt())
+        .count();
+    match n {
+        0 => Ok(false),
+        n if n == loaded.clusters.len() => Ok(true),
+        _ => Err(RunError::Wire(
+            "the scenario mixes KubeVirt clusters with others; one run drives one cloud".into(),
+        )),
+    }
+}
+
+/// Runs a KubeVirt scenario in process.
+pub async fn run_in_process(
+    loaded: &LoadedScenario,
+    options: &RunOptions,
+    on_event: &mut dyn FnMut(&TimelineEntry),
+) -> Result<Run, RunError> {
+    let ns = namespace(loaded);
+    run_on(
+        loaded,
+        options,
+        |cloud| async move { Ok(in_process(cloud, &ns)) },
+        on_event,
+    )
+    .await
+}
+
+/// Runs a KubeVirt scenario in wire mode: the Kubernetes API over loopback HTTP.
+pub async fn run_wire(
+    loaded: &LoadedScenario,
+    options: &RunOptions,
+    on_event: &mut dyn FnMut(&TimelineEntry),
+) -> Result<Run, RunError> {
+    let options = crate::wire::one_at_a_time(options);
+    let ns = namespace(loaded);
+    let connect = |cloud: Arc<SimCloud>| async move {
+        let (listener, base) = crate::wire::loopback().await?;
+        tokio::spawn(flightdeck_sim_http::serve_kubernetes(
+            cloud.clone(),
+            listener,
+        ));
+        let infra = http_client(&base, INFRA_CLUSTER)
+            .map_err(|e| RunError::Wire(format!("cannot reach the served infra cluster: {e}")))?;
+        let workload: Box<dyn Fn(&flightdeck_cloud::Ownership) -> WorkloadAnswer + Send + Sync> =
+            Box::new(move |owner| {
+                if !cloud.kube_clusters().contains(&owner.cluster) {
+                    return Ok(None);
+                }
+                http_client(&base, &owner.cluster).map(Some)
+            });
+        Ok(Arc::new(KubeVirtCloud::new(
+            infra,
+            &ns,
+            WorkloadFn::new(workload),
+        )))
+    };
+    run_on(loaded, &options, connect, on_event).await
+}
