@@ -50,6 +50,10 @@ pub struct ServerCreate {
     pub network: String,
     pub security_groups: Vec<String>,
     pub tags: Vec<String>,
+    /// KubeVirt: the VMI's eviction strategy (`External` when absent). Other clouds
+    /// ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eviction_strategy: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -116,6 +116,7 @@ pub async fn act<P: Provider>(
                 image,
                 network,
                 security_group,
+                eviction_strategy,
                 ..
             } => {
                 let s = provider
@@ -130,6 +131,7 @@ pub async fn act<P: Provider>(
                             vec![security_group.clone()]
                         },
                         tags: owner.tags(&Role::Machine(key.clone())),
+                        eviction_strategy: eviction_strategy.clone(),
                     })
                     .await?;
                 if let Some(r) = memory.machines.get_mut(machine) {

@@ -332,6 +332,7 @@ fn up_and_delete_reach_a_served_opennebula_over_xml_rpc_with_one_auth_credential
     let auth = dir.path().join("one_auth");
     let endpoint_file = dir.path().join("xmlrpc");
     let state = dir.path().join("state");
+    let serve_log = std::fs::File::create(dir.path().join("serve.log")).expect("a log file");
     let _server = Child(
         Command::new(env!("CARGO_BIN_EXE_flightdeck"))
             .args(["sim", "serve", "--listen", "127.0.0.1:0", "--speed", "20"])
@@ -342,7 +343,7 @@ fn up_and_delete_reach_a_served_opennebula_over_xml_rpc_with_one_auth_credential
             .arg(&endpoint_file)
             .current_dir(repo())
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .stderr(serve_log)
             .spawn()
             .expect("sim serve starts"),
     );
@@ -369,7 +370,12 @@ fn up_and_delete_reach_a_served_opennebula_over_xml_rpc_with_one_auth_credential
         "5m",
     ]);
     let progress = String::from_utf8_lossy(&up.stderr);
-    assert!(up.status.success(), "{progress}");
+    let served = || std::fs::read_to_string(dir.path().join("serve.log")).unwrap_or_default();
+    assert!(
+        up.status.success(),
+        "{progress}\n--- sim serve said:\n{}",
+        served()
+    );
     assert!(progress.contains("OpenNebula 6.10"), "{progress}");
     // Both clusters' control planes come from the one shared master template.
     for cluster in ["sylva-a", "sylva-b"] {

@@ -43,7 +43,11 @@ pub fn vm_create_of(req: &ServerCreate) -> VirtualMachineCreate {
         name: req.name.clone(),
         instancetype: req.flavor.clone(),
         image: req.image.clone(),
-        eviction_strategy: EvictionStrategy::External,
+        eviction_strategy: req
+            .eviction_strategy
+            .as_deref()
+            .map(EvictionStrategy::parse)
+            .unwrap_or(EvictionStrategy::External),
         run_strategy: RUN_STRATEGY.to_string(),
         tags: req.tags.clone(),
         control_plane: is_control_plane(&req.tags),
@@ -228,6 +232,7 @@ mod tests {
             network: "ignored".into(),
             security_groups: vec!["ignored".into()],
             tags: owner.tags(&Role::Machine(machine.into())),
+            eviction_strategy: None,
         }
     }
 

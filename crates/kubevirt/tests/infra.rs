@@ -31,6 +31,7 @@ fn create_req(machine: &str) -> ServerCreate {
         network: String::new(),
         security_groups: vec![],
         tags: owner().tags(&Role::Machine(machine.into())),
+        eviction_strategy: None,
     }
 }
 

@@ -123,6 +123,7 @@ async fn servers_are_instantiated_from_templates_not_created() {
         network: "n".into(),
         security_groups: vec![],
         tags: vec![],
+        eviction_strategy: None,
     };
     let e = cloud.create_server(&req).await.expect_err("no create");
     assert_eq!(e.class, ErrorClass::Permanent);

@@ -135,6 +135,7 @@ fn server_request() -> ServerCreate {
         network: "nodes".into(),
         security_groups: vec!["sg-1".into()],
         tags: owner().tags(&Role::Machine("demo-cp-1".into())),
+        eviction_strategy: None,
     }
 }
 

@@ -46,6 +46,9 @@ pub enum Action {
         image: String,
         network: String,
         security_group: String,
+        /// KubeVirt: the VMI's eviction strategy.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        eviction_strategy: Option<String>,
     },
     CreateMember {
         machine: String,

@@ -538,6 +538,7 @@ fn request_server(p: &mut Planner<'_>, record: &MachineRecord, infra: &Infra, wh
                     image: record.template.image.clone(),
                     network: namespace,
                     security_group: String::new(),
+                    eviction_strategy: Some(kv.eviction_strategy.as_str().to_string()),
                 },
                 why.to_string(),
             );
@@ -565,6 +566,7 @@ fn request_server(p: &mut Planner<'_>, record: &MachineRecord, infra: &Infra, wh
             image: record.template.image.clone(),
             network: openstack.network.to_string(),
             security_group: group,
+            eviction_strategy: None,
         },
         why.to_string(),
     );

@@ -111,6 +111,10 @@ pub const FILES: &[(&str, &str)] = &[
         "scenarios/f9-guest-names-differ.yaml",
         include_str!("../../../scenarios/f9-guest-names-differ.yaml"),
     ),
+    (
+        "scenarios/f9-live-migrate.yaml",
+        include_str!("../../../scenarios/f9-live-migrate.yaml"),
+    ),
 ];
 
 /// Names of the built-in scenarios, in order.

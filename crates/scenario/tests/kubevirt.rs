@@ -194,3 +194,30 @@ async fn f9_the_upstream_lookup_by_evacuation_node_name_kills_the_workload_and_i
         "upstream evicted nothing"
     );
 }
+
+#[tokio::test]
+async fn f9_live_migrating_vmis_are_left_to_kubevirt() {
+    for wire in [false, true] {
+        let run = run_named("f9-live-migrate", RunOptions::default(), wire).await;
+        assert_passed(&run.report);
+        assert!(vmi_deletions(&run).is_empty(), "flightdeck deleted no VMI");
+        assert!(
+            !run.report
+                .timeline
+                .iter()
+                .any(|e| e.reason == "DrainStarted" || e.reason == "CordonNode"),
+            "and drained nothing"
+        );
+        // KubeVirt moved them off the drained node, same VMIs.
+        let world = run.cloud.snapshot();
+        assert!(
+            world
+                .kube
+                .vmis
+                .iter()
+                .all(|v| v.node.as_deref() != Some("infra-3")),
+            "{:#?}",
+            world.kube.vmis
+        );
+    }
+}

@@ -21,6 +21,32 @@ pub struct KubeVirtProvider {
     /// How long a guest node's drain may take before its VMI is deleted anyway (F9).
     #[serde(default = "default_drain_timeout")]
     pub drain_timeout: Duration,
+    /// The VMIs' eviction strategy. `External` (the default) hands evacuations to
+    /// flightdeck's graceful drain; `LiveMigrate` lets KubeVirt move the VMs, and
+    /// flightdeck leaves those VMIs alone.
+    #[serde(default)]
+    pub eviction_strategy: EvictionStrategySpec,
+}
+
+/// `spec.provider.kubevirt.evictionStrategy`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EvictionStrategySpec {
+    #[default]
+    External,
+    LiveMigrate,
+    LiveMigrateIfPossible,
+    None,
+}
+
+impl EvictionStrategySpec {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EvictionStrategySpec::External => "External",
+            EvictionStrategySpec::LiveMigrate => "LiveMigrate",
+            EvictionStrategySpec::LiveMigrateIfPossible => "LiveMigrateIfPossible",
+            EvictionStrategySpec::None => "None",
+        }
+    }
 }
 
 /// A kubeconfig: a file, or a Secret in the infra namespace (key `value`, as Cluster API

@@ -396,6 +396,7 @@ fn parse_create(app: &App, body: &[u8], mv: Mv) -> Result<ServerCreate, Response
         network,
         security_groups,
         tags,
+        eviction_strategy: None,
     })
 }
 
