@@ -81,6 +81,9 @@ pub struct TemplateMeta {
 pub struct VirtualMachineInstanceSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub eviction_strategy: Option<String>,
+    /// How long the guest gets to shut down when the VMI is deleted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub termination_grace_period_seconds: Option<i64>,
     pub domain: DomainSpec,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<Volume>,

@@ -38,6 +38,11 @@ pub const RUN_STRATEGY: &str = "Always";
 /// serves the control plane when its key starts with `cp-`. Nova's `network` and
 /// `security_groups` have no KubeVirt counterpart (VMs join the pod network) and are
 /// not used.
+/// How long a guest gets to shut down (the kubelet to stop) when its VMI is deleted:
+/// after a drain there is nothing left to lose, but a hard stop would still cut the node
+/// off its cluster without a word.
+pub const GUEST_SHUTDOWN_GRACE_SECONDS: i64 = 60;
+
 pub fn vm_create_of(req: &ServerCreate) -> VirtualMachineCreate {
     VirtualMachineCreate {
         name: req.name.clone(),
@@ -85,6 +90,7 @@ pub fn virtual_machine(
                 },
                 spec: VirtualMachineInstanceSpec {
                     eviction_strategy: Some(req.eviction_strategy.as_str().to_string()),
+                    termination_grace_period_seconds: Some(GUEST_SHUTDOWN_GRACE_SECONDS),
                     domain: DomainSpec {
                         devices: Devices {
                             disks: vec![Disk {
@@ -268,6 +274,7 @@ mod tests {
                         }},
                         "spec": {
                             "evictionStrategy": "External",
+                            "terminationGracePeriodSeconds": 60,
                             "domain": {"devices": {"disks": [
                                 {"name": "rootdisk", "disk": {"bus": "virtio"}}
                             ]}},

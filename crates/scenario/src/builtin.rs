@@ -115,6 +115,10 @@ pub const FILES: &[(&str, &str)] = &[
         "scenarios/f9-live-migrate.yaml",
         include_str!("../../../scenarios/f9-live-migrate.yaml"),
     ),
+    (
+        "scenarios/f9-vmi-already-deleting.yaml",
+        include_str!("../../../scenarios/f9-vmi-already-deleting.yaml"),
+    ),
 ];
 
 /// Names of the built-in scenarios, in order.

@@ -221,3 +221,28 @@ async fn f9_live_migrating_vmis_are_left_to_kubevirt() {
         );
     }
 }
+
+#[tokio::test]
+async fn f9_a_vmi_already_being_deleted_is_left_alone() {
+    for wire in [false, true] {
+        let run = run_named("f9-vmi-already-deleting", RunOptions::default(), wire).await;
+        assert_passed(&run.report);
+        // The scale-down deleted kv-workers-4's VM at 4:50; its guest had 60 s to shut
+        // down, so its VMI was still going when infra-3 was drained at 5:00.
+        let all = run.cloud.snapshot().kube.vmi_deletions;
+        let by_vm: Vec<_> = all.iter().filter(|d| d.vmi == "kv-workers-4").collect();
+        assert_eq!(by_vm.len(), 1, "{all:#?}");
+        assert_eq!(by_vm[0].cause, "DELETE virtualmachines");
+        assert!(
+            vmi_deletions(&run).is_empty(),
+            "no VMI deleted again: {all:#?}"
+        );
+        assert!(
+            !run.report
+                .timeline
+                .iter()
+                .any(|e| e.reason == "DrainStarted" && e.message.contains("kv-workers-4")),
+            "not drained"
+        );
+    }
+}

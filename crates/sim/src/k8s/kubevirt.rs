@@ -296,7 +296,14 @@ pub(crate) fn start_deletion(
         meta.insert("deletionTimestamp".into(), json!(rfc3339(now)));
         meta.insert("deletionGracePeriodSeconds".into(), json!(0));
     });
-    after(st, now, VMI_DELETE_MS, Event::VmiGone(vmi_ref(&vmi)));
+    // The guest gets its `terminationGracePeriodSeconds` to shut down (at most 10
+    // minutes); without one it stops within a few seconds.
+    let grace = at(&vmi, &["spec", "terminationGracePeriodSeconds"])
+        .and_then(Value::as_u64)
+        .filter(|g| *g > 0)
+        .map(|g| g.min(600) * 1000);
+    let range = grace.map_or(VMI_DELETE_MS, |ms| (ms, ms));
+    after(st, now, range, Event::VmiGone(vmi_ref(&vmi)));
     updated
 }
 
@@ -332,19 +339,23 @@ pub(crate) fn drain_start(st: &mut State, t: Timestamp, node: &str) {
         .kube
         .infra
         .list(Kind::Vmi, None)
-        .filter(|v| !deleting(v) && str_at(v, &["status", "nodeName"]) == Some(node))
+        .filter(|v| str_at(v, &["status", "nodeName"]) == Some(node))
         .cloned()
         .collect();
     for vmi in on_node {
         let r = vmi_ref(&vmi);
         match str_at(&vmi, &["spec", "evictionStrategy"]) {
+            // Marked even while already being deleted (its launcher pod is evicted with
+            // the rest): whoever handles evacuations must leave such a VMI alone.
             Some("External") => {
                 st.kube.infra.modify(Kind::Vmi, &r.ns, &r.name, |v| {
                     set_at(v, &["status", "evacuationNodeName"], json!(node));
                 });
                 st.kube.evacuation_since.entry(r.uid.clone()).or_insert(t);
             }
-            Some("LiveMigrate" | "LiveMigrateIfPossible") if !migrating(&vmi) => {
+            Some("LiveMigrate" | "LiveMigrateIfPossible")
+                if !migrating(&vmi) && !deleting(&vmi) =>
+            {
                 st.kube.infra.modify(Kind::Vmi, &r.ns, &r.name, |v| {
                     set_at(
                         v,
