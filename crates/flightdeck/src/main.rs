@@ -83,6 +83,11 @@ pub struct UpArgs {
     /// --simulated-nodes.
     #[arg(long)]
     opennebula: bool,
+    /// Reconcile against the real KubeVirt infra cluster and workload cluster named by
+    /// each cluster's `spec.provider.kubevirt` kubeconfigs, in real time. Needs
+    /// --state-dir; nothing is simulated.
+    #[arg(long, conflicts_with_all = ["openstack", "opennebula"])]
+    kubevirt: bool,
     /// With --openstack or --opennebula: take the workload cluster's nodes from simulated
     /// kubelets keyed by the real servers or VMs (for clouds whose machines run no
     /// kubelet, like Nova's fake driver). Reaching real workload clusters through

@@ -11,6 +11,7 @@ use std::time::{Duration as StdDuration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, bail};
 use flightdeck_cloud::{Clock, Provider, SeededRng, Timestamp};
 use flightdeck_engine::{Engine, EngineConfig};
+use flightdeck_kubevirt::{KubeVirtCloud, KubeconfigFile, KubeconfigSecret, WorkloadClients};
 use flightdeck_opennebula::{HttpOptions, OpenNebulaCloud};
 use flightdeck_openstack::{CloudEntry, OpenStackCloud, SessionOptions, config_error};
 use flightdeck_scenario::guest::SimulatedKubelets;
@@ -100,6 +101,64 @@ pub async fn run_opennebula(
             .map_err(|e| anyhow::anyhow!("{e}"))?,
     );
     drive(provider, clock, state_dir, goal, timeout).await
+}
+
+/// How a KubeVirt cluster's workload cluster is reached: a kubeconfig file, or a Secret
+/// in the infra namespace.
+pub enum Workload {
+    File(KubeconfigFile),
+    Secret(KubeconfigSecret),
+}
+
+impl WorkloadClients for Workload {
+    async fn client(
+        &self,
+        owner: &flightdeck_cloud::Ownership,
+    ) -> Result<Option<kube::Client>, flightdeck_cloud::CloudError> {
+        match self {
+            Workload::File(f) => f.client(owner).await,
+            Workload::Secret(s) => s.client(owner).await,
+        }
+    }
+}
+
+/// Connects to the KubeVirt infra cluster through `spec.provider.kubevirt.infraKubeconfig`
+/// and to the workload cluster through `workloadKubeconfig`, and drives the engine to
+/// `goal`. Nothing is simulated: the workload cluster's nodes and pods are real.
+pub async fn run_kubevirt(
+    spec: &flightdeck_spec::KubeVirtProvider,
+    state_dir: &Path,
+    goal: Goal,
+    timeout: Duration,
+) -> anyhow::Result<ExitCode> {
+    let Some(infra) = &spec.infra_kubeconfig else {
+        bail!("spec.provider.kubevirt.infraKubeconfig names no file: a real KubeVirt needs it");
+    };
+    let Some(workload) = &spec.workload_kubeconfig else {
+        bail!(
+            "spec.provider.kubevirt.workloadKubeconfig is absent: a real workload cluster is reached through its kubeconfig"
+        );
+    };
+    let namespace = spec.namespace.as_str();
+    let workload = match (&workload.file, &workload.secret) {
+        (Some(file), _) => Workload::File(KubeconfigFile::new(file.as_str())),
+        (None, Some(secret)) => {
+            let probe = KubeVirtCloud::from_kubeconfig(infra.as_str(), namespace, ())
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            Workload::Secret(KubeconfigSecret::new(
+                probe.infra().clone(),
+                namespace,
+                secret.as_str(),
+            ))
+        }
+        (None, None) => bail!("spec.provider.kubevirt.workloadKubeconfig needs file or secret"),
+    };
+    let provider = KubeVirtCloud::from_kubeconfig(infra.as_str(), namespace, workload)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    drive(Arc::new(provider), clock, state_dir, goal, timeout).await
 }
 
 /// Builds the engine on `state_dir` over `provider` and drives it to `goal` in real time,

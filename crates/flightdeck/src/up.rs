@@ -112,7 +112,7 @@ pub async fn run_up(args: &UpArgs) -> anyhow::Result<(bool, flightdeck_scenario:
 }
 
 pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
-    if args.openstack || args.opennebula {
+    if args.openstack || args.opennebula || args.kubevirt {
         return run_real(&args).await;
     }
     if !args.quiet {
@@ -165,7 +165,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
 
 /// `up --openstack`: the clusters in the file on the real cloud their spec names.
 async fn run_real(args: &UpArgs) -> anyhow::Result<ExitCode> {
-    if !args.simulated_nodes {
+    if !args.simulated_nodes && !args.kubevirt {
         bail!(
             "reaching real workload clusters through kubeconfig is not built yet; pass --simulated-nodes"
         );
@@ -182,6 +182,29 @@ async fn run_real(args: &UpArgs) -> anyhow::Result<ExitCode> {
                 args.file.display()
             ),
         }
+    }
+    if args.kubevirt {
+        let blocks: Vec<_> = clusters
+            .iter()
+            .map(|c| {
+                c.spec.provider.kubevirt.clone().ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "cluster {}: `up --kubevirt` needs spec.provider.kubevirt",
+                        c.name()
+                    )
+                })
+            })
+            .collect::<anyhow::Result<_>>()?;
+        let [block] = &blocks[..] else {
+            bail!("`up --kubevirt` takes one cluster at a time (each has its own kubeconfigs)");
+        };
+        return crate::real::run_kubevirt(
+            block,
+            state_dir,
+            crate::real::Goal::Ready(clusters),
+            args.timeout,
+        )
+        .await;
     }
     if args.opennebula {
         let endpoints: std::collections::BTreeSet<Option<String>> = clusters

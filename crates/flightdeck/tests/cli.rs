@@ -415,3 +415,57 @@ fn up_and_delete_reach_a_served_opennebula_over_xml_rpc_with_one_auth_credential
         }
     }
 }
+
+#[test]
+fn up_kubevirt_reaches_the_served_infra_and_workload_clusters_through_kubeconfigs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfigs = dir.path().join("kc");
+    let serve_log = std::fs::File::create(dir.path().join("serve.log")).expect("a log file");
+    let _server = Child(
+        Command::new(env!("CARGO_BIN_EXE_flightdeck"))
+            .args(["sim", "serve", "--listen", "127.0.0.1:0", "--speed", "20"])
+            .args(["--kubernetes", "127.0.0.1:0", "--kubeconfig-dir"])
+            .arg(&kubeconfigs)
+            .current_dir(repo())
+            .stdout(std::process::Stdio::null())
+            .stderr(serve_log)
+            .spawn()
+            .expect("sim serve starts"),
+    );
+    let infra = kubeconfigs.join("infra.kubeconfig");
+    wait_for_file(&infra);
+    let example = std::fs::read_to_string(repo().join("examples/kubevirt.yaml")).expect("example");
+    let spec = example
+        .replace(
+            "      # infraKubeconfig: /etc/flightdeck/infra.kubeconfig",
+            &format!("      infraKubeconfig: {}", infra.display()),
+        )
+        .replace(
+            "      # workloadKubeconfig: {secret: kv-kubeconfig}",
+            &format!(
+                "      workloadKubeconfig: {{file: {}}}",
+                kubeconfigs.join("kv.kubeconfig").display()
+            ),
+        );
+    assert_ne!(spec, example, "the example names where the kubeconfigs go");
+    let file = dir.path().join("kv.yaml");
+    std::fs::write(&file, spec).expect("spec written");
+    let state = dir.path().join("state");
+    let up = Command::new(env!("CARGO_BIN_EXE_flightdeck"))
+        .arg("up")
+        .arg("-f")
+        .arg(&file)
+        .args(["--kubevirt", "--timeout", "5m", "--state-dir"])
+        .arg(&state)
+        .current_dir(repo())
+        .output()
+        .expect("flightdeck runs");
+    let progress = String::from_utf8_lossy(&up.stderr);
+    assert!(
+        up.status.success(),
+        "{progress}\n--- sim serve said:\n{}",
+        std::fs::read_to_string(dir.path().join("serve.log")).unwrap_or_default()
+    );
+    assert!(progress.contains("CreateEndpointService"), "{progress}");
+    assert!(String::from_utf8_lossy(&up.stdout).contains("\"kv\": \"Ready\""));
+}
