@@ -33,15 +33,11 @@ pub async fn observe_cluster<P: Provider>(
     let templates = twice(|| provider.list_templates()).await?;
     let images = twice(|| provider.list_images()).await?;
     // The endpoint is not flightdeck's: the workload cluster is asked whenever some VM
-    // exists, and an unreachable API only means nothing is known about nodes.
+    // exists.
     let nodes = if servers.is_empty() {
         None
     } else {
-        match twice(|| provider.list_nodes(owner)).await {
-            Ok(nodes) => nodes,
-            Err(e) if e.class == ErrorClass::Transient => None,
-            Err(e) => return Err(e),
-        }
+        workload_nodes(provider, owner).await?
     };
     Ok(Observed {
         at: now,
@@ -67,11 +63,7 @@ async fn observe_kubevirt<P: Provider>(
     let nodes = if servers.is_empty() {
         None
     } else {
-        match twice(|| provider.list_nodes(owner)).await {
-            Ok(nodes) => nodes,
-            Err(e) if e.class == ErrorClass::Transient => None,
-            Err(e) => return Err(e),
-        }
+        workload_nodes(provider, owner).await?
     };
     let mut pods = std::collections::BTreeMap::new();
     if let Some(nodes) = &nodes {
@@ -142,13 +134,7 @@ pub async fn observe<P: Provider>(
         // No member, no API endpoint: the workload cluster cannot be reached.
         None
     } else {
-        // The workload cluster's API failing is not the cloud failing: it only means
-        // nothing is known about nodes, which the planner treats as "not Ready".
-        match twice(|| provider.list_nodes(owner)).await {
-            Ok(nodes) => nodes,
-            Err(e) if e.class == ErrorClass::Transient => None,
-            Err(e) => return Err(e),
-        }
+        workload_nodes(provider, owner).await?
     };
     let router = match router {
         None => None,
@@ -173,6 +159,19 @@ pub async fn observe<P: Provider>(
         nodes,
         ..Observed::default()
     })
+}
+
+/// The workload cluster's nodes. Its API failing is not the cloud failing: it only means
+/// nothing is known about nodes, which the planner treats as "not Ready".
+async fn workload_nodes<P: Provider>(
+    provider: &P,
+    owner: &Ownership,
+) -> Result<Option<Vec<flightdeck_cloud::Node>>, CloudError> {
+    match twice(|| provider.list_nodes(owner)).await {
+        Ok(nodes) => Ok(nodes),
+        Err(e) if e.class == ErrorClass::Transient => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// A list call, tried a second time at once if the first answer was a transient error:

@@ -109,20 +109,9 @@ pub fn in_process(cloud: Arc<SimCloud>, namespace: &str) -> Arc<InProcessKubeVir
     ))
 }
 
-/// Whether the scenario's clusters live on KubeVirt. A scenario mixes no clouds.
+/// Whether the scenario's clusters live on KubeVirt (see [`LoadedScenario::all_on`]).
 pub fn is_kubevirt(loaded: &LoadedScenario) -> Result<bool, RunError> {
-    let n = loaded
-        .clusters
-        .iter()
-        .filter(|c| c.spec.provider.is_kubevirt())
-        .count();
-    match n {
-        0 => Ok(false),
-        n if n == loaded.clusters.len() => Ok(true),
-        _ => Err(RunError::Wire(
-            "the scenario mixes KubeVirt clusters with others; one run drives one cloud".into(),
-        )),
-    }
+    loaded.all_on("KubeVirt", flightdeck_spec::Provider::is_kubevirt)
 }
 
 /// Runs a KubeVirt scenario in process.

@@ -165,3 +165,27 @@ pub fn load_scenario(name_or_path: &str) -> Result<LoadedScenario, ScenarioError
         applies,
     })
 }
+
+impl LoadedScenario {
+    /// Whether every cluster of the scenario lives on the cloud `is_on` recognises;
+    /// `false` when none does. A scenario mixes no clouds (one engine drives one
+    /// provider): some but not all is an error naming `cloud`.
+    pub fn all_on(
+        &self,
+        cloud: &str,
+        is_on: impl Fn(&flightdeck_spec::Provider) -> bool,
+    ) -> Result<bool, crate::RunError> {
+        let n = self
+            .clusters
+            .iter()
+            .filter(|c| is_on(&c.spec.provider))
+            .count();
+        match n {
+            0 => Ok(false),
+            n if n == self.clusters.len() => Ok(true),
+            _ => Err(crate::RunError::Wire(format!(
+                "the scenario mixes {cloud} clusters with others; one run drives one cloud"
+            ))),
+        }
+    }
+}

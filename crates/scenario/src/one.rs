@@ -49,21 +49,9 @@ pub fn in_process(cloud: Arc<SimCloud>) -> Arc<InProcessOne> {
     Arc::new(OpenNebulaCloud::new(client, SimulatedNodes(cloud)))
 }
 
-/// Whether the scenario's clusters live on OpenNebula. A scenario mixes no clouds: one
-/// engine drives one provider.
+/// Whether the scenario's clusters live on OpenNebula (see [`LoadedScenario::all_on`]).
 pub fn is_opennebula(loaded: &LoadedScenario) -> Result<bool, RunError> {
-    let one = loaded
-        .clusters
-        .iter()
-        .filter(|c| c.spec.provider.is_opennebula())
-        .count();
-    match one {
-        0 => Ok(false),
-        n if n == loaded.clusters.len() => Ok(true),
-        _ => Err(RunError::Wire(
-            "the scenario mixes OpenNebula and OpenStack clusters; one run drives one cloud".into(),
-        )),
-    }
+    loaded.all_on("OpenNebula", flightdeck_spec::Provider::is_opennebula)
 }
 
 /// Runs an OpenNebula scenario in process.
