@@ -122,21 +122,24 @@ pub struct ReconcileStats {
 }
 
 pub struct Engine<P: Provider> {
-    provider: Arc<P>,
-    store: Arc<Store>,
-    clock: Arc<dyn Clock>,
-    rng: Box<dyn Rng>,
-    config: EngineConfig,
-    clusters: BTreeMap<String, ClusterRecord>,
-    queue: WorkQueue,
-    events: Vec<Event>,
-    stats: ReconcileStats,
+    pub(crate) provider: Arc<P>,
+    pub(crate) store: Arc<Store>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) rng: Box<dyn Rng>,
+    pub(crate) config: Arc<EngineConfig>,
+    pub(crate) clusters: BTreeMap<String, ClusterRecord>,
+    pub(crate) queue: WorkQueue,
+    pub(crate) events: Vec<Event>,
+    pub(crate) stats: ReconcileStats,
     /// The last observation per cluster, kept only to be handed out stale by injected
     /// faults.
-    last_observed: BTreeMap<String, flightdeck_cloud::Observed>,
-    faults: Option<std::sync::Mutex<Box<dyn EngineFaults>>>,
+    pub(crate) last_observed: BTreeMap<String, flightdeck_cloud::Observed>,
+    pub(crate) faults: Option<Arc<std::sync::Mutex<Box<dyn EngineFaults>>>>,
     /// What every cluster holds of shared OpenNebula objects (F1).
-    ledger: crate::reconcile::Ledger,
+    pub(crate) ledger: Arc<crate::reconcile::Ledger>,
+    /// Clusters whose reconcile runs now (see [`Engine::start_due`]), with what was
+    /// asked of them meanwhile.
+    pub(crate) in_flight: BTreeMap<String, crate::driver::InFlight>,
 }
 
 impl<P: Provider> Engine<P> {
@@ -148,12 +151,26 @@ impl<P: Provider> Engine<P> {
         rng: Box<dyn Rng>,
         config: EngineConfig,
     ) -> Result<Self, EngineError> {
+        Self::new_for(provider, store, clock, rng, config, &|_| true)
+    }
+
+    /// Builds an engine over `store` that takes up only the stored clusters `accept`
+    /// takes: one store may hold clusters of several clouds, each driven by the engine
+    /// of its own cloud.
+    pub fn new_for(
+        provider: Arc<P>,
+        store: Arc<Store>,
+        clock: Arc<dyn Clock>,
+        rng: Box<dyn Rng>,
+        config: EngineConfig,
+        accept: &dyn Fn(&Cluster) -> bool,
+    ) -> Result<Self, EngineError> {
         let mut engine = Engine {
             provider,
             store,
             clock,
             rng,
-            config,
+            config: Arc::new(config),
             clusters: BTreeMap::new(),
             queue: WorkQueue::default(),
             events: Vec::new(),
@@ -161,12 +178,16 @@ impl<P: Provider> Engine<P> {
             last_observed: BTreeMap::new(),
             faults: None,
             ledger: Default::default(),
+            in_flight: BTreeMap::new(),
         };
         let now = engine.clock.now();
         for name in engine.store.keys(T_SPEC)? {
             let Some(spec) = engine.store.get::<Cluster>(T_SPEC, &name)? else {
                 continue;
             };
+            if !accept(&spec) {
+                continue;
+            }
             let Some(memory) = engine.store.get::<Memory>(T_MEMORY, &name)? else {
                 continue;
             };
@@ -176,7 +197,7 @@ impl<P: Provider> Engine<P> {
                 .unwrap_or_default();
             engine
                 .ledger
-                .get_mut()
+                .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .insert(name.clone(), memory.one.clone());
             engine.clusters.insert(
@@ -190,7 +211,7 @@ impl<P: Provider> Engine<P> {
 
     /// Installs injected engine faults (the swarm's; never the product's).
     pub fn with_faults(mut self, faults: Box<dyn EngineFaults>) -> Self {
-        self.faults = Some(std::sync::Mutex::new(faults));
+        self.faults = Some(Arc::new(std::sync::Mutex::new(faults)));
         self
     }
 
@@ -232,28 +253,43 @@ impl<P: Provider> Engine<P> {
                 format!("new spec for cluster {name} applied")
             },
         };
-        self.store.commit(vec![
+        // A known cluster's memory is not rewritten: a reconcile in flight may have
+        // committed newer memory (its write-ahead) since this copy was taken.
+        let mut writes = vec![
             Write::put(T_SPEC, &name, &spec),
-            Write::put(T_MEMORY, &name, &memory),
             Write::event(&name, &event),
-        ])?;
+        ];
+        if is_new {
+            writes.push(Write::put(T_MEMORY, &name, &memory));
+        }
+        self.store.commit(writes)?;
         self.events.push(event);
         let status = self
             .clusters
             .get(&name)
             .map(|c| c.status.clone())
             .unwrap_or_default();
-        self.clusters.insert(
-            name.clone(),
-            ClusterRecord::fresh(spec, memory, status, now),
-        );
-        self.queue.schedule(&name, now);
+        let mut record = ClusterRecord::fresh(spec, memory, status, now);
+        if let Some(old) = self.clusters.get(&name) {
+            // The reconcile state survives a spec change; only the spec is new.
+            record.failures = old.failures;
+            record.conflicts = old.conflicts;
+            record.last_actions = old.last_actions;
+            record.resync_at = old.resync_at;
+        }
+        self.clusters.insert(name.clone(), record);
+        self.schedule_now(&name);
         Ok(())
     }
 
     /// Closes the cluster's churn breakers (F11): objects stopped with
     /// `ReconcileLoopDetected` are reconciled again, with a fresh history.
     pub fn resume(&mut self, name: &str) -> Result<(), EngineError> {
+        if let Some(f) = self.in_flight.get_mut(name) {
+            // Applied when the reconcile in flight is done, to the memory it ends with.
+            f.resume = true;
+            return Ok(());
+        }
         let c = self.cluster_mut(name)?;
         let stopped: Vec<String> = c.memory.churn.tripped.keys().cloned().collect();
         c.memory.churn = Default::default();
@@ -298,7 +334,7 @@ impl<P: Provider> Engine<P> {
             Write::event(name, &event),
         ])?;
         self.events.push(event);
-        self.queue.schedule(name, now);
+        self.schedule_now(name);
         Ok(())
     }
 
@@ -306,9 +342,17 @@ impl<P: Provider> Engine<P> {
     /// longer lists anything the cluster owned.
     pub fn delete(&mut self, name: &str) -> Result<(), EngineError> {
         let now = self.clock.now();
+        if !self.clusters.contains_key(name) {
+            return Err(EngineError::UnknownCluster(name.to_string()));
+        }
+        if let Some(f) = self.in_flight.get_mut(name) {
+            // Applied when the reconcile in flight is done, to the memory it ends with.
+            f.delete = Some(now);
+            return Ok(());
+        }
         let c = self.cluster_mut(name)?;
         if c.memory.deletion_requested.is_some() {
-            self.queue.schedule(name, now);
+            self.schedule_now(name);
             return Ok(());
         }
         c.memory.deletion_requested = Some(now);
@@ -371,7 +415,7 @@ impl<P: Provider> Engine<P> {
             store: &self.store,
             clock: &*self.clock,
             config: &self.config,
-            faults: self.faults.as_ref(),
+            faults: self.faults.as_deref(),
         };
         let outcomes =
             futures_util::future::join_all(jobs.into_iter().map(|job| reconcile(&ctx, job))).await;
@@ -382,15 +426,7 @@ impl<P: Provider> Engine<P> {
         for (key, outcome) in keys.iter().zip(outcomes) {
             let result = outcome.and_then(|o| self.finish(o));
             if let Err(e) = result {
-                if !matches!(e, EngineError::Crashed(_)) {
-                    // Look again after the backoff, as after any failed reconcile.
-                    let now = self.clock.now();
-                    if let Some(c) = self.clusters.get_mut(key) {
-                        c.failures += 1;
-                        let delay = self.config.backoff.delay(c.failures, &mut *self.rng);
-                        self.queue.reschedule(key, now.plus(delay));
-                    }
-                }
+                self.failed(key, &e);
                 first_error.get_or_insert(e);
             }
         }
@@ -400,7 +436,21 @@ impl<P: Provider> Engine<P> {
         }
     }
 
-    fn finish(&mut self, o: Outcome) -> Result<(), EngineError> {
+    /// Looks at a cluster whose reconcile failed again after the backoff (an injected
+    /// crash is not a failure: the engine is rebuilt from its store).
+    pub(crate) fn failed(&mut self, key: &str, e: &EngineError) {
+        if matches!(e, EngineError::Crashed(_)) {
+            return;
+        }
+        let now = self.clock.now();
+        if let Some(c) = self.clusters.get_mut(key) {
+            c.failures += 1;
+            let delay = self.config.backoff.delay(c.failures, &mut *self.rng);
+            self.queue.reschedule(key, now.plus(delay));
+        }
+    }
+
+    pub(crate) fn finish(&mut self, o: Outcome) -> Result<(), EngineError> {
         self.stats.reconciles += 1;
         self.stats.actions += o.actions;
         self.stats.action_failures += o.action_failures;
@@ -427,7 +477,7 @@ impl<P: Provider> Engine<P> {
             ])?;
             self.clusters.remove(&o.name);
             self.ledger
-                .get_mut()
+                .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(&o.name);
             self.queue.remove(&o.name);

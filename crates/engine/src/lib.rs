@@ -14,6 +14,7 @@
 
 pub mod act;
 pub mod backoff;
+mod driver;
 mod engine;
 mod events;
 pub mod faults;
@@ -21,5 +22,6 @@ pub mod observe;
 pub mod queue;
 mod reconcile;
 
+pub use driver::{Finished, Preview, Reconcile};
 pub use engine::{ClusterRecord, Engine, EngineConfig, EngineError, ReconcileStats};
 pub use faults::{EngineFaults, RequeueFate};

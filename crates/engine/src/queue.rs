@@ -45,6 +45,41 @@ impl WorkQueue {
         due.into_iter().map(|(_, k)| k).collect()
     }
 
+    /// Like [`WorkQueue::pop_due`], skipping (and keeping) the keys `busy` names.
+    pub fn pop_due_except(
+        &mut self,
+        now: Timestamp,
+        max: usize,
+        busy: impl Fn(&str) -> bool,
+    ) -> Vec<String> {
+        let mut due: Vec<(Timestamp, String)> = self
+            .due
+            .iter()
+            .filter(|(k, t)| **t <= now && !busy(k))
+            .map(|(k, t)| (*t, k.clone()))
+            .collect();
+        due.sort();
+        due.truncate(max);
+        for (_, k) in &due {
+            self.due.remove(k);
+        }
+        due.into_iter().map(|(_, k)| k).collect()
+    }
+
+    /// The earliest due time of any key `busy` does not name.
+    pub fn next_due_except(&self, busy: impl Fn(&str) -> bool) -> Option<Timestamp> {
+        self.due
+            .iter()
+            .filter(|(k, _)| !busy(k))
+            .map(|(_, t)| *t)
+            .min()
+    }
+
+    /// Keys due at or before `now`.
+    pub fn due_count(&self, now: Timestamp) -> usize {
+        self.due.values().filter(|t| **t <= now).count()
+    }
+
     /// The earliest due time of any key.
     pub fn next_due(&self) -> Option<Timestamp> {
         self.due.values().min().copied()

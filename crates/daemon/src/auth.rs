@@ -1,0 +1,154 @@
+//! Bearer tokens with two roles: a viewer may look, an admin may also change things.
+//! `serve` creates both tokens on first start, each in a file only its owner can read,
+//! and never prints or logs them. Tokens are compared in constant time.
+
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use subtle::ConstantTimeEq;
+
+use crate::error::Failure;
+
+pub const ADMIN_TOKEN_FILE: &str = "admin.token";
+pub const VIEWER_TOKEN_FILE: &str = "viewer.token";
+/// Bytes of randomness in a token.
+const TOKEN_BYTES: usize = 32;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Viewer,
+    Admin,
+}
+
+pub struct Tokens {
+    admin: String,
+    viewer: String,
+    pub admin_file: PathBuf,
+}
+
+impl std::fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokens")
+            .field("admin_file", &self.admin_file)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Tokens {
+    /// Reads the tokens in `dir`, creating each that is missing (mode 0600).
+    pub fn load_or_create(dir: &Path) -> anyhow::Result<Tokens> {
+        let admin_file = dir.join(ADMIN_TOKEN_FILE);
+        Ok(Tokens {
+            admin: read_or_create(&admin_file)?,
+            viewer: read_or_create(&dir.join(VIEWER_TOKEN_FILE))?,
+            admin_file,
+        })
+    }
+
+    /// The role of a presented token, if it is one of ours.
+    pub fn role_of(&self, presented: &str) -> Option<Role> {
+        let p = presented.as_bytes();
+        // Both comparisons always run, so the time taken does not tell which matched.
+        let admin: bool = p.ct_eq(self.admin.as_bytes()).into();
+        let viewer: bool = p.ct_eq(self.viewer.as_bytes()).into();
+        if admin {
+            Some(Role::Admin)
+        } else if viewer {
+            Some(Role::Viewer)
+        } else {
+            None
+        }
+    }
+}
+
+fn read_or_create(path: &Path) -> anyhow::Result<String> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => {
+            let t = t.trim().to_string();
+            if t.len() < 32 {
+                anyhow::bail!(
+                    "{}: the token is shorter than 32 characters; remove the file to have a new one made",
+                    path.display()
+                );
+            }
+            return Ok(t);
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => anyhow::bail!("cannot read {}: {e}", path.display()),
+    }
+    let token = random_token()?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
+    f.write_all(format!("{token}\n").as_bytes())
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    Ok(token)
+}
+
+/// A token from the operating system's randomness (the daemon's edge; never the engine).
+fn random_token() -> anyhow::Result<String> {
+    use std::io::Read as _;
+    let mut bytes = [0u8; TOKEN_BYTES];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| anyhow::anyhow!("cannot read /dev/urandom for a token: {e}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Paths that need no token: probes.
+fn is_public(path: &str) -> bool {
+    matches!(path, "/healthz" | "/readyz")
+}
+
+/// Whether a request only looks.
+fn is_read(method: &Method) -> bool {
+    matches!(*method, Method::GET | Method::HEAD)
+}
+
+pub async fn authorize(State(tokens): State<Arc<Tokens>>, req: Request, next: Next) -> Response {
+    if is_public(req.uri().path()) {
+        return next.run(req).await;
+    }
+    let presented = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    let Some(presented) = presented else {
+        return Failure::new(
+            StatusCode::UNAUTHORIZED,
+            format!(
+                "missing bearer token: send `Authorization: Bearer <token>`; the admin token is in {}",
+                tokens.admin_file.display()
+            ),
+        )
+        .into_response();
+    };
+    match tokens.role_of(presented) {
+        None => Failure::new(
+            StatusCode::UNAUTHORIZED,
+            "the bearer token is not one of this flightdeck's tokens",
+        )
+        .into_response(),
+        Some(Role::Viewer) if !is_read(req.method()) => Failure::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "{} {}: this token has the viewer role, which may only look; applying, deleting, resuming and breaking the simulator need the admin token",
+                req.method(),
+                req.uri().path()
+            ),
+        )
+        .into_response(),
+        Some(_) => next.run(req).await,
+    }
+}

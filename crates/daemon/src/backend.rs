@@ -1,0 +1,272 @@
+//! One backend per cloud: a task that owns the engine of that cloud, starts each due
+//! reconcile as a future of its own, applies outcomes as they arrive, and takes
+//! commands from the API. A slow cloud call holds up only the cluster it is for.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use flightdeck_cloud::Provider;
+use flightdeck_engine::{Engine, EngineError, Finished, Reconcile};
+use flightdeck_spec::Cluster;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::error::Failure;
+use crate::plan_view::plan_view;
+use crate::published::Published;
+use crate::types::{Applied, PlanView};
+use crate::views;
+
+/// How long a dry run may take before it is answered with an error.
+const PLAN_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long in-flight reconciles get to finish at shutdown.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(25);
+/// Commands waiting for a backend at most; more get 503.
+pub const COMMANDS_MAX: usize = 256;
+
+type Reply<T> = oneshot::Sender<Result<T, Failure>>;
+
+pub enum Command {
+    Apply(Box<Cluster>, Reply<Applied>),
+    Delete(String, Reply<()>),
+    Resume(String, Reply<()>),
+    Plan(String, Reply<PlanView>),
+}
+
+/// How the API reaches a backend.
+#[derive(Clone)]
+pub struct BackendHandle {
+    pub label: String,
+    pub commands: mpsc::Sender<Command>,
+}
+
+pub struct BackendConfig {
+    /// `sim/openstack`, `openstack:prod`, ...
+    pub label: String,
+    /// Virtual seconds per wall-clock second of the engine's clock (1 for real clouds).
+    pub speed: f64,
+    /// Reconciles in flight at most.
+    pub concurrency: usize,
+}
+
+/// Spawns the backend task over `engine`.
+pub fn spawn<P: Provider + 'static>(
+    engine: Engine<P>,
+    config: BackendConfig,
+    published: Arc<Published>,
+    shutdown: watch::Receiver<bool>,
+    created: BTreeMap<String, u64>,
+) -> (BackendHandle, tokio::task::JoinHandle<()>) {
+    let (tx, rx) = mpsc::channel(COMMANDS_MAX);
+    let handle = BackendHandle {
+        label: config.label.clone(),
+        commands: tx,
+    };
+    let mut backend = Backend {
+        engine,
+        config,
+        published,
+        created,
+        last_error: BTreeMap::new(),
+    };
+    let task = tokio::spawn(async move { backend.run(rx, shutdown).await });
+    (handle, task)
+}
+
+struct Backend<P: Provider> {
+    engine: Engine<P>,
+    config: BackendConfig,
+    published: Arc<Published>,
+    /// When each cluster was first applied (its clock).
+    created: BTreeMap<String, u64>,
+    last_error: BTreeMap<String, String>,
+}
+
+type Timed = std::pin::Pin<Box<dyn std::future::Future<Output = (Finished, Duration)> + Send>>;
+
+fn timed(r: Reconcile) -> Timed {
+    Box::pin(async move {
+        let started = Instant::now();
+        let f = r.await;
+        (f, started.elapsed())
+    })
+}
+
+impl<P: Provider + 'static> Backend<P> {
+    async fn run(&mut self, mut rx: mpsc::Receiver<Command>, mut shutdown: watch::Receiver<bool>) {
+        let names: Vec<String> = self.engine.clusters().map(|(n, _)| n.clone()).collect();
+        for n in &names {
+            self.publish(n);
+        }
+        let mut in_flight: FuturesUnordered<Timed> = FuturesUnordered::new();
+        let mut stopping: Option<Instant> = None;
+        loop {
+            if stopping.is_none() {
+                for r in self.engine.start_due(self.config.concurrency) {
+                    in_flight.push(timed(r));
+                }
+            }
+            self.flush_events();
+            self.published.set_queue(
+                &self.config.label,
+                self.engine.due_now(),
+                self.engine.in_flight(),
+            );
+            if let Some(since) = stopping
+                && (in_flight.is_empty() || since.elapsed() >= DRAIN_TIMEOUT)
+            {
+                if !in_flight.is_empty() {
+                    tracing::warn!(backend = %self.config.label, left = in_flight.len(), "reconciles still in flight at shutdown");
+                }
+                return;
+            }
+            let wait = self.wall_wait();
+            tokio::select! {
+                cmd = rx.recv(), if stopping.is_none() => match cmd {
+                    Some(cmd) => self.handle(cmd),
+                    None => stopping = Some(Instant::now()),
+                },
+                Some((finished, took)) = in_flight.next(), if !in_flight.is_empty() => {
+                    self.complete(finished, took);
+                }
+                _ = tokio::time::sleep(wait) => {}
+                _ = shutdown.changed(), if stopping.is_none() => stopping = Some(Instant::now()),
+            }
+        }
+    }
+
+    /// Wall-clock time until the next reconcile could start.
+    fn wall_wait(&self) -> Duration {
+        let now = self.engine.clock().now();
+        let virtual_ms = self
+            .engine
+            .next_startable()
+            .map_or(1000, |t| t.millis().saturating_sub(now.millis()));
+        let wall_ms = (virtual_ms as f64 / self.config.speed).ceil();
+        Duration::from_millis(wall_ms.clamp(5.0, 1000.0) as u64)
+    }
+
+    fn complete(&mut self, finished: Finished, took: Duration) {
+        let name = finished.cluster().to_string();
+        let class = finished.result_class();
+        self.published.metrics.reconciled(class, took.as_secs_f64());
+        match self.engine.complete(finished) {
+            Ok(()) => {
+                self.last_error.remove(&name);
+            }
+            Err(e) => {
+                tracing::warn!(cluster = %name, error = %e, "reconcile failed");
+                self.last_error.insert(name.clone(), e.to_string());
+            }
+        }
+        self.publish(&name);
+    }
+
+    fn flush_events(&mut self) {
+        let events: Vec<_> = self
+            .engine
+            .drain_events()
+            .iter()
+            .map(views::event)
+            .collect();
+        self.published.publish_events(events);
+    }
+
+    fn publish(&self, name: &str) {
+        let view = self.engine.cluster(name).map(|record| {
+            let now = self.engine.clock().now().millis();
+            let summary = views::summary(
+                name,
+                record,
+                &self.config.label,
+                self.created.get(name).copied(),
+                self.last_error.get(name).cloned(),
+                now,
+            );
+            views::detail(summary, record)
+        });
+        self.published.set_view(name, view);
+    }
+
+    fn handle(&mut self, cmd: Command) {
+        match cmd {
+            Command::Apply(spec, reply) => {
+                let name = spec.name().to_string();
+                let result = self.apply(*spec);
+                self.publish(&name);
+                let _ = reply.send(result);
+            }
+            Command::Delete(name, reply) => {
+                let result = self.engine.delete(&name).map_err(engine_failure);
+                self.publish(&name);
+                let _ = reply.send(result);
+            }
+            Command::Resume(name, reply) => {
+                let result = self.engine.resume(&name).map_err(engine_failure);
+                self.publish(&name);
+                let _ = reply.send(result);
+            }
+            Command::Plan(name, reply) => match self.engine.preview(&name) {
+                None => {
+                    let _ = reply.send(Err(Failure::not_found(&name)));
+                }
+                Some(preview) => {
+                    let spec_name = name.clone();
+                    tokio::spawn(async move {
+                        let answer = match tokio::time::timeout(PLAN_TIMEOUT, preview).await {
+                            Err(_) => Err(Failure::gateway(format!(
+                                "cluster {spec_name}: the cloud did not answer within {}s",
+                                PLAN_TIMEOUT.as_secs()
+                            ))),
+                            Ok(Err(e)) => Err(Failure::gateway(format!(
+                                "cluster {spec_name}: cannot observe the cloud: {e}"
+                            ))),
+                            Ok(Ok(p)) => Ok(plan_view(&spec_name, &p)),
+                        };
+                        let _ = reply.send(answer);
+                    });
+                }
+            },
+        }
+    }
+
+    fn apply(&mut self, spec: Cluster) -> Result<Applied, Failure> {
+        let name = spec.name().to_string();
+        let result = match self.engine.cluster(&name) {
+            None => "created",
+            Some(c) if c.spec == spec => "unchanged",
+            Some(_) => "configured",
+        };
+        if result != "unchanged" {
+            self.engine.apply(spec).map_err(engine_failure)?;
+        }
+        if result == "created" {
+            self.created
+                .insert(name.clone(), self.engine.clock().now().millis());
+        }
+        let uid = self
+            .engine
+            .cluster(&name)
+            .map(|c| c.memory.uid.clone())
+            .unwrap_or_default();
+        Ok(Applied {
+            name,
+            uid,
+            result: result.into(),
+            cloud: self.config.label.clone(),
+        })
+    }
+}
+
+fn engine_failure(e: EngineError) -> Failure {
+    match e {
+        EngineError::UnknownCluster(name) => Failure::not_found(&name),
+        EngineError::Deleting(_) | EngineError::Immutable { .. } => {
+            Failure::conflict(e.to_string())
+        }
+        EngineError::TooManyClusters => Failure::unprocessable(e.to_string()),
+        EngineError::Store(_) | EngineError::Crashed(_) => Failure::internal(e.to_string()),
+    }
+}

@@ -1,0 +1,316 @@
+//! The fleet: every cluster in the store, each driven by the backend of its cloud.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use flightdeck_cloud::{Clock, Provider, SeededRng};
+use flightdeck_engine::{Engine, EngineConfig};
+use flightdeck_plan::{ClusterStatus, Event, Memory, Severity};
+use flightdeck_spec::Cluster;
+use flightdeck_store::{Store, Write};
+use tokio::sync::{Mutex, oneshot, watch};
+
+use crate::backend::{self, BackendConfig, BackendHandle, Command};
+use crate::connect;
+use crate::error::Failure;
+use crate::instrument::{CallHook, CallInfo, Instrumented};
+use crate::published::Published;
+use crate::route::{Route, route};
+use crate::sim_host::{SimHost, wall};
+use crate::types::Applied;
+
+pub struct FleetOptions {
+    /// Reconciles in flight at most, per cloud.
+    pub concurrency: usize,
+    /// Real OpenStack and OpenNebula clusters take their nodes from simulated kubelets.
+    pub simulated_nodes: bool,
+}
+
+pub struct Fleet {
+    pub published: Arc<Published>,
+    pub store: Arc<Store>,
+    pub sim: Option<Arc<SimHost>>,
+    options: FleetOptions,
+    backends: Mutex<BTreeMap<Route, BackendHandle>>,
+    /// Which route each known cluster is on.
+    owners: RwLock<BTreeMap<String, Route>>,
+    shutdown: watch::Receiver<bool>,
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Fleet {
+    /// Takes up every cluster in `store`, starting the backend of each one's cloud.
+    pub async fn start(
+        store: Arc<Store>,
+        sim: Option<Arc<SimHost>>,
+        published: Arc<Published>,
+        options: FleetOptions,
+        shutdown: watch::Receiver<bool>,
+    ) -> anyhow::Result<Arc<Fleet>> {
+        let fleet = Arc::new(Fleet {
+            published,
+            store,
+            sim,
+            options,
+            backends: Mutex::new(BTreeMap::new()),
+            owners: RwLock::new(BTreeMap::new()),
+            shutdown,
+            tasks: Mutex::new(Vec::new()),
+        });
+        let mut routes = BTreeMap::new();
+        for name in fleet.store.keys("spec")? {
+            let Some(spec) = fleet.store.get::<Cluster>("spec", &name)? else {
+                continue;
+            };
+            let r = route(&spec, fleet.sim.is_some()).map_err(|f| anyhow::anyhow!(f.message))?;
+            if r.is_sim() {
+                fleet.forget_simulated(&name)?;
+            }
+            if let (Route::SimOpenStack, Some(sim)) = (&r, &fleet.sim) {
+                sim.provide_router(&spec);
+            }
+            routes.insert(name, r);
+        }
+        for r in routes.values() {
+            fleet
+                .backend(r)
+                .await
+                .map_err(|f| anyhow::anyhow!(f.message))?;
+        }
+        *fleet.owners.write().unwrap_or_else(|e| e.into_inner()) = routes;
+        Ok(fleet)
+    }
+
+    /// The embedded simulator keeps nothing across restarts: a cluster built on it is
+    /// built again, under a new UID, from its spec.
+    fn forget_simulated(&self, name: &str) -> anyhow::Result<()> {
+        let uid = format!(
+            "{:016x}",
+            flightdeck_cloud::Rng::next_u64(&mut SeededRng::new(
+                wall().millis() ^ flightdeck_spec::fnv1a(name.as_bytes())
+            ))
+        );
+        let memory = Memory::new(uid.clone());
+        let event = Event {
+            at: self.sim.as_ref().map_or(wall(), |s| s.clock.now()),
+            cluster: name.to_string(),
+            severity: Severity::Warning,
+            reason: "SimulatorRestarted".into(),
+            message: format!(
+                "the embedded simulator keeps nothing across restarts: cluster {name} is built again with UID {uid}"
+            ),
+        };
+        self.store.commit(vec![
+            Write::put("memory", name, &memory),
+            Write::put("status", name, &ClusterStatus::default()),
+            Write::event(name, &event),
+        ])?;
+        Ok(())
+    }
+
+    /// The backend of `r`, started on first use.
+    async fn backend(&self, r: &Route) -> Result<BackendHandle, Failure> {
+        let mut backends = self.backends.lock().await;
+        if let Some(b) = backends.get(r) {
+            return Ok(b.clone());
+        }
+        let label = r.label();
+        let sim_clock = || -> Result<(Arc<SimHost>, Arc<dyn Clock>), Failure> {
+            let Some(sim) = &self.sim else {
+                return Err(Failure::unprocessable(
+                    "the embedded simulator is off (--no-sim)",
+                ));
+            };
+            Ok((sim.clone(), Arc::new(sim.clock.clone())))
+        };
+        let handle = match r {
+            Route::SimOpenStack => {
+                let (sim, clock) = sim_clock()?;
+                self.spawn(connect::sim_openstack(&sim), clock, sim.speed, r)
+                    .await?
+            }
+            Route::SimOpenNebula => {
+                let (sim, clock) = sim_clock()?;
+                self.spawn(connect::sim_opennebula(&sim), clock, sim.speed, r)
+                    .await?
+            }
+            Route::SimKubeVirt { namespace } => {
+                let (sim, clock) = sim_clock()?;
+                self.spawn(connect::sim_kubevirt(&sim, namespace), clock, sim.speed, r)
+                    .await?
+            }
+            Route::OpenStack { cloud } => {
+                let p = connect::openstack(cloud, self.options.simulated_nodes).await?;
+                self.spawn(p, Arc::new(connect::SystemClock), 1.0, r)
+                    .await?
+            }
+            Route::OpenNebula { xmlrpc } => {
+                let p =
+                    connect::opennebula(xmlrpc.as_deref(), self.options.simulated_nodes).await?;
+                self.spawn(p, Arc::new(connect::SystemClock), 1.0, r)
+                    .await?
+            }
+            Route::KubeVirt { infra, namespace } => {
+                let p = connect::kubevirt(infra, namespace).await?;
+                self.spawn(p, Arc::new(connect::SystemClock), 1.0, r)
+                    .await?
+            }
+        };
+        tracing::info!(backend = %label, "backend started");
+        backends.insert(r.clone(), handle.clone());
+        Ok(handle)
+    }
+
+    async fn spawn<P: Provider + 'static>(
+        &self,
+        provider: Arc<P>,
+        clock: Arc<dyn Clock>,
+        speed: f64,
+        r: &Route,
+    ) -> Result<BackendHandle, Failure> {
+        // Every cloud call is counted and timed; on the embedded simulator a user may
+        // slow one cluster's calls down (an `api.latency` fault aimed at it).
+        let metrics = self.published.metrics.clone();
+        let cloud = r.cloud_kind();
+        let provider = match &self.sim {
+            Some(sim) if r.is_sim() => Arc::new(
+                Instrumented::new(provider, cloud, metrics)
+                    .with_hook(Hook::Latency(sim.latency.clone())),
+            ),
+            _ => Arc::new(Instrumented::new(provider, cloud, metrics).with_hook(Hook::None)),
+        };
+        let sim = self.sim.is_some();
+        let accept = |spec: &Cluster| route(spec, sim).is_ok_and(|x| &x == r);
+        let seed = wall().millis() ^ u64::from(std::process::id());
+        let engine = Engine::new_for(
+            provider,
+            self.store.clone(),
+            clock,
+            Box::new(SeededRng::new(seed)),
+            EngineConfig::default(),
+            &accept,
+        )
+        .map_err(|e| Failure::internal(e.to_string()))?;
+        let mut created = BTreeMap::new();
+        for (name, _) in engine.clusters() {
+            let first = self
+                .store
+                .events::<Event>(name)
+                .ok()
+                .and_then(|events| events.first().map(|e| e.at.millis()));
+            if let Some(at) = first {
+                created.insert(name.clone(), at);
+            }
+        }
+        let (handle, task) = backend::spawn(
+            engine,
+            BackendConfig {
+                label: r.label(),
+                speed,
+                concurrency: self.options.concurrency,
+            },
+            self.published.clone(),
+            self.shutdown.clone(),
+            created,
+        );
+        self.tasks.lock().await.push(task);
+        Ok(handle)
+    }
+
+    /// The route a known cluster is on.
+    pub fn route_of(&self, name: &str) -> Option<Route> {
+        self.owners
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    /// Applies cluster specs: each goes to its cloud's backend. Every route is decided
+    /// before anything is applied, so a bad document applies nothing.
+    pub async fn apply(&self, specs: Vec<Cluster>) -> Result<Vec<Applied>, Failure> {
+        let mut routed = Vec::new();
+        for spec in specs {
+            let r = route(&spec, self.sim.is_some())?;
+            if let Some(old) = self.route_of(spec.name().as_str())
+                && old != r
+            {
+                return Err(Failure::conflict(format!(
+                    "cluster {}: lives on {}; spec.provider cannot move it to {}",
+                    spec.name(),
+                    old.label(),
+                    r.label()
+                )));
+            }
+            routed.push((spec, r));
+        }
+        let mut applied = Vec::new();
+        for (spec, r) in routed {
+            let name = spec.name().to_string();
+            if let (Route::SimOpenStack, Some(sim)) = (&r, &self.sim) {
+                sim.provide_router(&spec);
+            }
+            let b = self.backend(&r).await?;
+            let result = ask(&b, |reply| Command::Apply(Box::new(spec), reply)).await?;
+            self.owners
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(name, r);
+            applied.push(result);
+        }
+        Ok(applied)
+    }
+
+    /// Sends a command to the backend of a known cluster.
+    pub async fn command<T>(
+        &self,
+        name: &str,
+        make: impl FnOnce(oneshot::Sender<Result<T, Failure>>) -> Command,
+    ) -> Result<T, Failure> {
+        let Some(r) = self.route_of(name) else {
+            return Err(Failure::not_found(name));
+        };
+        let b = self.backend(&r).await?;
+        ask(&b, make).await
+    }
+
+    /// Waits for every backend to stop (after shutdown was signalled).
+    pub async fn stopped(&self) {
+        let tasks: Vec<_> = std::mem::take(&mut *self.tasks.lock().await);
+        for t in tasks {
+            let _ = t.await;
+        }
+    }
+}
+
+async fn ask<T>(
+    b: &BackendHandle,
+    make: impl FnOnce(oneshot::Sender<Result<T, Failure>>) -> Command,
+) -> Result<T, Failure> {
+    let (tx, rx) = oneshot::channel();
+    b.commands
+        .try_send(make(tx))
+        .map_err(|_| Failure::unavailable(format!("backend {} is busy or stopping", b.label)))?;
+    rx.await
+        .map_err(|_| Failure::unavailable(format!("backend {} stopped", b.label)))?
+}
+
+/// What runs before each cloud call of a backend.
+enum Hook {
+    None,
+    Latency(Arc<crate::sim_host::ClusterLatency>),
+}
+
+impl CallHook for Hook {
+    fn before(&self, call: &CallInfo) -> impl std::future::Future<Output = ()> + Send {
+        let wait = match self {
+            Hook::None => None,
+            Hook::Latency(l) => call.cluster.as_deref().and_then(|c| l.wait_for(c)),
+        };
+        async move {
+            if let Some(w) = wait {
+                tokio::time::sleep(w).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,33 @@
+//! `flightdeck serve`: the long-running controller.
+//!
+//! - `fleet.rs` keeps every cluster of the store, each driven by the backend of its
+//!   cloud (`backend.rs`): one engine per cloud, reconciles started one by one and
+//!   applied as they finish, so a slow cloud call holds up only its own cluster.
+//! - `route.rs` decides a cluster's cloud; `connect.rs` builds its provider;
+//!   `sim_host.rs` is the embedded simulator (all three clouds, real time).
+//! - `api.rs` is the HTTP API (axum, OpenAPI from the code), `auth.rs` its bearer
+//!   tokens, `metrics.rs` the Prometheus metrics, `published.rs` what the backends
+//!   publish for the API to read.
+
+pub mod api;
+pub mod auth;
+mod backend;
+mod connect;
+pub mod error;
+mod fleet;
+pub mod instrument;
+pub mod metrics;
+mod plan_view;
+mod published;
+mod route;
+mod serve;
+mod sim_host;
+mod sim_objects;
+pub mod types;
+mod views;
+
+pub use route::SIM_CLOUD;
+pub use serve::{DEFAULT_LISTEN, ServeOptions, URL_FILE, default_state_dir, serve, serve_until};
+
+/// The OpenAPI document, rendered once at start.
+pub(crate) static OPENAPI: std::sync::OnceLock<String> = std::sync::OnceLock::new();

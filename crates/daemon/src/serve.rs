@@ -1,0 +1,181 @@
+//! Starting and stopping the daemon.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::{Context, bail};
+use flightdeck_store::Store;
+use tokio::sync::watch;
+
+use crate::api::{APPLY_BODY_MAX, ApiState, router};
+use crate::auth::{Tokens, authorize};
+use crate::fleet::{Fleet, FleetOptions};
+use crate::metrics::Metrics;
+use crate::published::Published;
+use crate::sim_host::SimHost;
+
+/// The file `serve` writes its API's base URL to, for the CLI on the same machine.
+pub const URL_FILE: &str = "api.url";
+/// The address `serve` listens on by default.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7443";
+
+pub struct ServeOptions {
+    pub state_dir: PathBuf,
+    pub listen: SocketAddr,
+    /// Run without the embedded simulator.
+    pub no_sim: bool,
+    /// Virtual seconds per wall-clock second of the embedded simulator.
+    pub sim_speed: f64,
+    pub sim_seed: u64,
+    /// Allow a non-loopback listen address without TLS.
+    pub insecure: bool,
+    pub concurrency: usize,
+    pub simulated_nodes: bool,
+}
+
+/// `$FLIGHTDECK_STATE_DIR`, else `$XDG_STATE_HOME/flightdeck`, else
+/// `$HOME/.local/state/flightdeck`.
+pub fn default_state_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("FLIGHTDECK_STATE_DIR").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(d));
+    }
+    if let Some(d) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(d).join("flightdeck"));
+    }
+    std::env::var_os("HOME")
+        .filter(|d| !d.is_empty())
+        .map(|h| PathBuf::from(h).join(".local/state/flightdeck"))
+}
+
+fn check_options(o: &ServeOptions) -> anyhow::Result<()> {
+    if !(o.sim_speed.is_finite() && o.sim_speed > 0.0 && o.sim_speed <= 1000.0) {
+        bail!(
+            "--sim-speed must be above 0 and at most 1000, got {}",
+            o.sim_speed
+        );
+    }
+    if o.concurrency == 0 || o.concurrency > 1024 {
+        bail!("--concurrency must be 1 to 1024, got {}", o.concurrency);
+    }
+    if !o.listen.ip().is_loopback() && !o.insecure {
+        bail!(
+            "refusing to listen on {} without TLS: bearer tokens would cross the network in clear text. \
+             Listen on a loopback address (127.0.0.1), or pass --insecure if a TLS proxy in front of flightdeck terminates TLS",
+            o.listen
+        );
+    }
+    Ok(())
+}
+
+fn open_store(dir: &Path) -> anyhow::Result<Store> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    Store::open(dir).map_err(|e| {
+        let text = e.to_string();
+        if text.contains("already open") || text.contains("lock") {
+            anyhow::anyhow!(
+                "state directory {} is in use by another flightdeck process ({text}); stop it first, or give this one another --state-dir",
+                dir.display()
+            )
+        } else {
+            anyhow::anyhow!(e)
+        }
+    })
+}
+
+/// Runs the daemon until SIGTERM or SIGINT; then stops taking work, lets reconciles in
+/// flight finish and commit, and returns.
+pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
+    serve_until(options, wait_for_signal()).await
+}
+
+/// Runs the daemon until `stop` completes (see [`serve`]).
+pub async fn serve_until(
+    options: ServeOptions,
+    until: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    check_options(&options)?;
+    let dir = &options.state_dir;
+    let store = Arc::new(open_store(dir)?);
+    let tokens = Arc::new(Tokens::load_or_create(dir)?);
+    let sim = (!options.no_sim).then(|| SimHost::start(options.sim_seed, options.sim_speed));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let published = Arc::new(Published::new(Metrics::new()));
+    let fleet = Fleet::start(
+        store,
+        sim.clone(),
+        published,
+        FleetOptions {
+            concurrency: options.concurrency,
+            simulated_nodes: options.simulated_nodes,
+        },
+        stop_rx.clone(),
+    )
+    .await?;
+    let state = Arc::new(ApiState {
+        fleet: fleet.clone(),
+        ready: AtomicBool::new(true),
+        stop: stop_rx.clone(),
+    });
+    let (api, doc) = router(state.clone());
+    let _ = crate::OPENAPI.set(
+        doc.to_pretty_json()
+            .context("cannot render the OpenAPI document")?,
+    );
+    let app = api
+        .layer(axum::middleware::from_fn_with_state(
+            tokens.clone(),
+            authorize,
+        ))
+        .layer(axum::extract::DefaultBodyLimit::max(APPLY_BODY_MAX));
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", options.listen))?;
+    let url = format!("http://{}", listener.local_addr()?);
+    std::fs::write(dir.join(URL_FILE), format!("{url}\n"))
+        .with_context(|| format!("cannot write {}", dir.join(URL_FILE).display()))?;
+    let sim_note = match &sim {
+        Some(s) => format!("embedded simulator at {}x real time", s.speed),
+        None => "no simulator".into(),
+    };
+    eprintln!(
+        "flightdeck serve: API at {url}/api/v1 · admin token in {} · {sim_note}",
+        tokens.admin_file.display()
+    );
+    let mut stop = stop_rx.clone();
+    let shutdown_state = state.clone();
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        let _ = stop.changed().await;
+        shutdown_state.ready.store(false, Ordering::Relaxed);
+    });
+    let signals = tokio::spawn(async move {
+        until.await;
+        eprintln!(
+            "flightdeck serve: stopping: no new work; reconciles in flight finish and commit"
+        );
+        let _ = stop_tx.send(true);
+    });
+    server.await.context("the API server failed")?;
+    fleet.stopped().await;
+    signals.abort();
+    eprintln!("flightdeck serve: stopped");
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    match (term, int) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

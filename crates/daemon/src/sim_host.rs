@@ -1,0 +1,202 @@
+//! The embedded simulator: all three clouds (OpenStack, OpenNebula, KubeVirt) in one
+//! `SimCloud`, running in real time (or `speed` times faster), which a newcomer's
+//! `flightdeck serve` uses when no real cloud is named. It can be broken on purpose
+//! while the daemon runs (`POST /api/v1/sim/faults`).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration as StdDuration, Instant, SystemTime, UNIX_EPOCH};
+
+use flightdeck_cloud::{Clock, SimClock, Timestamp};
+use flightdeck_sim::{SimCloud, SimConfig, SimFault};
+use flightdeck_spec::{Duration, FaultKind};
+
+use crate::error::Failure;
+use crate::types::{FaultRequest, FaultView};
+
+/// How often virtual time is moved on.
+const TICK: StdDuration = StdDuration::from_millis(20);
+/// The most faults one daemon's simulator keeps (ended ones are forgotten first).
+const FAULTS_MAX: usize = 1_000;
+
+/// The wall clock, read at the daemon's edge only.
+pub fn wall() -> Timestamp {
+    Timestamp(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+    )
+}
+
+pub struct SimHost {
+    pub cloud: Arc<SimCloud>,
+    pub clock: SimClock,
+    /// Virtual seconds per wall-clock second.
+    pub speed: f64,
+    /// `api.latency` faults aimed at one cluster: real waits before its calls.
+    pub latency: Arc<ClusterLatency>,
+    faults: Mutex<Vec<FaultView>>,
+    /// Routers the simulator holds for clusters that name one.
+    routers: Mutex<std::collections::BTreeSet<String>>,
+}
+
+impl SimHost {
+    /// Plays the operator who provides the router a cluster's spec names
+    /// (`spec.provider.openstack.router`): the simulator gets it once.
+    pub fn provide_router(&self, spec: &flightdeck_spec::Cluster) {
+        let Some(router) = spec
+            .spec
+            .provider
+            .openstack
+            .as_ref()
+            .and_then(|o| o.router.as_ref())
+        else {
+            return;
+        };
+        let mut routers = self.routers.lock().unwrap_or_else(|e| e.into_inner());
+        if routers.insert(router.to_string()) {
+            self.cloud.add_foreign_router(router.as_str());
+        }
+    }
+
+    /// Starts the simulator and the task that moves its clock with the wall clock.
+    pub fn start(seed: u64, speed: f64) -> Arc<SimHost> {
+        let start = wall();
+        let clock = SimClock::new(start);
+        let cloud = Arc::new(SimCloud::new(SimConfig::default(), seed, clock.clone()));
+        let host = Arc::new(SimHost {
+            cloud: cloud.clone(),
+            clock: clock.clone(),
+            speed,
+            latency: Arc::new(ClusterLatency {
+                clock: clock.clone(),
+                speed,
+                active: Mutex::new(BTreeMap::new()),
+            }),
+            faults: Mutex::new(Vec::new()),
+            routers: Mutex::new(Default::default()),
+        });
+        let began = Instant::now();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(TICK).await;
+                let elapsed = began.elapsed().as_secs_f64() * speed * 1000.0;
+                clock.advance_to(start.plus_millis(elapsed as u64));
+                cloud.advance();
+            }
+        });
+        host
+    }
+
+    /// The fault kinds a user may start.
+    pub fn kinds() -> Vec<String> {
+        FaultKind::ALL
+            .iter()
+            .map(|k| k.as_str().to_string())
+            .collect()
+    }
+
+    pub fn faults(&self) -> Vec<FaultView> {
+        self.faults
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Starts a fault against `cloud_label`'s cluster `req.cluster`, from now on.
+    pub fn inject(&self, req: &FaultRequest, cloud_label: &str) -> Result<FaultView, Failure> {
+        let kind: FaultKind = serde_json::from_value(serde_json::Value::String(req.kind.clone()))
+            .map_err(|_| {
+            Failure::unprocessable(format!(
+                "kind: {:?} is not a fault kind of the simulator; it knows {}",
+                req.kind,
+                Self::kinds().join(", ")
+            ))
+        })?;
+        let duration = parse_opt("duration", req.duration.as_deref())?;
+        let latency = parse_opt("latency", req.latency.as_deref())?;
+        let spec = serde_json::json!({
+            "at": "0s",
+            "kind": req.kind,
+            "cluster": req.cluster,
+            "service": req.service,
+            "rate": req.rate,
+            "count": req.count,
+            "level": req.level,
+            "template": req.template,
+            "node": req.node,
+        });
+        let mut fault: flightdeck_spec::scenario::Fault = serde_json::from_value(spec)
+            .map_err(|e| Failure::unprocessable(format!("fault {}: {e}", req.kind)))?;
+        fault.duration = duration;
+        fault.latency = latency;
+        let now = self.clock.now();
+        let view = FaultView {
+            kind: req.kind.clone(),
+            cluster: req.cluster.clone(),
+            cloud: cloud_label.to_string(),
+            start: now.millis(),
+            end: duration.map(|d| now.plus(d).millis()),
+        };
+        if kind == FaultKind::ApiLatency && fault.service.is_none() {
+            // Aimed at one cluster's calls, whatever the service: a real wait before
+            // each of them, so that only this cluster's reconciles are slowed.
+            let Some(latency) = latency else {
+                return Err(Failure::unprocessable(
+                    "latency: api.latency needs the extra time per call, e.g. 60s",
+                ));
+            };
+            self.latency
+                .set(&req.cluster, latency, duration.map(|d| now.plus(d)));
+        } else {
+            self.cloud.inject(SimFault::from_spec(&fault, now));
+        }
+        let mut faults = self.faults.lock().unwrap_or_else(|e| e.into_inner());
+        faults.retain(|f| f.end.is_none_or(|end| end > now.millis()));
+        if faults.len() >= FAULTS_MAX {
+            return Err(Failure::unprocessable(format!(
+                "the simulator already holds {FAULTS_MAX} faults"
+            )));
+        }
+        faults.push(view.clone());
+        Ok(view)
+    }
+}
+
+fn parse_opt(field: &str, text: Option<&str>) -> Result<Option<Duration>, Failure> {
+    text.map(|t| {
+        t.parse::<Duration>()
+            .map_err(|e| Failure::unprocessable(format!("{field}: {t:?}: {e}")))
+    })
+    .transpose()
+}
+
+/// Simulated latency on one cluster's cloud calls, as a real wait (scaled by the
+/// simulator's speed) before each call.
+pub struct ClusterLatency {
+    clock: SimClock,
+    speed: f64,
+    active: Mutex<BTreeMap<String, (Duration, Option<Timestamp>)>>,
+}
+
+impl ClusterLatency {
+    fn set(&self, cluster: &str, latency: Duration, end: Option<Timestamp>) {
+        self.active
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(cluster.to_string(), (latency, end));
+    }
+
+    /// The wall-clock wait before a call for `cluster` now.
+    pub fn wait_for(&self, cluster: &str) -> Option<StdDuration> {
+        let now = self.clock.now();
+        let active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+        let (latency, end) = active.get(cluster)?;
+        if end.is_some_and(|e| e <= now) {
+            return None;
+        }
+        Some(StdDuration::from_secs_f64(
+            latency.as_secs_f64() / self.speed,
+        ))
+    }
+}

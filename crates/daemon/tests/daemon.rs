@@ -1,0 +1,254 @@
+//! The daemon in process: `serve_until` on a free port, driven over HTTP. These tests
+//! speak of what a user sees: clusters become Ready, a slow cloud holds up only its own
+//! cluster, tokens guard the API.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use flightdeck_daemon::types::{ApplyResult, ClusterList, EventList};
+use flightdeck_daemon::{ServeOptions, serve_until};
+use tokio::sync::oneshot;
+
+struct Daemon {
+    url: String,
+    admin: String,
+    viewer: String,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+    _dir: tempfile::TempDir,
+    http: reqwest::Client,
+}
+
+fn options(dir: &Path, speed: f64) -> ServeOptions {
+    ServeOptions {
+        state_dir: dir.to_path_buf(),
+        listen: "127.0.0.1:0".parse().expect("address"),
+        no_sim: false,
+        sim_speed: speed,
+        sim_seed: 7,
+        insecure: false,
+        concurrency: 16,
+        simulated_nodes: false,
+    }
+}
+
+async fn start(speed: f64) -> Daemon {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (tx, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(serve_until(options(dir.path(), speed), async move {
+        let _ = rx.await;
+    }));
+    let url_file = dir.path().join("api.url");
+    let mut url = String::new();
+    for _ in 0..200 {
+        if let Ok(u) = std::fs::read_to_string(&url_file) {
+            url = u.trim().to_string();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(!url.is_empty(), "serve never wrote {}", url_file.display());
+    let read = |f: &str| {
+        std::fs::read_to_string(dir.path().join(f))
+            .expect("token file")
+            .trim()
+            .to_string()
+    };
+    Daemon {
+        url,
+        admin: read("admin.token"),
+        viewer: read("viewer.token"),
+        stop: Some(tx),
+        task,
+        http: reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("client"),
+        _dir: dir,
+    }
+}
+
+impl Daemon {
+    async fn get<T: serde::de::DeserializeOwned>(&self, path: &str) -> T {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.url))
+            .bearer_auth(&self.admin)
+            .send()
+            .await
+            .expect("GET");
+        assert!(r.status().is_success(), "GET {path}: {}", r.status());
+        r.json().await.expect("JSON")
+    }
+
+    async fn apply(&self, text: &str) -> ApplyResult {
+        let r = self
+            .http
+            .post(format!("{}/api/v1/clusters", self.url))
+            .bearer_auth(&self.admin)
+            .body(text.to_string())
+            .send()
+            .await
+            .expect("POST");
+        assert!(r.status().is_success(), "apply: {}", r.status());
+        r.json().await.expect("JSON")
+    }
+
+    async fn fault(&self, body: serde_json::Value) {
+        let r = self
+            .http
+            .post(format!("{}/api/v1/sim/faults", self.url))
+            .bearer_auth(&self.admin)
+            .json(&body)
+            .send()
+            .await
+            .expect("POST fault");
+        assert_eq!(
+            r.status(),
+            201,
+            "fault: {}",
+            r.text().await.unwrap_or_default()
+        );
+    }
+
+    async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        let done = tokio::time::timeout(Duration::from_secs(30), self.task)
+            .await
+            .expect("serve stops within 30 s of being told to");
+        done.expect("join").expect("serve returns Ok");
+    }
+}
+
+fn example(name: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(name);
+    std::fs::read_to_string(path).expect("example")
+}
+
+fn cluster_named(text: &str, name: &str) -> String {
+    text.replace("name: demo", &format!("name: {name}"))
+        .replace(
+            "securityGroup: demo-nodes",
+            &format!("securityGroup: {name}-nodes"),
+        )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_guard_the_api_and_probes_need_none() {
+    let d = start(10.0).await;
+    let get = |token: Option<&str>, path: &str| {
+        let mut rq = d.http.get(format!("{}{path}", d.url));
+        if let Some(t) = token {
+            rq = rq.bearer_auth(t);
+        }
+        rq.send()
+    };
+    assert_eq!(get(None, "/healthz").await.expect("healthz").status(), 200);
+    assert_eq!(get(None, "/readyz").await.expect("readyz").status(), 200);
+    let r = get(None, "/api/v1/clusters").await.expect("GET");
+    assert_eq!(r.status(), 401);
+    assert!(r.text().await.expect("body").contains("admin.token"));
+    assert_eq!(
+        get(Some("not-a-token"), "/api/v1/clusters")
+            .await
+            .expect("GET")
+            .status(),
+        401
+    );
+    assert_eq!(
+        get(Some(&d.viewer), "/api/v1/clusters")
+            .await
+            .expect("GET")
+            .status(),
+        200
+    );
+    assert_eq!(
+        get(Some(&d.viewer), "/metrics")
+            .await
+            .expect("GET")
+            .status(),
+        200
+    );
+    let post = d
+        .http
+        .post(format!("{}/api/v1/clusters", d.url))
+        .bearer_auth(&d.viewer)
+        .body(example("openstack.yaml"))
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(post.status(), 403);
+    assert!(post.text().await.expect("body").contains("viewer role"));
+    let del = d
+        .http
+        .delete(format!("{}/api/v1/clusters/demo", d.url))
+        .bearer_auth(&d.viewer)
+        .send()
+        .await
+        .expect("DELETE");
+    assert_eq!(del.status(), 403);
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_spec_is_refused_with_its_field_and_line() {
+    let d = start(10.0).await;
+    let bad = example("openstack.yaml").replace("replicas: 3", "replicas: 4");
+    let r = d
+        .http
+        .post(format!("{}/api/v1/clusters?source=bad.yaml", d.url))
+        .bearer_auth(&d.admin)
+        .body(bad)
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(r.status(), 422);
+    let e: flightdeck_daemon::types::ApiError = r.json().await.expect("JSON");
+    let p = e.problems.first().expect("a problem");
+    assert_eq!(p.source, "bad.yaml");
+    assert!(p.line.is_some(), "{e:?}");
+    assert!(p.path.contains("controlPlane.replicas"), "{e:?}");
+    let list: ClusterList = d.get("/api/v1/clusters").await;
+    assert!(list.items.is_empty(), "nothing is applied from a bad spec");
+    d.stop().await;
+}
+
+/// A cluster whose cloud calls each take 60 s must not hold up another: its reconciles
+/// run on their own while the other cluster is built at its normal pace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_cloud_for_one_cluster_does_not_hold_up_another() {
+    let d = start(20.0).await;
+    let text = example("openstack.yaml");
+    d.apply(&cluster_named(&text, "slow")).await;
+    d.fault(serde_json::json!({"kind": "api.latency", "cluster": "slow", "latency": "60s"}))
+        .await;
+    d.apply(&cluster_named(&text, "quick")).await;
+    let mut ready_after = None;
+    for _ in 0..600 {
+        let list: ClusterList = d.get("/api/v1/clusters").await;
+        let quick = list
+            .items
+            .iter()
+            .find(|c| c.name == "quick")
+            .expect("quick");
+        if quick.ready {
+            ready_after = quick.created_at.map(|c| quick.now.saturating_sub(c) / 1000);
+            let slow = list.items.iter().find(|c| c.name == "slow").expect("slow");
+            assert!(!slow.ready, "the slow cluster cannot be Ready yet");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let secs = ready_after.expect("the quick cluster became Ready");
+    // Built alone it takes about 80 virtual seconds; waiting behind the slow cluster's
+    // calls (60 s each, dozens of them) it would take most of an hour.
+    assert!(secs < 600, "quick took {secs} virtual seconds");
+    let events: EventList = d.get("/api/v1/clusters/quick/events?limit=1000").await;
+    assert!(events.items.iter().any(|e| e.reason == "Ready"));
+    d.stop().await;
+}
