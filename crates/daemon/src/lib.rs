@@ -23,6 +23,7 @@ mod route;
 mod serve;
 mod sim_host;
 mod sim_objects;
+mod tls;
 pub mod types;
 mod views;
 

@@ -33,6 +33,8 @@ pub struct ServeOptions {
     pub insecure: bool,
     pub concurrency: usize,
     pub simulated_nodes: bool,
+    /// Serve the API over TLS with this PEM certificate chain and key.
+    pub tls: Option<(PathBuf, PathBuf)>,
 }
 
 /// `$FLIGHTDECK_STATE_DIR`, else `$XDG_STATE_HOME/flightdeck`, else
@@ -59,10 +61,11 @@ fn check_options(o: &ServeOptions) -> anyhow::Result<()> {
     if o.concurrency == 0 || o.concurrency > 1024 {
         bail!("--concurrency must be 1 to 1024, got {}", o.concurrency);
     }
-    if !o.listen.ip().is_loopback() && !o.insecure {
+    if !o.listen.ip().is_loopback() && !o.insecure && o.tls.is_none() {
         bail!(
             "refusing to listen on {} without TLS: bearer tokens would cross the network in clear text. \
-             Listen on a loopback address (127.0.0.1), or pass --insecure if a TLS proxy in front of flightdeck terminates TLS",
+             Give --tls-cert and --tls-key, listen on a loopback address (127.0.0.1), or pass --insecure \
+             if a TLS proxy in front of flightdeck terminates TLS",
             o.listen
         );
     }
@@ -132,7 +135,12 @@ pub async fn serve_until(
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
         .with_context(|| format!("cannot listen on {}", options.listen))?;
-    let url = format!("http://{}", listener.local_addr()?);
+    let tls = match &options.tls {
+        Some((cert, key)) => Some(crate::tls::config(cert, key)?),
+        None => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let url = format!("{scheme}://{}", listener.local_addr()?);
     std::fs::write(dir.join(URL_FILE), format!("{url}\n"))
         .with_context(|| format!("cannot write {}", dir.join(URL_FILE).display()))?;
     let sim_note = match &sim {
@@ -145,10 +153,28 @@ pub async fn serve_until(
     );
     let mut stop = stop_rx.clone();
     let shutdown_state = state.clone();
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+    let stopped = async move {
         let _ = stop.changed().await;
         shutdown_state.ready.store(false, Ordering::Relaxed);
-    });
+    };
+    let server = async move {
+        match tls {
+            Some(config) => {
+                let listener = crate::tls::TlsListener {
+                    tcp: listener,
+                    acceptor: tokio_rustls::TlsAcceptor::from(config),
+                };
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(stopped)
+                    .await
+            }
+            None => {
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(stopped)
+                    .await
+            }
+        }
+    };
     let signals = tokio::spawn(async move {
         until.await;
         eprintln!(

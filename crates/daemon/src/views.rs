@@ -71,7 +71,7 @@ pub fn summary(
         conditions: status
             .conditions
             .iter()
-            .filter(|c| c.status && c.kind != "Ready")
+            .filter(|c| c.status && !c.kind.ends_with("Ready"))
             .map(|c| c.kind.clone())
             .collect(),
         breakers: record.memory.churn.tripped.keys().cloned().collect(),
