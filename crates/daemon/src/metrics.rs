@@ -152,7 +152,12 @@ struct OpenRepairs {
     loops: BTreeMap<String, BTreeSet<String>>,
     /// Clusters with `RouteLimitReached` active (F8).
     route_limits: BTreeSet<String>,
+    /// Cluster → pod rules of its new security group not yet created.
+    new_groups: BTreeMap<String, u32>,
 }
+
+/// The pod-traffic rules of a security group (tcp, udp and icmp: `infra::pod_cidr_rules`).
+const POD_RULES: u32 = 3;
 
 /// Entries kept at most in each map of [`OpenRepairs`]; past that they are forgotten
 /// (a cluster deleted mid-repair never ends its repairs).
@@ -319,7 +324,7 @@ impl Metrics {
     /// | `RemediationStarted` | F3 (message: `not registered`, `NotReady`, `never came up`, `health check`) or F6 (`its server is in ERROR`) | started, once per machine |
     /// | `RemediationCancelled` (the machine recovered) | F3/F6 as above | finished |
     /// | `MachineRemoved` of a machine under repair | the rule it started with | finished |
-    /// | `CreateSecurityGroupRule` (pod traffic rules) | F4 | started and finished |
+    /// | `CreateSecurityGroupRule` (pod traffic rules), but not the first three after `CreateSecurityGroup` | F4 | started and finished |
     /// | `AddSecurityGroup` | F5 | started and finished |
     /// | `RemoveRoutes`, `AddRoutes` | F7 | started and finished |
     /// | `RouteLimitReached` / `RouteLimitReachedResolved` | F8 | started / finished |
@@ -327,17 +332,40 @@ impl Metrics {
     ///
     /// An action's event is written once the action is carried out, so it starts and
     /// finishes its repair at once; a failed action's event (`ActionFailed`,
-    /// `CloudBusy`) counts nothing. F4 and F7 count the rules and routes of new clusters
-    /// and new nodes too: the planner words a first creation and a restoration alike.
+    /// `CloudBusy`) counts nothing. The planner words a first creation and a
+    /// restoration alike: a new group's pod rules are told apart by the group's
+    /// `CreateSecurityGroup` just before, but F7 counts new nodes' routes too.
     /// The engine reports a tripped breaker twice (the planner's event, then the
     /// condition's, with the same text); it is counted once.
     pub fn on_cluster_event(&self, cluster: &str, reason: &str, message: &str) {
         let mut open = lock(&self.inner.open);
-        if reason == "MachineRemoved" {
-            if let Some(rule) = first_word(message).and_then(|m| open.machines.remove(m)) {
-                self.repair_finished(rule);
+        match reason {
+            "MachineRemoved" => {
+                if let Some(rule) = first_word(message).and_then(|m| open.machines.remove(m)) {
+                    self.repair_finished(rule);
+                }
+                return;
             }
-            return;
+            "CreateSecurityGroup" => {
+                // The new group's pod rules come next: provisioning, not F4.
+                if open.new_groups.len() >= OPEN_MAX {
+                    open.new_groups.clear();
+                }
+                let n = open.new_groups.entry(cluster.to_string()).or_default();
+                *n = if cluster.is_empty() {
+                    *n + POD_RULES
+                } else {
+                    POD_RULES
+                };
+                return;
+            }
+            "CreateSecurityGroupRule" => {
+                if let Some(n) = open.new_groups.get_mut(cluster).filter(|n| **n > 0) {
+                    *n -= 1;
+                    return;
+                }
+            }
+            _ => {}
         }
         let Some(rule) = rule_of(reason, message) else {
             return;
@@ -558,6 +586,12 @@ mod tests {
             "ReconcileLoopDetected: control plane was re-created 3 times within 30m without a spec change; its reconcile is stopped until the spec changes or `flightdeck resume demo`",
             "ReconcileLoopDetectedResolved: ReconcileLoopDetected no longer holds",
             "AddSecurityGroup: put demo-workers-1 back into the security group: demo-workers-1 is not in the cluster's security group demo, so it has no pod network",
+            // A new group's rules, then one restored.
+            "CreateSecurityGroup: create security group demo-nodes: the cluster has no security group",
+            "CreateSecurityGroupRule: create ingress rule tcp from 10.244.0.0/16: pod traffic (tcp from 10.244.0.0/16) must be allowed between machines",
+            "CreateSecurityGroupRule: create ingress rule udp from 10.244.0.0/16: pod traffic (udp from 10.244.0.0/16) must be allowed between machines",
+            "CreateSecurityGroupRule: create ingress rule icmp from 10.244.0.0/16: pod traffic (icmp from 10.244.0.0/16) must be allowed between machines",
+            "CreateSecurityGroupRule: create ingress rule udp from 10.244.0.0/16: pod traffic (udp from 10.244.0.0/16) must be allowed between machines",
         ];
         for e in events {
             let (reason, message) = e.split_once(": ").unwrap_or_default();
@@ -573,6 +607,7 @@ mod tests {
                 r#"flightdeck_repairs_finished_total{rule="F11"} 1"#,
                 r#"flightdeck_repairs_started_total{rule="F5"} 1"#,
                 r#"flightdeck_repairs_finished_total{rule="F5"} 1"#,
+                r#"flightdeck_repairs_started_total{rule="F4"} 1"#,
             ],
         );
     }

@@ -185,6 +185,8 @@ pub async fn serve_until(
     server.await.context("the API server failed")?;
     fleet.stopped().await;
     signals.abort();
+    // No daemon answers there any more: the CLI must not try it.
+    let _ = std::fs::remove_file(dir.join(URL_FILE));
     eprintln!("flightdeck serve: stopped");
     Ok(())
 }

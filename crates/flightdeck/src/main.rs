@@ -1,6 +1,7 @@
 //! `flightdeck`: the command line. Every command that needs a cloud runs against the
 //! built-in simulated OpenStack in accelerated virtual time.
 
+mod client;
 mod output;
 mod plan_cmd;
 mod real;
@@ -27,17 +28,35 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the controller: reconcile every cluster in the store, for good, and serve the
+    /// HTTP API. With no flags it hosts the embedded simulator (all three clouds).
+    Serve(Box<DaemonArgs>),
     /// Build the clusters in FILE on the simulated cloud and reconcile until they are Ready.
     Up(UpArgs),
-    /// Dry run: the actions flightdeck would take now, each with its reason.
+    /// Dry run: the actions flightdeck would take now, each with its reason. `plan NAME`
+    /// asks the daemon about a cluster it runs; `plan -f FILE` plans a spec file against
+    /// the empty built-in simulated cloud.
     Plan(PlanArgs),
     /// Check a spec file and report every problem with its field path and line.
     Validate(ValidateArgs),
-    /// Delete a cluster on a real OpenStack and wait until nothing it owned is left.
+    /// Delete a cluster: `delete cluster NAME` through the daemon; `delete CLUSTER
+    /// --state-dir DIR --cloud X` on a real cloud without a daemon, waiting until nothing
+    /// it owned is left.
     Delete(DeleteArgs),
-    /// Close a cluster's churn breakers (ReconcileLoopDetected) in a state directory, so
-    /// the stopped objects are reconciled again.
+    /// Close a cluster's churn breakers (ReconcileLoopDetected), so the stopped objects
+    /// are reconciled again: through the daemon, or offline in a state directory no
+    /// daemon serves (see --state-dir).
     Resume(ResumeArgs),
+    /// Create or update the clusters of a spec file in the daemon.
+    Apply(client::ApplyArgs),
+    /// List clusters, or show one, as a table (`get clusters`, `get cluster NAME`).
+    Get(client::GetArgs),
+    /// Show a cluster as a tree: control plane, pools, machines with their servers,
+    /// nodes and load balancer members; then conditions, repairs and breakers.
+    Describe(client::DescribeArgs),
+    /// Print what happened to the clusters (times UTC, on the cluster's clock; `!` marks
+    /// a warning).
+    Events(client::EventsArgs),
     /// The built-in cloud simulator: scenarios, faults and invariants.
     #[command(subcommand)]
     Sim(SimCommand),
@@ -97,25 +116,72 @@ pub struct UpArgs {
 }
 
 #[derive(Args)]
+pub struct DaemonArgs {
+    /// Where flightdeck keeps its store, tokens and API address (default:
+    /// $FLIGHTDECK_STATE_DIR, else $XDG_STATE_HOME/flightdeck, else
+    /// ~/.local/state/flightdeck).
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// Address of the HTTP API. A non-loopback address needs --insecure (no TLS).
+    #[arg(long, default_value = "127.0.0.1:7443")]
+    listen: std::net::SocketAddr,
+    /// Virtual seconds per wall-clock second of the embedded simulator.
+    #[arg(long, default_value_t = 1.0)]
+    sim_speed: f64,
+    /// Seed of the embedded simulator's latencies.
+    #[arg(long, default_value_t = 1)]
+    sim_seed: u64,
+    /// Run without the embedded simulator: every cluster names a real cloud.
+    #[arg(long)]
+    no_sim: bool,
+    /// Listen on a non-loopback address without TLS (only behind a TLS proxy).
+    #[arg(long, conflicts_with = "tls_cert")]
+    insecure: bool,
+    /// Serve the API over TLS with this PEM certificate chain (needs --tls-key).
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Reconciles in flight at most, per cloud.
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    /// Real OpenStack and OpenNebula clusters take their nodes from simulated kubelets
+    /// keyed by the real servers (see `up --simulated-nodes`).
+    #[arg(long)]
+    simulated_nodes: bool,
+}
+
+#[derive(Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["name", "file"])))]
 pub struct PlanArgs {
-    #[arg(short = 'f', long = "file")]
-    file: PathBuf,
+    /// A cluster the daemon runs: plan against what its cloud shows now.
+    name: Option<String>,
+    /// Spec file to plan offline, against the empty built-in simulated cloud.
+    #[arg(short = 'f', long = "file", conflicts_with_all = ["server", "token_file", "state_dir"])]
+    file: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t)]
     output: Output,
+    #[command(flatten)]
+    connect: client::ConnectArgs,
 }
 
 #[derive(Args)]
 pub struct DeleteArgs {
+    /// `cluster`, followed by NAME: delete through the daemon. Alone: the name of a
+    /// cluster to delete offline on a real cloud (needs --state-dir and --cloud or
+    /// --opennebula).
+    #[arg(value_name = "CLUSTER")]
     cluster: String,
-    /// The state directory that holds the cluster.
-    #[arg(long)]
-    state_dir: PathBuf,
-    /// The clouds.yaml entry of the cloud (OpenStack).
-    #[arg(
-        long,
-        required_unless_present = "opennebula",
-        conflicts_with = "opennebula"
-    )]
+    /// With `cluster`: the cluster the daemon deletes.
+    #[arg(value_name = "NAME")]
+    name: Option<String>,
+    /// Offline: the state directory that holds the cluster. With `cluster NAME`: talk to
+    /// the daemon that keeps its state in DIR.
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    /// The clouds.yaml entry of the cloud (OpenStack; offline form).
+    #[arg(long, conflicts_with = "opennebula")]
     cloud: Option<String>,
     /// The cluster lives on OpenNebula: reach it at this XML-RPC endpoint (else
     /// $ONE_XMLRPC) with the credentials $ONE_AUTH names.
@@ -127,17 +193,28 @@ pub struct DeleteArgs {
     /// Take nodes from simulated kubelets (see `up --simulated-nodes`).
     #[arg(long)]
     simulated_nodes: bool,
+    /// How long to wait for the cluster to be gone (offline form, or with --wait).
     #[arg(long, default_value = "20m", value_parser = parse_duration)]
     timeout: flightdeck_spec::Duration,
+    /// With `cluster NAME`: wait until the daemon reports the cluster gone, printing
+    /// progress; exit 1 at --timeout.
+    #[arg(long)]
+    wait: bool,
+    #[command(flatten)]
+    server: client::ServerArgs,
 }
 
 #[derive(Args)]
 pub struct ResumeArgs {
     /// The cluster to resume.
     cluster: String,
-    /// The state directory flightdeck keeps the cluster in.
-    #[arg(long)]
-    state_dir: PathBuf,
+    /// The state directory of the daemon to ask. If DIR holds no api.url (no daemon has
+    /// served it) and neither --server nor --token-file is given, the cluster is
+    /// resumed offline, directly in DIR's store.
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    #[command(flatten)]
+    server: client::ServerArgs,
 }
 
 #[derive(Args)]
@@ -162,6 +239,11 @@ enum SimCommand {
     /// engine perturbations; invariants are checked at every step, then the fleet must
     /// converge. Exits 0 only if no seed failed.
     Swarm(SwarmArgs),
+    /// Start a fault in the daemon's embedded simulator, e.g. `sim fault nova.bootError
+    /// --cluster demo --for 2m`.
+    Fault(client::FaultArgs),
+    /// List the fault kinds of the daemon's embedded simulator and the active faults.
+    Faults(client::FaultsArgs),
 }
 
 #[derive(Args)]
@@ -304,16 +386,38 @@ fn init_logs() -> Result<(), String> {
     Ok(())
 }
 
+async fn serve(args: DaemonArgs) -> anyhow::Result<ExitCode> {
+    let Some(state_dir) = args.state_dir.or_else(flightdeck_daemon::default_state_dir) else {
+        anyhow::bail!("no state directory: pass --state-dir, or set FLIGHTDECK_STATE_DIR or HOME");
+    };
+    flightdeck_daemon::serve(flightdeck_daemon::ServeOptions {
+        state_dir,
+        listen: args.listen,
+        no_sim: args.no_sim,
+        sim_speed: args.sim_speed,
+        sim_seed: args.sim_seed,
+        insecure: args.insecure,
+        concurrency: args.concurrency,
+        simulated_nodes: args.simulated_nodes,
+        tls: args.tls_cert.zip(args.tls_key),
+    })
+    .await?;
+    Ok(ExitCode::SUCCESS)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Err(e) = init_logs() {
         eprintln!("flightdeck: {e}");
         return ExitCode::from(2);
     }
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    // The daemon uses every core; one-shot commands run on one thread.
+    let mut builder = if matches!(cli.command, Command::Serve(_)) {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("flightdeck: cannot start the runtime: {e}");
@@ -322,37 +426,22 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
+            Command::Serve(args) => serve(*args).await,
             Command::Up(args) => up::run(args).await,
-            Command::Plan(args) => plan_cmd::run(args).await,
+            Command::Plan(args) => client::plan(args).await,
             Command::Validate(args) => plan_cmd::validate(args),
-            Command::Resume(args) => plan_cmd::resume(args),
-            Command::Delete(args) => {
-                if !args.simulated_nodes {
-                    Err(anyhow::anyhow!(
-                        "reaching real workload clusters through kubeconfig is not built yet; pass --simulated-nodes"
-                    ))
-                } else if let Some(cloud) = &args.cloud {
-                    real::run(
-                        cloud,
-                        &args.state_dir,
-                        real::Goal::Deleted(args.cluster.clone()),
-                        args.timeout,
-                    )
-                    .await
-                } else {
-                    real::run_opennebula(
-                        args.xmlrpc.as_deref(),
-                        &args.state_dir,
-                        real::Goal::Deleted(args.cluster.clone()),
-                        args.timeout,
-                    )
-                    .await
-                }
-            }
+            Command::Resume(args) => client::resume(args).await,
+            Command::Delete(args) => client::delete(args).await,
+            Command::Apply(args) => client::apply(args).await,
+            Command::Get(args) => client::get(args).await,
+            Command::Describe(args) => client::describe(args).await,
+            Command::Events(args) => client::events(args).await,
             Command::Sim(SimCommand::Scenarios) => sim_cmd::list(),
             Command::Sim(SimCommand::Run(args)) => sim_cmd::run(args).await,
             Command::Sim(SimCommand::Swarm(args)) => swarm_cmd::run(args),
             Command::Sim(SimCommand::Serve(args)) => serve_cmd::run(*args).await,
+            Command::Sim(SimCommand::Fault(args)) => client::fault(args).await,
+            Command::Sim(SimCommand::Faults(args)) => client::faults(args).await,
         }
     });
     match result {

@@ -1,5 +1,6 @@
 //! `flightdeck plan` (dry run) and `flightdeck validate`.
 
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::bail;
@@ -10,7 +11,7 @@ use flightdeck_sim::{SimCloud, SimConfig};
 use flightdeck_spec::{Document, load_file};
 use serde::Serialize;
 
-use crate::{Output, PlanArgs, ResumeArgs, ValidateArgs};
+use crate::{Output, PlanArgs, ValidateArgs};
 
 #[derive(Serialize)]
 struct ClusterPlan {
@@ -29,7 +30,10 @@ struct ClusterPlan {
 /// Plans every cluster of the file against the built-in simulated cloud as it is now
 /// (empty), without acting.
 pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
-    let docs = load_file(&args.file)?;
+    let Some(file) = &args.file else {
+        bail!("`plan` needs a cluster NAME (asks the daemon) or -f FILE (offline)");
+    };
+    let docs = load_file(file)?;
     let clock = SimClock::new(Timestamp::SIM_EPOCH);
     let cloud = SimCloud::new(SimConfig::default(), 1, clock.clone());
     let mut plans = Vec::new();
@@ -37,7 +41,7 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
         let Document::Cluster(spec) = d else {
             bail!(
                 "{}: holds a Scenario; `plan` takes clusters",
-                args.file.display()
+                file.display()
             );
         };
         let memory = Memory::new("dry-run".into());
@@ -140,16 +144,16 @@ pub fn validate(args: ValidateArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Closes the churn breakers of a cluster kept in a state directory.
-pub fn resume(args: ResumeArgs) -> anyhow::Result<ExitCode> {
-    if !args.state_dir.join(flightdeck_store::STORE_FILE).is_file() {
-        bail!("{} holds no flightdeck state", args.state_dir.display());
+pub fn resume(cluster: &str, state_dir: &Path) -> anyhow::Result<ExitCode> {
+    if !state_dir.join(flightdeck_store::STORE_FILE).is_file() {
+        bail!("{} holds no flightdeck state", state_dir.display());
     }
-    let store = flightdeck_store::Store::open(&args.state_dir)?;
-    let Some(mut memory) = store.get::<Memory>("memory", &args.cluster)? else {
+    let store = flightdeck_store::Store::open(state_dir)?;
+    let Some(mut memory) = store.get::<Memory>("memory", cluster)? else {
         bail!(
             "{} holds no cluster {} (it has: {})",
-            args.state_dir.display(),
-            args.cluster,
+            state_dir.display(),
+            cluster,
             store.keys("memory")?.join(", ")
         );
     };
@@ -162,7 +166,7 @@ pub fn resume(args: ResumeArgs) -> anyhow::Result<ExitCode> {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         ),
-        cluster: args.cluster.clone(),
+        cluster: cluster.to_string(),
         severity: flightdeck_plan::Severity::Normal,
         reason: "Resumed".into(),
         message: if stopped.is_empty() {
@@ -175,9 +179,9 @@ pub fn resume(args: ResumeArgs) -> anyhow::Result<ExitCode> {
         },
     };
     store.commit(vec![
-        flightdeck_store::Write::put("memory", &args.cluster, &memory),
-        flightdeck_store::Write::event(&args.cluster, &event),
+        flightdeck_store::Write::put("memory", cluster, &memory),
+        flightdeck_store::Write::event(cluster, &event),
     ])?;
-    println!("{}: {}", args.cluster, event.message);
+    println!("{}: {}", cluster, event.message);
     Ok(ExitCode::SUCCESS)
 }

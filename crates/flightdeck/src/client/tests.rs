@@ -1,0 +1,7 @@
+//! Unit tests of the client: connection settings, rendering, SSE parsing and the CLI's
+//! forms. Nothing here needs a running daemon.
+
+mod cli;
+mod connect;
+mod render;
+mod sse;

@@ -1,0 +1,288 @@
+//! The one-shot verbs: apply, get, describe, plan, resume and the simulator's faults.
+
+use std::io::Read as _;
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use reqwest::Method;
+use reqwest::header::CONTENT_TYPE;
+
+use super::connect::{ConnectArgs, resolve};
+use super::http::Api;
+use super::render::{clock, cluster_table, plan_text};
+use super::types::{
+    ApplyResult, ClusterDetail, ClusterList, ClusterSummary, EventView, FaultKinds, FaultRequest,
+    FaultView, PlanView,
+};
+use super::{DescribeArgs, FaultArgs, FaultsArgs, Format, GetArgs};
+use crate::Output;
+
+pub fn connect(args: &ConnectArgs) -> anyhow::Result<Api> {
+    Api::new(resolve(args)?)
+}
+
+/// Prints a document as the daemon sent it, as JSON or YAML.
+pub fn print_doc(v: &serde_json::Value, format: Format) -> anyhow::Result<()> {
+    match format {
+        Format::Yaml => out!(
+            "{}",
+            yaml_serde::to_string(v).context("cannot render YAML")?
+        ),
+        _ => outln!("{}", serde_json::to_string_pretty(v)?),
+    }
+    Ok(())
+}
+
+/// The largest spec file `apply` sends.
+const SPEC_MAX: u64 = 16 << 20;
+
+fn read_spec(file: &Path) -> anyhow::Result<(String, String)> {
+    let mut text = String::new();
+    let source = if file == Path::new("-") {
+        std::io::stdin()
+            .take(SPEC_MAX + 1)
+            .read_to_string(&mut text)
+            .context("cannot read the spec from stdin")?;
+        "stdin".to_string()
+    } else {
+        std::fs::File::open(file)
+            .and_then(|f| f.take(SPEC_MAX + 1).read_to_string(&mut text))
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        file.display().to_string()
+    };
+    if text.len() as u64 > SPEC_MAX {
+        bail!(
+            "{source} is larger than {} MiB; a spec is not",
+            SPEC_MAX >> 20
+        );
+    }
+    Ok((text, source))
+}
+
+pub async fn apply(args: super::ApplyArgs) -> anyhow::Result<ExitCode> {
+    let (text, source) = read_spec(&args.file)?;
+    let json = args
+        .file
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    let content_type = if json {
+        "application/json"
+    } else {
+        "application/yaml"
+    };
+    let api = connect(&args.connect)?;
+    let mut url = api.endpoint(&["clusters"]);
+    url.query_pairs_mut().append_pair("source", &source);
+    let rb = api
+        .request(Method::POST, url)
+        .header(CONTENT_TYPE, content_type)
+        .body(text);
+    let v = api.send_json(rb).await?;
+    if let Some(f) = args.output {
+        print_doc(&v, f.into())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let result: ApplyResult = api.typed(v, "apply result")?;
+    for a in &result.items {
+        outln!("cluster/{} {} ({})", a.name, a.result, a.cloud);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
+    let api = connect(&args.connect)?;
+    if args.watch {
+        return super::follow::watch(&api, args.name.as_deref(), args.output).await;
+    }
+    let wide = args.output == Some(Format::Wide);
+    let doc = args.output.filter(|f| *f != Format::Wide);
+    let (v, summaries) = match &args.name {
+        Some(name) => {
+            let v = api.get_json(&["clusters", name]).await?;
+            let d: ClusterDetail = api.typed(v.clone(), "cluster")?;
+            (v, vec![d.summary])
+        }
+        None => {
+            let v = api.get_json(&["clusters"]).await?;
+            let list: ClusterList = api.typed(v.clone(), "cluster list")?;
+            (v, list.items)
+        }
+    };
+    if let Some(f) = doc {
+        print_doc(&v, f)?;
+    } else if summaries.is_empty() {
+        eprintln!("No clusters found.");
+    } else {
+        out!("{}", cluster_table(&summaries, wide));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn describe(args: DescribeArgs) -> anyhow::Result<ExitCode> {
+    let api = connect(&args.connect)?;
+    let names = match &args.name {
+        Some(n) => vec![n.clone()],
+        None => {
+            let v = api.get_json(&["clusters"]).await?;
+            let list: ClusterList = api.typed(v, "cluster list")?;
+            list.items.into_iter().map(|c| c.name).collect()
+        }
+    };
+    if names.is_empty() {
+        eprintln!("No clusters found.");
+    }
+    for (i, name) in names.iter().enumerate() {
+        let v = api.get_json(&["clusters", name]).await?;
+        let d: ClusterDetail = api.typed(v, "cluster")?;
+        if i > 0 {
+            outln!();
+        }
+        out!("{}", super::describe::describe(&d)?);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn plan(
+    name: &str,
+    output: Output,
+    connect_args: &ConnectArgs,
+) -> anyhow::Result<ExitCode> {
+    let api = connect(connect_args)?;
+    let v = api.get_json(&["clusters", name, "plan"]).await?;
+    match output {
+        Output::Json => print_doc(&v, Format::Json)?,
+        Output::Text => {
+            let p: PlanView = api.typed(v, "plan")?;
+            out!("{}", plan_text(&p));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn resume(args: &crate::ResumeArgs) -> anyhow::Result<ExitCode> {
+    let connect_args = ConnectArgs {
+        server: args.server.clone(),
+        state_dir: args.state_dir.clone(),
+    };
+    let api = connect(&connect_args)?;
+    let url = api.endpoint(&["clusters", &args.cluster, "resume"]);
+    let v = match api.send_json(api.request(Method::POST, url)).await {
+        Ok(v) => v,
+        Err(e) => match &args.state_dir {
+            Some(dir) if !e.is::<super::http::ApiFailure>() => bail!(
+                "{e:#}\nif no daemon serves {} any more, remove {} to resume offline in it",
+                dir.display(),
+                dir.join(super::connect::URL_FILE).display()
+            ),
+            _ => return Err(e),
+        },
+    };
+    outln!("{}", resumed_text(&api, &args.cluster, v)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The `Resumed` event (API.md), or the cluster's summary, which some daemons answer.
+fn resumed_text(api: &Api, name: &str, v: serde_json::Value) -> anyhow::Result<String> {
+    if let Ok(e) = serde_json::from_value::<EventView>(v.clone()) {
+        return Ok(format!("{}: {}", e.cluster, e.message));
+    }
+    let s: ClusterSummary = api.typed(v, "Resumed event")?;
+    Ok(match s.breakers.as_slice() {
+        [] => format!("{name}: resumed; no breaker is tripped"),
+        still => format!("{name}: resumed; still tripped: {}", still.join(", ")),
+    })
+}
+
+fn fault_request(args: &FaultArgs) -> anyhow::Result<FaultRequest> {
+    if let Some(r) = args.rate
+        && !(r.is_finite() && (0.0..=1.0).contains(&r))
+    {
+        bail!("--rate must be a number from 0 to 1, got {r}");
+    }
+    Ok(FaultRequest {
+        kind: args.kind.clone(),
+        cluster: args.cluster.clone(),
+        duration: args.duration.map(|d| d.to_string()),
+        service: args.service.clone(),
+        rate: args.rate,
+        latency: args.latency.map(|d| d.to_string()),
+        count: args.count,
+        level: args.level.clone(),
+        template: args.template.clone(),
+        node: args.node.clone(),
+    })
+}
+
+pub async fn fault(args: FaultArgs) -> anyhow::Result<ExitCode> {
+    let request = fault_request(&args)?;
+    let api = connect(&args.connect)?;
+    let rb = api
+        .request(Method::POST, api.endpoint(&["sim", "faults"]))
+        .json(&request);
+    let v = api.send_json(rb).await?;
+    if let Some(f) = args.output {
+        print_doc(&v, f.into())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let f: FaultView = api.typed(v, "fault")?;
+    outln!(
+        "fault {} started for cluster/{} ({}), {}",
+        f.kind,
+        f.cluster,
+        f.cloud,
+        until(&f)
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn until(f: &FaultView) -> String {
+    match f.end {
+        Some(end) => format!("until {}", clock(end)),
+        None => "until the daemon stops".into(),
+    }
+}
+
+pub async fn faults(args: FaultsArgs) -> anyhow::Result<ExitCode> {
+    let api = connect(&args.connect)?;
+    let v = api.get_json(&["sim", "faults"]).await?;
+    if let Some(f) = args.output {
+        print_doc(&v, f.into())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let k: FaultKinds = api.typed(v, "fault list")?;
+    out!("{}", faults_text(&k));
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn faults_text(k: &FaultKinds) -> String {
+    let mut out = String::from("Fault kinds:\n");
+    for kind in &k.kinds {
+        out.push_str(&format!("  {kind}\n"));
+    }
+    out.push('\n');
+    if k.active.is_empty() {
+        out.push_str("No fault is active.\n");
+        return out;
+    }
+    out.push_str("Active faults (times UTC):\n");
+    let rows: Vec<Vec<String>> = k
+        .active
+        .iter()
+        .map(|f| {
+            vec![
+                f.kind.clone(),
+                f.cluster.clone(),
+                f.cloud.clone(),
+                clock(f.start),
+                f.end.map_or("-".into(), clock),
+            ]
+        })
+        .collect();
+    let table =
+        super::render::Table::render(&["KIND", "CLUSTER", "CLOUD", "STARTED", "ENDS"], &rows);
+    for line in table.lines() {
+        out.push_str(&format!("  {line}\n"));
+    }
+    out
+}
