@@ -28,43 +28,17 @@ fd=$PWD/target/release/flightdeck
 work=$(mktemp -d)
 export FLIGHTDECK_STATE_DIR=$work/state
 unset FLIGHTDECK_SERVER FLIGHTDECK_TOKEN FLIGHTDECK_CONFIG
-server=
 follower=
+# shellcheck source=scripts/lib-daemon.sh
+. scripts/lib-daemon.sh
 cleanup() {
   [ -n "$follower" ] && kill "$follower" 2>/dev/null || true
   [ -n "$server" ] && kill -9 "$server" 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; echo "--- serve log"; tail -50 "$work/serve.log" || true; exit 1; }
 pass=0
 ok() { pass=$((pass + 1)); echo "ok: $*"; }
-
-start_serve() {
-  rm -f "$FLIGHTDECK_STATE_DIR/api.url"
-  "$fd" serve --listen 127.0.0.1:0 --sim-speed "$SPEED" >> "$work/serve.log" 2>&1 &
-  server=$!
-  for _ in $(seq 1 100); do
-    [ -s "$FLIGHTDECK_STATE_DIR/api.url" ] && return 0
-    kill -0 "$server" 2>/dev/null || break
-    sleep 0.1
-  done
-  fail "serve did not start"
-}
-
-# wait_for SECONDS CMD...: until CMD succeeds.
-wait_for() {
-  local secs=$1; shift
-  local end=$((SECONDS + secs))
-  until "$@" >/dev/null 2>&1; do
-    [ $SECONDS -ge $end ] && return 1
-    sleep 1
-  done
-}
-phase_is() { "$fd" get cluster "$1" -o json | python3 -c "import json,sys; d=json.load(sys.stdin); sys.exit(0 if d['phase']=='$2' and d['ready']==('$2'=='Ready') else 1)"; }
-url() { cat "$FLIGHTDECK_STATE_DIR/api.url"; }
-admin() { cat "$FLIGHTDECK_STATE_DIR/admin.token"; }
-api() { curl -sf -H "Authorization: Bearer $(admin)" "$(url)$1"; }
 # nothing_left NAME: the simulator holds no object of the cluster and no route at all.
 nothing_left() {
   api "/api/v1/sim/objects/$1" | python3 -c "
@@ -75,7 +49,7 @@ sys.exit(0 if not left and not d['routes'] else 1)"
 }
 
 echo "== serve with no cloud: the embedded simulator (${SPEED}x real time)"
-start_serve
+start_serve --sim-speed "$SPEED"
 grep -q "admin token in $FLIGHTDECK_STATE_DIR/admin.token" "$work/serve.log" || fail "serve did not say where the admin token is"
 [ "$(stat -c %a "$FLIGHTDECK_STATE_DIR/admin.token")" = 600 ] || fail "admin.token is not mode 0600"
 ok "serve says where its API and admin token are; the token file is 0600"
@@ -120,11 +94,7 @@ ok "the OpenAPI document is valid"
 echo "== a rollout by apply (F2 gate)"
 sed 's/ubuntu-2204-kube-v1.30.2/ubuntu-2204-kube-v1.30.3/g; s/version: v1.30.2/version: v1.30.3/' examples/openstack.yaml > "$work/v2.yaml"
 "$fd" apply -f "$work/v2.yaml" | grep -q "cluster/demo configured" || fail "apply v2"
-up_to_date() { "$fd" get cluster demo -o json | python3 -c "
-import json,sys; d=json.load(sys.stdin)
-ok=d['ready'] and d['controlPlane']['upToDate']==3 and all(p['upToDate']==p['desired'] for p in d['pools'])
-sys.exit(0 if ok else 1)"; }
-wait_for 600 up_to_date || fail "the rollout did not finish"
+wait_for 600 up_to_date demo || fail "the rollout did not finish"
 api "/api/v1/clusters/demo/events?limit=1000" | grep -q "MemberChanged" || fail "no member gate events"
 ok "the new image rolled out"
 
@@ -157,11 +127,7 @@ done
 echo "== SIGTERM: exit 0 within 30 s"
 "$fd" apply -f examples/openstack.yaml > /dev/null
 sleep 2
-kill -TERM "$server"
-for _ in $(seq 1 300); do kill -0 "$server" 2>/dev/null || break; sleep 0.1; done
-if kill -0 "$server" 2>/dev/null; then fail "serve still runs 30 s after SIGTERM"; fi
-wait "$server" || fail "serve exited non-zero after SIGTERM"
-server=
+stop_serve
 ok "serve stopped on SIGTERM and exited 0"
 
 echo "== the token never appears in a log"

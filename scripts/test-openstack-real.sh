@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The real-OpenStack suite: flightdeck's REST provider against Debian's OpenStack Zed
-# services on loopback (../shared/openstack/up.sh). Builds a cluster (3 control-plane + 2
-# workers), rolls its control plane, deletes it, and checks each step with openstacksdk.
-# Nova's fake driver boots no kubelet, so nodes come from simulated kubelets keyed by the
-# real servers (--simulated-nodes). Services are stopped on exit.
+# The real-OpenStack suite: the flightdeck daemon against Debian's OpenStack Zed
+# services on loopback (../shared/openstack/up.sh), driven through the CLI. `serve`
+# runs without the embedded simulator; `apply` builds a cluster (3 control-plane + 2
+# workers), a second `apply` rolls it to a new image, `delete cluster --wait` removes it;
+# each step is checked with openstacksdk. Nova's fake driver boots no kubelet, so nodes
+# come from simulated kubelets keyed by the real servers (--simulated-nodes). Services
+# are stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shared=$(cd ../shared/openstack && pwd)
@@ -13,7 +15,11 @@ t0=$(date +%s)
 cargo build --release -p flightdeck
 fd=$(pwd)/target/release/flightdeck
 work=$(mktemp -d)
-trap 'bash "$shared/down.sh" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+export FLIGHTDECK_STATE_DIR=$work/state
+unset FLIGHTDECK_SERVER FLIGHTDECK_TOKEN FLIGHTDECK_CONFIG
+# shellcheck source=scripts/lib-daemon.sh
+. scripts/lib-daemon.sh
+trap '[ -n "$server" ] && kill -9 "$server" 2>/dev/null; bash "$shared/down.sh" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 bash "$shared/up.sh"
 # shellcheck disable=SC1091
 . "$FDSTACK_DIR/adminrc"
@@ -21,15 +27,20 @@ export PATH="/usr/bin:$PATH"  # Debian's python has the OpenStack modules
 /usr/bin/python3 tests/real/setup.py "$work"
 export OS_CLIENT_CONFIG_FILE="$work/clouds.yaml"
 unset OS_CLOUD
-state="$work/state"
 
+echo "== serve against the real cloud (no simulator)"
+start_serve --no-sim --simulated-nodes
 echo "== create: 3 control-plane + 2 workers"
-$fd up -f tests/real/cluster.yaml --openstack --simulated-nodes --state-dir "$state" --timeout 15m
+$fd apply -f tests/real/cluster.yaml
+wait_for 900 phase_is demo Ready || fail "demo not Ready within 15 minutes"
+$fd describe cluster demo
 /usr/bin/python3 tests/real/verify.py exists demo 3 2 fake-img
-echo "== control-plane rollout to fake-img-2"
-$fd up -f tests/real/cluster-v2.yaml --openstack --simulated-nodes --state-dir "$state" --timeout 20m
+echo "== control-plane rollout to fake-img-2 (apply)"
+$fd apply -f tests/real/cluster-v2.yaml
+wait_for 1200 up_to_date demo || fail "the rollout did not finish within 20 minutes"
 /usr/bin/python3 tests/real/verify.py exists demo 3 2 fake-img-2
 echo "== delete"
-$fd delete demo --cloud fdstack --simulated-nodes --state-dir "$state" --timeout 15m
+$fd delete cluster demo --wait --timeout 15m
 /usr/bin/python3 tests/real/verify.py gone demo
+stop_serve
 echo "real OpenStack suite passed in $(( $(date +%s) - t0 ))s"
