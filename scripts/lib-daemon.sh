@@ -38,16 +38,24 @@ wait_for() {
   done
 }
 
-# phase_is NAME PHASE: the daemon shows the cluster in that phase (Ready means ready).
+# phase_is NAME PHASE: the daemon shows the cluster in that phase (Ready means ready),
+# from a reconcile of its latest spec (observedGeneration = generation).
 phase_is() {
-  "$fd" get cluster "$1" -o json | python3 -c "import json,sys; d=json.load(sys.stdin); sys.exit(0 if d['phase']=='$2' and d['ready']==('$2'=='Ready') else 1)"
-}
-
-# up_to_date NAME: Ready, and every machine of every set is up to date.
-up_to_date() {
   "$fd" get cluster "$1" -o json | python3 -c "
 import json,sys; d=json.load(sys.stdin)
-ok=d['ready'] and d['controlPlane']['upToDate']==d['controlPlane']['desired'] and all(p['upToDate']==p['desired'] for p in d['pools'])
+ok=d['phase']=='$2' and d['ready']==('$2'=='Ready') and d['observedGeneration']==d['generation']
+sys.exit(0 if ok else 1)"
+}
+
+# up_to_date NAME [IMAGE]: from a reconcile of its latest spec, Ready, every machine of
+# every set up to date (and, with IMAGE, every control-plane machine on that image).
+up_to_date() {
+  "$fd" get cluster "$1" -o json | python3 -c "
+import json,sys; d=json.load(sys.stdin); st=d['status']
+ok=d['observedGeneration']==d['generation'] and d['ready']
+ok=ok and d['controlPlane']['upToDate']==d['controlPlane']['desired'] and all(p['upToDate']==p['desired'] for p in d['pools'])
+image='${2:-}'
+ok=ok and (not image or all(m['image']==image for m in st['controlPlane']['machines']))
 sys.exit(0 if ok else 1)"
 }
 

@@ -49,7 +49,7 @@ wait_for 300 new_machine || fail "the rollout did not start"
 kill -9 "$server"; wait "$server" 2>/dev/null || true; server=
 echo "ok: serve killed with SIGKILL in the middle of the rollout"
 start_serve --no-sim --simulated-nodes
-wait_for 900 up_to_date demo || fail "the rollout did not complete after the restart"
+wait_for 900 up_to_date demo ubuntu-2204-kube-v1.30.3 || fail "the rollout did not complete after the restart"
 echo "ok: the rollout completed after the restart"
 "$venv/bin/python" - <<'PY'
 import collections, openstack

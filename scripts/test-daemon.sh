@@ -94,7 +94,7 @@ ok "the OpenAPI document is valid"
 echo "== a rollout by apply (F2 gate)"
 sed 's/ubuntu-2204-kube-v1.30.2/ubuntu-2204-kube-v1.30.3/g; s/version: v1.30.2/version: v1.30.3/' examples/openstack.yaml > "$work/v2.yaml"
 "$fd" apply -f "$work/v2.yaml" | grep -q "cluster/demo configured" || fail "apply v2"
-wait_for 600 up_to_date demo || fail "the rollout did not finish"
+wait_for 600 up_to_date demo ubuntu-2204-kube-v1.30.3 || fail "the rollout did not finish"
 api "/api/v1/clusters/demo/events?limit=1000" | grep -q "MemberChanged" || fail "no member gate events"
 ok "the new image rolled out"
 

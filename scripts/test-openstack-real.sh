@@ -37,7 +37,7 @@ $fd describe cluster demo
 /usr/bin/python3 tests/real/verify.py exists demo 3 2 fake-img
 echo "== control-plane rollout to fake-img-2 (apply)"
 $fd apply -f tests/real/cluster-v2.yaml
-wait_for 1200 up_to_date demo || fail "the rollout did not finish within 20 minutes"
+wait_for 1200 up_to_date demo fake-img-2 || fail "the rollout did not finish within 20 minutes"
 /usr/bin/python3 tests/real/verify.py exists demo 3 2 fake-img-2
 echo "== delete"
 $fd delete cluster demo --wait --timeout 15m

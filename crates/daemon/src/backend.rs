@@ -70,6 +70,7 @@ pub fn spawn<P: Provider + 'static>(
         published,
         created,
         last_error: BTreeMap::new(),
+        generations: BTreeMap::new(),
     };
     let task = tokio::spawn(async move { backend.run(rx, shutdown).await });
     (handle, task)
@@ -82,6 +83,26 @@ struct Backend<P: Provider> {
     /// When each cluster was first applied (its clock).
     created: BTreeMap<String, u64>,
     last_error: BTreeMap<String, String>,
+    /// Per cluster: (spec generation, generation the running or latest reconcile
+    /// started from, generation the latest finished reconcile started from).
+    generations: BTreeMap<String, Generations>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Generations {
+    spec: u64,
+    started: u64,
+    observed: u64,
+}
+
+impl Default for Generations {
+    fn default() -> Self {
+        Generations {
+            spec: 1,
+            started: 0,
+            observed: 0,
+        }
+    }
 }
 
 type Timed = std::pin::Pin<Box<dyn std::future::Future<Output = (Finished, Duration)> + Send>>;
@@ -104,7 +125,9 @@ impl<P: Provider + 'static> Backend<P> {
         let mut stopping: Option<Instant> = None;
         loop {
             if stopping.is_none() {
-                for r in self.engine.start_due(self.config.concurrency) {
+                for (name, r) in self.engine.start_due(self.config.concurrency) {
+                    let g = self.generations.entry(name).or_default();
+                    g.started = g.spec;
                     in_flight.push(timed(r));
                 }
             }
@@ -151,6 +174,9 @@ impl<P: Provider + 'static> Backend<P> {
     fn complete(&mut self, finished: Finished, took: Duration) {
         let name = finished.cluster().to_string();
         let class = finished.result_class();
+        if let Some(g) = self.generations.get_mut(&name) {
+            g.observed = g.started;
+        }
         self.published.metrics.reconciled(class, took.as_secs_f64());
         match self.engine.complete(finished) {
             Ok(()) => {
@@ -183,6 +209,9 @@ impl<P: Provider + 'static> Backend<P> {
                 &self.config.label,
                 self.created.get(name).copied(),
                 self.last_error.get(name).cloned(),
+                self.generations
+                    .get(name)
+                    .map_or((1, 0), |g| (g.spec, g.observed)),
                 now,
             );
             views::detail(summary, record)
@@ -241,6 +270,10 @@ impl<P: Provider + 'static> Backend<P> {
         };
         if result != "unchanged" {
             self.engine.apply(spec).map_err(engine_failure)?;
+            let g = self.generations.entry(name.clone()).or_default();
+            if result == "configured" {
+                g.spec += 1;
+            }
         }
         if result == "created" {
             self.created

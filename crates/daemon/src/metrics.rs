@@ -7,10 +7,10 @@
 //!   `flightdeck_cloud_calls_total{cloud, service, verb, status_class}` and
 //!   `flightdeck_cloud_call_duration_seconds{cloud, service, verb}`.
 //! - Flight control: `flightdeck_repairs_started_total{rule}` and
-//!   `flightdeck_repairs_finished_total{rule}` from the event stream ([`rule_of`]
-//!   documents which events count), and the fleet's gauges, set from a snapshot
-//!   ([`FleetGauges`]): repairs in progress and budgets by cluster and set, clusters by
-//!   active condition and by phase, open churn breakers.
+//!   `flightdeck_repairs_finished_total{rule}` from the event stream
+//!   ([`Metrics::on_cluster_event`] documents which events count), and the fleet's gauges,
+//!   set from a snapshot ([`FleetGauges`]): repairs in progress and budgets by cluster and
+//!   set, clusters by active condition and by phase, open churn breakers.
 //!
 //! [`Metrics::encode`] answers in the Prometheus text format 0.0.4 (what `/metrics` serves
 //! as `text/plain; version=0.0.4`): prometheus-client writes OpenMetrics, whose counter

@@ -44,6 +44,11 @@ pub struct ClusterSummary {
     pub created_at: Option<u64>,
     /// The latest reconcile's error, if it failed.
     pub last_error: Option<String>,
+    /// Counts the specs applied to this cluster since the daemon started (1 at start).
+    pub generation: u64,
+    /// The generation the latest finished reconcile started from: the status describes
+    /// the current spec only once it equals `generation` (as in Kubernetes).
+    pub observed_generation: u64,
     pub now: u64,
 }
 

@@ -23,6 +23,7 @@ pub fn summary(
     cloud: &str,
     created_at: Option<u64>,
     last_error: Option<String>,
+    generations: (u64, u64),
     now: u64,
 ) -> ClusterSummary {
     let status = &record.status;
@@ -78,6 +79,8 @@ pub fn summary(
         repairs: u32::try_from(status.repairs.len()).unwrap_or(u32::MAX),
         created_at,
         last_error,
+        generation: generations.0,
+        observed_generation: generations.1,
         now,
     }
 }

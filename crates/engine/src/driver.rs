@@ -106,7 +106,7 @@ impl<P: Provider + 'static> Engine<P> {
 
     /// Starts the reconciles due now, as many as keep at most `max_in_flight` running;
     /// a cluster whose reconcile is still in flight is never started twice.
-    pub fn start_due(&mut self, max_in_flight: usize) -> Vec<Reconcile> {
+    pub fn start_due(&mut self, max_in_flight: usize) -> Vec<(String, Reconcile)> {
         let room = max_in_flight.saturating_sub(self.in_flight.len());
         if room == 0 {
             return Vec::new();
@@ -130,14 +130,16 @@ impl<P: Provider + 'static> Engine<P> {
             };
             let owned = self.owned_ctx();
             self.in_flight.insert(key.clone(), InFlight::default());
-            started.push(Box::pin(async move {
+            let name = key.clone();
+            let future = Box::pin(async move {
                 let ctx = owned.borrow();
                 let result = reconcile(&ctx, job).await;
                 Finished {
                     cluster: key,
                     result,
                 }
-            }) as Reconcile);
+            }) as Reconcile;
+            started.push((name, future));
         }
         assert!(self.in_flight.len() <= max_in_flight.max(1) + self.clusters.len());
         started
