@@ -27,6 +27,8 @@ export PATH="/usr/bin:$PATH"  # Debian's python has the OpenStack modules
 /usr/bin/python3 tests/real/setup.py "$work"
 export OS_CLIENT_CONFIG_FILE="$work/clouds.yaml"
 unset OS_CLOUD
+# The cloud's state outlives a run: what a failed run left would count against quotas.
+/usr/bin/python3 tests/real/verify.py cleanup demo
 
 echo "== serve against the real cloud (no simulator)"
 start_serve --no-sim --simulated-nodes
@@ -35,10 +37,10 @@ $fd apply -f tests/real/cluster.yaml
 wait_for 900 phase_is demo Ready || fail "demo not Ready within 15 minutes"
 $fd describe cluster demo
 /usr/bin/python3 tests/real/verify.py exists demo 3 2 fake-img
-echo "== control-plane rollout to fake-img-2 (apply)"
+echo "== control-plane rollout to fake-img-2 and new user data (apply)"
 $fd apply -f tests/real/cluster-v2.yaml
 wait_for 1200 up_to_date demo fake-img-2 || fail "the rollout did not finish within 20 minutes"
-/usr/bin/python3 tests/real/verify.py exists demo 3 2 fake-img-2
+/usr/bin/python3 tests/real/verify.py exists demo 3 2 fake-img-2 /etc/flightdeck-v2
 echo "== delete"
 $fd delete cluster demo --wait --timeout 15m
 /usr/bin/python3 tests/real/verify.py gone demo

@@ -5,6 +5,7 @@ field by field; the script prints one line per check and a closing
 "N passed, M failed" line, and exits non-zero on any failure.
 """
 
+import base64
 import sys
 import time
 import traceback
@@ -87,9 +88,11 @@ def test_security_group_and_rule_create_and_duplicate_rule_conflict():
 
 
 def test_server_create_goes_build_then_active_and_show_matches():
+    user_data = base64.b64encode(b"#cloud-config\nhostname: conf-1\n").decode()
     s = conn.compute.create_server(
         name="conf-1", flavor_id=state["flavor"].id, image_id=state["image"].id,
-        networks=[{"uuid": state["net"].id}], security_groups=[{"name": "conf-sg"}])
+        networks=[{"uuid": state["net"].id}], security_groups=[{"name": "conf-sg"}],
+        user_data=user_data)
     first = conn.compute.get_server(s.id)
     assert first.status in ("BUILD", "ACTIVE"), first.status
     seen_build = first.status == "BUILD"
@@ -102,6 +105,8 @@ def test_server_create_goes_build_then_active_and_show_matches():
     assert s.flavor.name == "m1.small"
     assert seen_build, "the server never showed BUILD"
     assert "conf-1" in [x.name for x in conn.compute.servers()]
+    # Nova keeps the user data and shows it back (OS-EXT-SRV-ATTR:user_data, 2.3+).
+    assert conn.compute.get_server(s.id).user_data == user_data
     state["server"] = s
 
 

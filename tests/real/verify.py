@@ -2,6 +2,7 @@
 
   verify.py exists CLUSTER CP WORKERS IMAGE   every object exists as specified
   verify.py gone CLUSTER                      nothing carrying the cluster's tag remains
+  verify.py cleanup CLUSTER                   deletes what an earlier, failed run left behind
 """
 import sys
 
@@ -13,6 +14,22 @@ tag = f"flightdeck-cluster={cluster}"
 servers = [s for s in c.compute.servers(details=True, tags=tag)]
 lbs = [lb for lb in c.load_balancer.load_balancers(tags=tag)]
 groups = [g for g in c.network.security_groups(tags=tag)]
+
+if mode == "cleanup":
+    import time
+    for lb in lbs:
+        c.load_balancer.delete_load_balancer(lb.id, cascade=True, ignore_missing=True)
+    for s in servers:
+        c.compute.delete_server(s.id, ignore_missing=True)
+    for _ in range(240):
+        left = list(c.compute.servers(tags=tag)) + list(c.load_balancer.load_balancers(tags=tag))
+        if not left:
+            break
+        time.sleep(1)
+    for g in c.network.security_groups(tags=tag):
+        c.network.delete_security_group(g.id, ignore_missing=True)
+    print(f"cleaned up {len(servers)} server(s), {len(lbs)} load balancer(s), {len(groups)} group(s) of an earlier run")
+    sys.exit(0)
 
 if mode == "gone":
     left = [s.name for s in servers] + [lb.name for lb in lbs] + [g.name for g in groups]
@@ -32,6 +49,17 @@ for s in servers:
     assert [g["name"] for g in s.security_groups] == [f"{cluster}-nodes"], s.security_groups
 for s in cps:
     assert s.image["id"] == image_id, (s.name, s.image)
+# machine.userData reached Nova, its variables filled in for each machine.
+import base64
+expect = sys.argv[6] if len(sys.argv) > 6 else None
+for s in cps:
+    data = c.compute.get_server(s.id).user_data
+    assert data, (s.name, "no user_data")
+    text = base64.b64decode(data).decode()
+    assert f"hostname: {s.name}\n" in text, (s.name, text)
+    assert "control-plane of demo" in text, (s.name, text)
+    if expect:
+        assert expect in text, (s.name, expect, text)
 assert len(lbs) == 1 and lbs[0].provisioning_status == "ACTIVE", [(x.name, x.provisioning_status) for x in lbs]
 lb = lbs[0]
 listeners = [x for x in c.load_balancer.listeners() if any(l["id"] == lb.id for l in x.load_balancers)]
@@ -46,4 +74,4 @@ assert len(groups) == 1
 rules = [r for r in groups[0].security_group_rules if r["direction"] == "ingress"]
 assert sorted(r["protocol"] for r in rules) == ["icmp", "tcp", "udp"], rules
 assert all(r["remote_ip_prefix"] == "10.244.0.0/16" for r in rules), rules
-print(f"verified: {cp} control-plane on {image}, {workers} workers, load balancer with {len(members)} members, 3 rules")
+print(f"verified: {cp} control-plane on {image} with their user data, {workers} workers, load balancer with {len(members)} members, 3 rules")

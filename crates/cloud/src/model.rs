@@ -54,6 +54,10 @@ pub struct ServerCreate {
     /// ignore it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eviction_strategy: Option<String>,
+    /// The machine's cloud-init user data, variables filled in (`machine.userData`):
+    /// Nova `user_data`, a KubeVirt `cloudInitNoCloud` volume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_data: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

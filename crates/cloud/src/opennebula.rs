@@ -179,6 +179,9 @@ pub struct Instantiate {
     pub template_id: String,
     pub name: String,
     pub tags: Vec<String>,
+    /// The machine's cloud-init user data, variables filled in: the VM's
+    /// `CONTEXT = [ USER_DATA, USERDATA_ENCODING = "base64" ]`.
+    pub user_data: Option<String>,
 }
 
 /// Templates, images and instantiation (OpenNebula). Lists return every object the

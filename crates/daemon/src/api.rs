@@ -120,6 +120,13 @@ async fn apply(State(s): S, Query(q): Query<ApplyQuery>, body: String) -> Respon
     for (i, d) in docs.into_iter().enumerate() {
         match d {
             flightdeck_spec::Document::Cluster(c) => {
+                if let Some(path) = flightdeck_spec::userdata::unresolved(&c) {
+                    return Failure::unprocessable(format!(
+                        "{source}: document {}: {path}: names a file the daemon cannot read; `flightdeck apply -f FILE` sends its content",
+                        i + 1
+                    ))
+                    .into_response();
+                }
                 if specs
                     .iter()
                     .any(|x: &flightdeck_spec::Cluster| x.name() == c.name())

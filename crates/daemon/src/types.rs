@@ -45,9 +45,11 @@ pub struct ClusterSummary {
     /// The latest reconcile's error, if it failed.
     pub last_error: Option<String>,
     /// Counts the specs applied to this cluster since the daemon started (1 at start).
+    #[serde(default)]
     pub generation: u64,
     /// The generation the latest finished reconcile started from: the status describes
     /// the current spec only once it equals `generation` (as in Kubernetes).
+    #[serde(default)]
     pub observed_generation: u64,
     pub now: u64,
 }

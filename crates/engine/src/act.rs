@@ -117,6 +117,7 @@ pub async fn act<P: Provider>(
                 network,
                 security_group,
                 eviction_strategy,
+                user_data,
                 ..
             } => {
                 let s = provider
@@ -132,6 +133,7 @@ pub async fn act<P: Provider>(
                         },
                         tags: owner.tags(&Role::Machine(key.clone())),
                         eviction_strategy: eviction_strategy.clone(),
+                        user_data: user_data.clone(),
                     })
                     .await?;
                 if let Some(r) = memory.machines.get_mut(machine) {
@@ -228,6 +230,7 @@ pub async fn act<P: Provider>(
                 machine,
                 key,
                 template_id,
+                user_data,
                 ..
             } => {
                 let answer = provider
@@ -235,6 +238,7 @@ pub async fn act<P: Provider>(
                         template_id: template_id.clone(),
                         name: machine.clone(),
                         tags: owner.tags(&Role::Machine(key.clone())),
+                        user_data: user_data.clone(),
                     })
                     .await;
                 let id = match answer {

@@ -239,6 +239,7 @@ mod tests {
             security_groups: vec!["ignored".into()],
             tags: owner.tags(&Role::Machine(machine.into())),
             eviction_strategy: None,
+            user_data: None,
         }
     }
 

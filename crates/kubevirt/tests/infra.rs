@@ -32,6 +32,7 @@ fn create_req(machine: &str) -> ServerCreate {
         security_groups: vec![],
         tags: owner().tags(&Role::Machine(machine.into())),
         eviction_strategy: None,
+        user_data: None,
     }
 }
 

@@ -124,6 +124,7 @@ async fn servers_are_instantiated_from_templates_not_created() {
         security_groups: vec![],
         tags: vec![],
         eviction_strategy: None,
+        user_data: None,
     };
     let e = cloud.create_server(&req).await.expect_err("no create");
     assert_eq!(e.class, ErrorClass::Permanent);
@@ -143,6 +144,7 @@ async fn instantiate_puts_the_ownership_tags_into_the_user_template() {
         template_id: "7".into(),
         name: "demo-cp-3".into(),
         tags: owner().tags(&Role::Machine("demo-cp-3".into())),
+        user_data: None,
     };
     let id = fake
         .cloud(OneNode)

@@ -14,7 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use flightdeck_cloud::provider::Result;
 use flightdeck_cloud::{
-    Compute, ErrorClass, Ownership, Server, ServerCreate, ServerStatus, Timestamp,
+    CloudError, Compute, ErrorClass, Ownership, Server, ServerCreate, ServerStatus, Timestamp,
 };
 use reqwest::Method;
 use serde::Deserialize;
@@ -30,6 +30,8 @@ const OP_CREATE: &str = "POST /servers";
 const OP_SHOW: &str = "GET /servers/{server_id}";
 const OP_DELETE: &str = "DELETE /servers/{server_id}";
 const OP_ACTION: &str = "POST /servers/{server_id}/action";
+/// Nova's limit on `user_data`, base64 included.
+const NOVA_USER_DATA_MAX: usize = 65_535;
 
 /// A server as Nova's API shows it (the fields flightdeck reads).
 #[derive(Debug, Deserialize)]
@@ -173,7 +175,7 @@ impl OpenStackCloud {
             .iter()
             .map(|g| json!({ "name": g }))
             .collect();
-        let body = json!({
+        let mut body = json!({
             "server": {
                 "name": req.name,
                 "flavorRef": flavor,
@@ -183,6 +185,24 @@ impl OpenStackCloud {
                 "tags": req.tags,
             }
         });
+        if let Some(data) = &req.user_data {
+            use base64::Engine;
+            let encoded = base64::engine::general_purpose::STANDARD.encode(data);
+            if encoded.len() > NOVA_USER_DATA_MAX {
+                return Err(CloudError::new(
+                    ErrorClass::Permanent,
+                    Service::Nova.name(),
+                    OP_CREATE,
+                    None,
+                    format!(
+                        "server {}: user data is {} bytes after base64; Nova takes at most {NOVA_USER_DATA_MAX}",
+                        req.name,
+                        encoded.len()
+                    ),
+                ));
+            }
+            body["server"]["user_data"] = json!(encoded);
+        }
         let call = Call::new(Service::Nova, OP_CREATE, Method::POST, "/servers").json(body);
         #[derive(Deserialize)]
         struct Created {

@@ -136,6 +136,7 @@ fn server_request() -> ServerCreate {
         security_groups: vec!["sg-1".into()],
         tags: owner().tags(&Role::Machine("demo-cp-1".into())),
         eviction_strategy: None,
+        user_data: None,
     }
 }
 

@@ -49,6 +49,9 @@ pub enum Action {
         /// KubeVirt: the VMI's eviction strategy.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         eviction_strategy: Option<String>,
+        /// Cloud-init user data, variables filled in.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        user_data: Option<String>,
     },
     CreateMember {
         machine: String,
@@ -107,6 +110,9 @@ pub enum Action {
         key: String,
         role: MachineRole,
         template_id: String,
+        /// Cloud-init user data, variables filled in.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        user_data: Option<String>,
     },
     /// OpenNebula: a template flightdeck registered and no cluster holds any more.
     DeleteTemplate {

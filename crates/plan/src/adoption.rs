@@ -69,6 +69,9 @@ pub(crate) fn adopt_orphans(p: &mut Planner<'_>) {
                     flavor: s.flavor.clone(),
                     image: s.image.clone(),
                     version: "unknown".into(),
+                    // Unknown: the adopted server is taken for outdated if the set
+                    // has user data, and rolled.
+                    user_data: 0,
                 },
                 reason: "adopted: it carries this cluster's tags".into(),
                 created_at: s.created_at,

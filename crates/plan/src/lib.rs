@@ -28,6 +28,7 @@ mod removal;
 mod rollout;
 mod routes;
 pub mod status;
+mod userdata;
 
 use flightdeck_cloud::{Observed, Timestamp};
 use flightdeck_spec::{Cluster, Duration};

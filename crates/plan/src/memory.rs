@@ -30,6 +30,13 @@ pub struct MachineTemplate {
     pub flavor: String,
     pub image: String,
     pub version: String,
+    /// The digest of the set's userData (0: none): new content is a rollout.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub user_data: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Why and since when a machine is being removed. Once set, removal always finishes:

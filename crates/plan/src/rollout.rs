@@ -539,6 +539,7 @@ fn request_server(p: &mut Planner<'_>, record: &MachineRecord, infra: &Infra, wh
                     network: namespace,
                     security_group: String::new(),
                     eviction_strategy: Some(kv.eviction_strategy.as_str().to_string()),
+                    user_data: crate::userdata::render_for(p, record),
                 },
                 why.to_string(),
             );
@@ -567,6 +568,7 @@ fn request_server(p: &mut Planner<'_>, record: &MachineRecord, infra: &Infra, wh
             network: openstack.network.to_string(),
             security_group: group,
             eviction_strategy: None,
+            user_data: crate::userdata::render_for(p, record),
         },
         why.to_string(),
     );
@@ -590,6 +592,7 @@ fn request_vm(p: &mut Planner<'_>, record: &MachineRecord, infra: &Infra, why: &
             key: record.key.clone(),
             role: record.role.clone(),
             template_id,
+            user_data: crate::userdata::render_for(p, record),
         },
         why.to_string(),
     );
@@ -608,12 +611,14 @@ fn machine_template(
             flavor: String::new(),
             image: crate::opennebula::template_name(one, t.as_str()).unwrap_or_default(),
             version,
+            user_data: m.user_data.as_ref().map_or(0, |u| u.digest),
         };
     }
     MachineTemplate {
         flavor: m.flavor.as_ref().map(|f| f.to_string()).unwrap_or_default(),
         image: m.image.as_ref().map(|i| i.to_string()).unwrap_or_default(),
         version,
+        user_data: m.user_data.as_ref().map_or(0, |u| u.digest),
     }
 }
 

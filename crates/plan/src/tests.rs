@@ -9,6 +9,7 @@ mod hazards;
 mod infra;
 mod opennebula;
 mod rollout;
+mod userdata;
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -313,6 +314,7 @@ impl World {
                 flavor: flavor.into(),
                 image: IMAGE.into(),
                 version: version.into(),
+                user_data: 0,
             },
             reason: "test".into(),
             created_at,

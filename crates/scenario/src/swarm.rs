@@ -347,6 +347,7 @@ fn machine(flavor: &str, image: &str) -> Option<flightdeck_spec::MachineTemplate
         flavor: Some(Text::new(flavor).ok()?),
         image: Some(Text::new(image).ok()?),
         template: None,
+        user_data: None,
     })
 }
 

@@ -544,6 +544,15 @@ impl SimCloud {
         neutron::add_foreign_group(&mut st, name)
     }
 
+    /// The user data Nova keeps for a server (decoded), as
+    /// `OS-EXT-SRV-ATTR:user_data` shows it. Not an API call.
+    pub fn server_user_data(&self, id: &str) -> Option<String> {
+        self.lock()
+            .servers
+            .get(id)
+            .and_then(|s| s.user_data.clone())
+    }
+
     /// Adds a load balancer that flightdeck did not create, untagged and
     /// `ACTIVE/ONLINE` at once. Not an API call.
     pub fn add_foreign_load_balancer(&self, name: &str) -> String {

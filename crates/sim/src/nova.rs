@@ -39,6 +39,8 @@ pub(crate) struct ServerRec {
     pub(crate) no_kubelet: bool,
     /// Decided when requested (`nova.dropSecurityGroup`): it comes up without groups.
     drop_groups: bool,
+    /// The user data it was created with (decoded), as Nova keeps it.
+    pub(crate) user_data: Option<String>,
 }
 
 impl ServerRec {
@@ -158,6 +160,7 @@ fn create(st: &mut State, now: Timestamp, req: &ServerCreate) -> Result<Server> 
             boot_fails,
             no_kubelet,
             drop_groups,
+            user_data: req.user_data.clone(),
         },
     );
     let boot = st.config.latencies.server_boot;
@@ -307,6 +310,7 @@ pub(crate) fn add_foreign(st: &mut State, now: Timestamp, name: &str, tags: Vec<
             boot_fails: false,
             no_kubelet: false,
             drop_groups: false,
+            user_data: None,
         },
     );
     if let Some(ip) = address {

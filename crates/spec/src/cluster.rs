@@ -65,6 +65,10 @@ pub struct MachineTemplate {
     /// OpenNebula: one of `spec.provider.opennebula.templates`, by name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template: Option<Name>,
+    /// A cloud-init file every machine of the set boots with (path relative to the spec
+    /// file); see [`crate::userdata`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_data: Option<crate::userdata::UserData>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -506,6 +510,7 @@ impl Cluster {
                 format!("expected Cluster, got {:?}", self.kind),
             ));
         }
+        crate::userdata::check_supported(self)?;
         let provider = &self.spec.provider;
         match (
             &provider.openstack,

@@ -10,6 +10,7 @@ pub mod load;
 pub mod names;
 pub mod opennebula;
 pub mod scenario;
+pub mod userdata;
 
 pub use cidr::Cidr;
 pub use cluster::{Cluster, ClusterSpec, Flight, MachineTemplate, NodePool, Provider};

@@ -69,7 +69,21 @@ pub fn load_file(path: &Path) -> Result<Vec<Document>, SpecError> {
         )));
     }
     let text = std::fs::read_to_string(path).map_err(|e| io_err(format!("cannot read: {e}")))?;
-    load_documents(&text, &source)
+    let mut docs = load_documents(&text, &source)?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    for (i, d) in docs.iter_mut().enumerate() {
+        if let Document::Cluster(c) = d {
+            crate::userdata::resolve_cluster(c, base).map_err(|(field, message)| SpecError {
+                source: source.clone(),
+                document: i,
+                path: field,
+                line: None,
+                column: None,
+                message,
+            })?;
+        }
+    }
+    Ok(docs)
 }
 
 /// Parses YAML text holding one or more `---`-separated documents. `source` names the

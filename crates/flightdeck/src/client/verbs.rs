@@ -60,12 +60,34 @@ fn read_spec(file: &Path) -> anyhow::Result<(String, String)> {
     Ok((text, source))
 }
 
+/// The file's clusters with every userData file read, as one JSON document each
+/// (JSON is YAML: the daemon parses the stream as it parses a file).
+fn resolved_documents(file: &std::path::Path) -> anyhow::Result<String> {
+    let docs = flightdeck_spec::load_file(file)?;
+    let mut out = String::new();
+    for d in docs {
+        let flightdeck_spec::Document::Cluster(c) = d else {
+            anyhow::bail!("{}: only Cluster documents can be applied", file.display());
+        };
+        out.push_str("---\n");
+        out.push_str(&serde_json::to_string(&c)?);
+        out.push('\n');
+    }
+    Ok(out)
+}
+
 pub async fn apply(args: super::ApplyArgs) -> anyhow::Result<ExitCode> {
-    let (text, source) = read_spec(&args.file)?;
-    let json = args
+    let (mut text, source) = read_spec(&args.file)?;
+    let mut json = args
         .file
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    // userData files are named relative to the spec, which only this side can read:
+    // the clusters travel with their content (as JSON documents).
+    if text.contains("userData") && source != "stdin" {
+        text = resolved_documents(&args.file)?;
+        json = true;
+    }
     let content_type = if json {
         "application/json"
     } else {

@@ -88,6 +88,7 @@ impl World {
                         } else {
                             String::new()
                         },
+                        user_data: 0,
                     },
                     reason: "test".into(),
                     created_at: T0.minus_mins(30),

@@ -142,6 +142,15 @@ fn render(app: &App, s: &Server, mv: Mv) -> Value {
     let Some(m) = v.as_object_mut() else {
         return v;
     };
+    if mv.at_least(3)
+        && let Some(data) = app.cloud.server_user_data(&s.id)
+    {
+        use base64::Engine;
+        m.insert(
+            "OS-EXT-SRV-ATTR:user_data".into(),
+            json!(base64::engine::general_purpose::STANDARD.encode(data)),
+        );
+    }
     if !s.security_groups.is_empty() {
         let groups: Vec<Value> = s
             .security_groups
@@ -343,6 +352,40 @@ fn network_of(server: &Value, mv: Mv) -> Result<String, Response> {
     }
 }
 
+/// Nova's limit on `user_data`, base64 included.
+const USER_DATA_MAX: usize = 65_535;
+
+/// `user_data`: base64, at most 65,535 bytes, as Nova's schema checks it; decoded.
+fn user_data_of(server: &Value) -> Result<Option<String>, Response> {
+    use base64::Engine;
+    let Some(v) = server.get("user_data").filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let Some(text) = v.as_str() else {
+        return Err(invalid(
+            "server/user_data",
+            &format!("{v} is not of type 'string', 'null'"),
+        ));
+    };
+    if text.len() > USER_DATA_MAX {
+        return Err(invalid(
+            "server/user_data",
+            &format!("'{}...' is too long", &text[..20.min(text.len())]),
+        ));
+    }
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok());
+    match decoded {
+        Some(d) => Ok(Some(d)),
+        None => Err(invalid(
+            "server/user_data",
+            &format!("'{}' is not a 'base64'", &text[..20.min(text.len())]),
+        )),
+    }
+}
+
 /// The `ServerCreate` a `POST /servers` body asks for, or the 400 it earns.
 fn parse_create(app: &App, body: &[u8], mv: Mv) -> Result<ServerCreate, Response> {
     let body = wire::body_object(body).map_err(|m| bad(&m))?;
@@ -389,6 +432,7 @@ fn parse_create(app: &App, body: &[u8], mv: Mv) -> Result<ServerCreate, Response
         ));
     }
     let tags = wire::strings(server, "tags").map_err(|m| invalid("tags", &m))?;
+    let user_data = user_data_of(server)?;
     Ok(ServerCreate {
         name,
         flavor: flavor.name.to_string(),
@@ -397,6 +441,7 @@ fn parse_create(app: &App, body: &[u8], mv: Mv) -> Result<ServerCreate, Response
         security_groups,
         tags,
         eviction_strategy: None,
+        user_data,
     })
 }
 

@@ -71,6 +71,7 @@ pub fn server_req(name: &str, o: &Ownership, groups: &[&str]) -> ServerCreate {
         security_groups: groups.iter().map(|g| g.to_string()).collect(),
         tags: o.tags(&Role::Machine(name.into())),
         eviction_strategy: None,
+        user_data: None,
     }
 }
 
