@@ -114,6 +114,8 @@ pub struct VirtualMachineCreate {
     pub tags: Vec<String>,
     /// Whether its VMI serves the control plane (selected by the endpoint Service).
     pub control_plane: bool,
+    /// Cloud-init user data, variables filled in: a `cloudInitNoCloud` volume.
+    pub user_data: Option<String>,
 }
 
 /// The control-plane endpoint: a Service in the infra cluster selecting the cluster's

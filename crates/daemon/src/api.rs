@@ -93,9 +93,23 @@ async fn list_clusters(State(s): S) -> Json<ClusterList> {
         .published
         .views()
         .into_iter()
-        .map(|d| d.summary)
+        .map(|d| fresh(&s, d).summary)
         .collect();
     Json(ClusterList { items })
+}
+
+/// A view with `now` read at the answer, on the cluster's own clock, so that ages are
+/// counted to this moment (a view is published when its cluster last changed).
+fn fresh(s: &ApiState, mut d: ClusterDetail) -> ClusterDetail {
+    let sim = s
+        .fleet
+        .route_of(&d.summary.name)
+        .is_some_and(|r| r.is_sim());
+    d.summary.now = match (&s.fleet.sim, sim) {
+        (Some(h), true) => flightdeck_cloud::Clock::now(&h.clock).millis(),
+        _ => crate::sim_host::wall().millis(),
+    };
+    d
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -183,7 +197,7 @@ async fn get_cluster(
     s.fleet
         .published
         .view(&name)
-        .map(Json)
+        .map(|d| Json(fresh(&s, d)))
         .ok_or_else(|| Failure::not_found(&name))
 }
 

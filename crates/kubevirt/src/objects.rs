@@ -123,6 +123,16 @@ pub struct Volume {
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub container_disk: Option<ContainerDisk>,
+    /// Cloud-init's NoCloud datasource (`userDataBase64`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cloud_init_no_cloud: Option<CloudInitNoCloud>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct CloudInitNoCloud {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_data_base64: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -25,9 +25,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use crate::labels::{LABEL_CONTROL_PLANE, is_control_plane, labels_of, tags_of};
 use crate::objects::{
-    Condition, ContainerDisk, Devices, Disk, DiskTarget, DomainSpec, InstancetypeMatcher,
-    ROOT_DISK, TemplateMeta, VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceSpec,
-    VirtualMachineInstanceTemplate, VirtualMachineSpec, Volume,
+    CloudInitNoCloud, Condition, ContainerDisk, Devices, Disk, DiskTarget, DomainSpec,
+    InstancetypeMatcher, ROOT_DISK, TemplateMeta, VirtualMachine, VirtualMachineInstance,
+    VirtualMachineInstanceSpec, VirtualMachineInstanceTemplate, VirtualMachineSpec, Volume,
 };
 
 /// flightdeck's machines always run (KubeVirt restarts their VMI when it goes).
@@ -56,8 +56,15 @@ pub fn vm_create_of(req: &ServerCreate) -> VirtualMachineCreate {
         run_strategy: RUN_STRATEGY.to_string(),
         tags: req.tags.clone(),
         control_plane: is_control_plane(&req.tags),
+        user_data: req.user_data.clone(),
     }
 }
+
+/// The volume and disk KubeVirt's cloud-init NoCloud datasource reads.
+pub const CLOUD_INIT_DISK: &str = "cloudinitdisk";
+/// KubeVirt refuses inline `cloudInitNoCloud` user data over 2,048 bytes (a Secret
+/// reference carries more; not built yet).
+pub const INLINE_USER_DATA_MAX: usize = 2048;
 
 /// The VirtualMachine object for `req` in `namespace`. Fails (with the reason) on a tag
 /// that has no label.
@@ -66,6 +73,7 @@ pub fn virtual_machine(
     namespace: &str,
 ) -> Result<VirtualMachine, String> {
     let labels = labels_of(&req.tags)?;
+    let (disks, volumes) = disks_and_volumes(req)?;
     let mut template_labels = labels.clone();
     if req.control_plane {
         template_labels.insert(LABEL_CONTROL_PLANE.to_string(), "true".to_string());
@@ -92,26 +100,56 @@ pub fn virtual_machine(
                     eviction_strategy: Some(req.eviction_strategy.as_str().to_string()),
                     termination_grace_period_seconds: Some(GUEST_SHUTDOWN_GRACE_SECONDS),
                     domain: DomainSpec {
-                        devices: Devices {
-                            disks: vec![Disk {
-                                name: ROOT_DISK.to_string(),
-                                disk: Some(DiskTarget {
-                                    bus: Some("virtio".to_string()),
-                                }),
-                            }],
-                        },
+                        devices: Devices { disks },
                     },
-                    volumes: vec![Volume {
-                        name: ROOT_DISK.to_string(),
-                        container_disk: Some(ContainerDisk {
-                            image: req.image.clone(),
-                        }),
-                    }],
+                    volumes,
                 },
             },
         },
         status: None,
     })
+}
+
+/// The root container disk, and the cloud-init disk when the machine has user data.
+fn disks_and_volumes(req: &VirtualMachineCreate) -> Result<(Vec<Disk>, Vec<Volume>), String> {
+    let virtio = || {
+        Some(DiskTarget {
+            bus: Some("virtio".to_string()),
+        })
+    };
+    let mut disks = vec![Disk {
+        name: ROOT_DISK.to_string(),
+        disk: virtio(),
+    }];
+    let mut volumes = vec![Volume {
+        name: ROOT_DISK.to_string(),
+        container_disk: Some(ContainerDisk {
+            image: req.image.clone(),
+        }),
+        cloud_init_no_cloud: None,
+    }];
+    if let Some(data) = &req.user_data {
+        use base64::Engine;
+        if data.len() > INLINE_USER_DATA_MAX {
+            return Err(format!(
+                "VirtualMachine {}: user data is {} bytes; KubeVirt takes at most {INLINE_USER_DATA_MAX} inline (a Secret for more is not built yet)",
+                req.name,
+                data.len()
+            ));
+        }
+        disks.push(Disk {
+            name: CLOUD_INIT_DISK.to_string(),
+            disk: virtio(),
+        });
+        volumes.push(Volume {
+            name: CLOUD_INIT_DISK.to_string(),
+            container_disk: None,
+            cloud_init_no_cloud: Some(CloudInitNoCloud {
+                user_data_base64: Some(base64::engine::general_purpose::STANDARD.encode(data)),
+            }),
+        });
+    }
+    Ok((disks, volumes))
 }
 
 /// `metadata.creationTimestamp` as flightdeck's timestamp (0 when missing or before 1970).
@@ -288,6 +326,37 @@ mod tests {
                 },
             })
         );
+    }
+
+    #[test]
+    fn user_data_boots_the_vm_through_a_cloud_init_disk() {
+        use base64::Engine;
+        let mut r = req("cp-1");
+        r.user_data = Some("#cloud-config\nhostname: demo-cp-1\n".into());
+        let vm = virtual_machine(&vm_create_of(&r), "infra").expect("vm");
+        let v = serde_json::to_value(&vm).expect("json");
+        let spec = &v["spec"]["template"]["spec"];
+        assert_eq!(
+            spec["domain"]["devices"]["disks"][1]["name"],
+            CLOUD_INIT_DISK
+        );
+        let volume = &spec["volumes"][1];
+        assert_eq!(volume["name"], CLOUD_INIT_DISK);
+        let encoded = volume["cloudInitNoCloud"]["userDataBase64"]
+            .as_str()
+            .expect("userDataBase64");
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .expect("base64");
+        assert_eq!(decoded, b"#cloud-config\nhostname: demo-cp-1\n");
+    }
+
+    #[test]
+    fn user_data_over_kubevirts_inline_limit_is_refused_with_the_reason() {
+        let mut r = req("cp-1");
+        r.user_data = Some("x".repeat(INLINE_USER_DATA_MAX + 1));
+        let e = virtual_machine(&vm_create_of(&r), "infra").expect_err("too big");
+        assert!(e.contains("at most 2048 inline"), "{e}");
     }
 
     #[test]

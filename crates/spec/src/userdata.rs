@@ -203,19 +203,17 @@ pub fn resolve_cluster(
     Ok(())
 }
 
-/// userData reaches machines on OpenStack (Nova `user_data`). On OpenNebula and
-/// KubeVirt it is refused by name until it is built there: silently dropping it would
-/// boot machines that never join.
+/// KubeVirt takes at most this much user data inline (`cloudInitNoCloud`).
+pub const KUBEVIRT_INLINE_MAX: usize = 2048;
+
+/// userData reaches machines on OpenStack (Nova `user_data`) and KubeVirt (an inline
+/// `cloudInitNoCloud` volume, at most 2,048 bytes). On OpenNebula it is refused by name
+/// until it is built there: silently dropping it would boot machines that never join.
 pub fn check_supported(c: &crate::Cluster) -> Result<(), (String, String)> {
     let p = &c.spec.provider;
     if p.openstack.is_some() {
         return Ok(());
     }
-    let cloud = if p.opennebula.is_some() {
-        "OpenNebula"
-    } else {
-        "KubeVirt"
-    };
     let mut sets = vec![(
         "spec.controlPlane.machine.userData".to_string(),
         &c.spec.control_plane.machine,
@@ -226,10 +224,29 @@ pub fn check_supported(c: &crate::Cluster) -> Result<(), (String, String)> {
             &pool.machine,
         ));
     }
+    if p.kubevirt.is_some() {
+        for (path, m) in sets {
+            let len = m
+                .user_data
+                .as_ref()
+                .and_then(|u| u.content.as_ref())
+                .map_or(0, String::len);
+            if len > KUBEVIRT_INLINE_MAX {
+                return Err((
+                    path,
+                    format!(
+                        "user data is {len} bytes; KubeVirt takes at most {KUBEVIRT_INLINE_MAX} inline (a Secret for more is not built yet)"
+                    ),
+                ));
+            }
+        }
+        return Ok(());
+    }
     match sets.into_iter().find(|(_, m)| m.user_data.is_some()) {
         Some((path, _)) => Err((
             path,
-            format!("user data on {cloud} is not built yet (OpenStack only, for now)"),
+            "user data on OpenNebula is not built yet (OpenStack and KubeVirt only, for now)"
+                .to_string(),
         )),
         None => Ok(()),
     }
