@@ -27,6 +27,7 @@ mod tls;
 pub mod types;
 mod views;
 
+pub use connect::SystemClock;
 pub use route::SIM_CLOUD;
 pub use serve::{DEFAULT_LISTEN, ServeOptions, URL_FILE, default_state_dir, serve, serve_until};
 

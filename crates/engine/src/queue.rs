@@ -31,18 +31,7 @@ impl WorkQueue {
 
     /// Takes up to `max` keys due at or before `now`, earliest first (ties by key).
     pub fn pop_due(&mut self, now: Timestamp, max: usize) -> Vec<String> {
-        let mut due: Vec<(Timestamp, String)> = self
-            .due
-            .iter()
-            .filter(|(_, t)| **t <= now)
-            .map(|(k, t)| (*t, k.clone()))
-            .collect();
-        due.sort();
-        due.truncate(max);
-        for (_, k) in &due {
-            self.due.remove(k);
-        }
-        due.into_iter().map(|(_, k)| k).collect()
+        self.pop_due_except(now, max, |_| false)
     }
 
     /// Like [`WorkQueue::pop_due`], skipping (and keeping) the keys `busy` names.

@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration as StdDuration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration as StdDuration, Instant};
 
 use anyhow::{Context, bail};
-use flightdeck_cloud::{Clock, Provider, SeededRng, Timestamp};
+use flightdeck_cloud::{Clock, Provider, SeededRng};
 use flightdeck_engine::{Engine, EngineConfig};
 use flightdeck_kubevirt::{KubeVirtCloud, KubeconfigFile, KubeconfigSecret, WorkloadClients};
 use flightdeck_opennebula::{HttpOptions, OpenNebulaCloud};
@@ -22,18 +22,7 @@ use flightdeck_store::Store;
 
 use crate::output::progress_line;
 
-/// The system clock.
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> Timestamp {
-        Timestamp(
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-        )
-    }
-}
+use flightdeck_daemon::SystemClock;
 
 pub enum Goal {
     /// Apply the specs and wait until every cluster is Ready.
