@@ -114,14 +114,21 @@ echo "== delete --wait leaves nothing in the simulated cloud"
 nothing_left demo || fail "demo left objects: $(api /api/v1/sim/objects/demo)"
 ok "demo is gone, and the simulator holds nothing of it"
 
+# A rollout on each: KubeVirt to a new container disk, OpenNebula to new template content
+# (a new content-addressed template, never an update of the shared one).
+sed 's|quay.io/containerdisks/ubuntu:22.04|quay.io/containerdisks/ubuntu:24.04|g' examples/kubevirt.yaml > "$work/kubevirt-v2.yaml"
+sed 's/CPU = "2"/CPU = "3"/' examples/opennebula.yaml > "$work/opennebula-v2.yaml"
 for f in opennebula kubevirt; do
   name=$(awk '/^  name:/ {print $2; exit}' "examples/$f.yaml")
-  echo "== $f: apply, Ready, delete"
+  echo "== $f: apply, Ready, a rollout by apply, delete"
   "$fd" apply -f "examples/$f.yaml" | grep -q "cluster/$name created" || fail "apply $f"
   wait_for 300 phase_is "$name" Ready || fail "$name not Ready"
+  "$fd" apply -f "$work/$f-v2.yaml" | grep -q "cluster/$name configured" || fail "apply $f v2"
+  wait_for 600 up_to_date "$name" || fail "$name: the rollout did not finish"
+  api "/api/v1/clusters/$name/events?limit=1000" | grep -q "RolloutStarted" || fail "$name: no RolloutStarted event"
   "$fd" delete cluster "$name" --wait --timeout 10m || fail "delete $name"
   nothing_left "$name" || fail "$name left objects: $(api "/api/v1/sim/objects/$name")"
-  ok "$f: $name built, then deleted with nothing left"
+  ok "$f: $name built, rolled to a new machine template, then deleted with nothing left"
 done
 
 echo "== SIGTERM: exit 0 within 30 s"
