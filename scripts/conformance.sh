@@ -5,12 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-OPENSTACKSDK_VERSION=4.22.0
-venv=target/conformance-venv
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import openstack" 2>/dev/null; then
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check "openstacksdk==$OPENSTACKSDK_VERSION"
-fi
+# shellcheck source=scripts/lib-openstacksdk.sh
+. scripts/lib-openstacksdk.sh
 
 cargo build --release -p flightdeck
 work=$(mktemp -d)

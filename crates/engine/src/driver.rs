@@ -13,13 +13,13 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use flightdeck_cloud::{Clock, Ownership, Provider, Timestamp};
-use flightdeck_plan::{Memory, Plan, PlanInput, Shared};
+use flightdeck_plan::{Memory, Plan};
 use flightdeck_store::Store;
 
 use crate::engine::{Engine, EngineConfig, EngineError};
 use crate::faults::EngineFaults;
 use crate::observe::observe_cluster;
-use crate::reconcile::{Ctx, Job, Ledger, Outcome, reconcile};
+use crate::reconcile::{Ctx, Job, Ledger, Outcome, plan_now, reconcile};
 
 /// What was asked of a cluster while its reconcile ran.
 #[derive(Debug, Default)]
@@ -62,7 +62,7 @@ impl Finished {
 pub type Reconcile = Pin<Box<dyn Future<Output = Finished> + Send>>;
 
 /// Everything a reconcile reads, owned.
-struct OwnedCtx<P> {
+pub(crate) struct OwnedCtx<P> {
     provider: Arc<P>,
     ledger: Arc<Ledger>,
     store: Arc<Store>,
@@ -72,7 +72,7 @@ struct OwnedCtx<P> {
 }
 
 impl<P: Provider> OwnedCtx<P> {
-    fn borrow(&self) -> Ctx<'_, P> {
+    pub(crate) fn borrow(&self) -> Ctx<'_, P> {
         Ctx {
             provider: &*self.provider,
             ledger: &self.ledger,
@@ -93,17 +93,6 @@ pub struct Preview {
 }
 
 impl<P: Provider + 'static> Engine<P> {
-    fn owned_ctx(&self) -> OwnedCtx<P> {
-        OwnedCtx {
-            provider: self.provider.clone(),
-            ledger: self.ledger.clone(),
-            store: self.store.clone(),
-            clock: self.clock.clone(),
-            config: self.config.clone(),
-            faults: self.faults.clone(),
-        }
-    }
-
     /// Starts the reconciles due now, as many as keep at most `max_in_flight` running;
     /// a cluster whose reconcile is still in flight is never started twice.
     pub fn start_due(&mut self, max_in_flight: usize) -> Vec<(String, Reconcile)> {
@@ -213,18 +202,7 @@ impl<P: Provider + 'static> Engine<P> {
                 uid: memory.uid.clone(),
             };
             let observed = observe_cluster(&*owned.provider, &owner, now, &spec).await?;
-            let shared = {
-                let ledger = owned.ledger.lock().unwrap_or_else(|e| e.into_inner());
-                Shared::from_holdings(&name, ledger.iter().map(|(k, v)| (k.as_str(), v)))
-            };
-            let plan = flightdeck_plan::plan(PlanInput {
-                spec: &spec,
-                observed: &observed,
-                memory: &memory,
-                now,
-                options: &owned.config.plan,
-                shared: &shared,
-            });
+            let plan = plan_now(&owned.borrow(), &name, &spec, &observed, &memory, now);
             Ok(Preview {
                 plan,
                 observed_at: now,
@@ -239,6 +217,18 @@ impl<P: Provider + 'static> Engine<P> {
 }
 
 impl<P: Provider> Engine<P> {
+    /// Everything a reconcile reads, as owned handles (cheap: each is an `Arc`).
+    pub(crate) fn owned_ctx(&self) -> OwnedCtx<P> {
+        OwnedCtx {
+            provider: self.provider.clone(),
+            ledger: self.ledger.clone(),
+            store: self.store.clone(),
+            clock: self.clock.clone(),
+            config: self.config.clone(),
+            faults: self.faults.clone(),
+        }
+    }
+
     /// Schedules a reconcile now; one in flight is followed by another at once.
     pub(crate) fn schedule_now(&mut self, name: &str) {
         let now = self.clock.now();

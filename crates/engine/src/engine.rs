@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::backoff::{BackoffPolicy, jitter};
 use crate::faults::{EngineFaults, RequeueFate};
 use crate::queue::WorkQueue;
-use crate::reconcile::{Ctx, Job, Outcome, reconcile};
+use crate::reconcile::{Job, Outcome, reconcile};
 
 pub(crate) const T_SPEC: &str = "spec";
 pub(crate) const T_MEMORY: &str = "memory";
@@ -409,14 +409,8 @@ impl<P: Provider> Engine<P> {
                 })
             })
             .collect();
-        let ctx = Ctx {
-            provider: &*self.provider,
-            ledger: &self.ledger,
-            store: &self.store,
-            clock: &*self.clock,
-            config: &self.config,
-            faults: self.faults.as_deref(),
-        };
+        let owned = self.owned_ctx();
+        let ctx = owned.borrow();
         let outcomes =
             futures_util::future::join_all(jobs.into_iter().map(|job| reconcile(&ctx, job))).await;
         let n = outcomes.len();

@@ -145,18 +145,7 @@ pub(crate) async fn reconcile<P: Provider>(
             });
         }
     };
-    let shared = {
-        let ledger = lock(ctx.ledger);
-        Shared::from_holdings(&name, ledger.iter().map(|(k, v)| (k.as_str(), v)))
-    };
-    let plan = flightdeck_plan::plan(PlanInput {
-        spec: &spec,
-        observed: &observed,
-        memory: &memory,
-        now,
-        options: &ctx.config.plan,
-        shared: &shared,
-    });
+    let plan = plan_now(ctx, &name, &spec, &observed, &memory, now);
     events.extend(plan.events.iter().cloned().map(|e| stamp(now, &name, e)));
     memory = plan.memory;
     let mut status = plan.status;
@@ -251,6 +240,30 @@ pub(crate) async fn reconcile<P: Provider>(
         action_failures,
         observe_failed: false,
         observed: Some(observed),
+    })
+}
+
+/// Plans one cluster from an observation, with what every cluster holds of shared
+/// objects as last committed (the ledger).
+pub(crate) fn plan_now<P>(
+    ctx: &Ctx<'_, P>,
+    name: &str,
+    spec: &Cluster,
+    observed: &Observed,
+    memory: &Memory,
+    now: Timestamp,
+) -> flightdeck_plan::Plan {
+    let shared = {
+        let ledger = lock(ctx.ledger);
+        Shared::from_holdings(name, ledger.iter().map(|(k, v)| (k.as_str(), v)))
+    };
+    flightdeck_plan::plan(PlanInput {
+        spec,
+        observed,
+        memory,
+        now,
+        options: &ctx.config.plan,
+        shared: &shared,
     })
 }
 
