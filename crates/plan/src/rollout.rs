@@ -80,7 +80,10 @@ pub(crate) fn plan_machines(p: &mut Planner<'_>, infra: &Infra) {
     // What carries traffic is judged by the evidence that cannot be blinded by the node
     // list: Octavia's member status for the control plane. For workers only a node list
     // that can be trusted says a node is gone; a blind one says nothing.
-    let blind_now = blind.is_some();
+    // A cluster whose API never came up has no observer to be blind: nothing has ever
+    // served through it, so an unreachable API is no reason to think a machine serves.
+    let never_served = p.observed.nodes.is_none() && p.memory.ready_since.is_none();
+    let blind_now = blind.is_some() && !never_served;
     // Without a health monitor Octavia sends traffic to any ACTIVE member, dead or alive:
     // then only the node says whether the machine answers, unless the node list is blind.
     let cp_traffic = |m: &MachineView<'_>| {

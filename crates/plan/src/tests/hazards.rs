@@ -269,3 +269,36 @@ fn a_machine_that_recovers_before_its_removal_is_no_longer_under_repair() {
     assert!(p.events.iter().any(|e| e.reason == "RemediationCancelled"));
     assert!(removing(&p).is_empty());
 }
+
+/// Found by the swarm (seed 203241300): a one-machine control plane whose API never came
+/// up had its machine under repair and the replacement, made during the same
+/// registration fault, never registered either. With no node list the observer counted
+/// as blind, so the first machine "carried traffic" and could not go, and the second
+/// waited for the budget: the cluster stayed Provisioning for good. Nothing has ever
+/// served through an API that never came up, so the condemned machine is taken out.
+#[test]
+fn a_condemned_machine_of_a_cluster_that_never_came_up_is_taken_out() {
+    let mut spec1 = spec_with(V1, 0, false);
+    spec1.spec.control_plane.replicas =
+        flightdeck_spec::cluster::ControlPlaneReplicas::new(1).expect("replicas");
+    let mut w = World::with_infra(spec1);
+    let no_node = Health {
+        member: Some((Active, OperatingStatus::NoMonitor)),
+        node_ready: None,
+    };
+    w.add_cp(1, V1, no_node);
+    w.add_cp(3, V1, no_node);
+    w.observed.nodes = None;
+    w.memory.ready_since = None;
+    for n in ["demo-cp-1", "demo-cp-3"] {
+        w.record(n).created_at = Timestamp(T0.0 - 1_800_000);
+    }
+    w.record("demo-cp-1").remediation = Some(crate::memory::Remediation {
+        since: Timestamp(T0.0 - 1_200_000),
+        reason: "the cluster's API never came up within 10m".into(),
+        node_based: false,
+    });
+    let p = w.plan();
+    assert_eq!(removing(&p), ["demo-cp-1"], "{:#?}", p.conditions);
+    assert!(condition(&p, "RolloutHalted").is_none_or(|c| !c.status));
+}
