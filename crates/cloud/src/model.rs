@@ -256,7 +256,8 @@ pub struct MemberCreate {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Node {
     pub name: String,
-    /// `spec.providerID`, `openstack:///<server id>`, reduced to the server id.
+    /// `spec.providerID` in the cloud's format (`openstack:///<id>`, `opennebula://<id>`,
+    /// `kubevirt://<vm>`), reduced to the server id.
     pub server_id: Option<String>,
     pub ready: bool,
     pub unschedulable: bool,
@@ -264,6 +265,10 @@ pub struct Node {
     /// `spec.podCIDR`: the slice of the cluster's pod network this node's pods use.
     #[serde(default)]
     pub pod_cidr: Option<String>,
+    /// The node's `InternalIP` address: how a node without a providerID in its cloud's
+    /// format, and with another name, is still matched to its machine.
+    #[serde(default)]
+    pub internal_ip: Option<IpAddr>,
 }
 
 /// A static route of a Neutron router (`extra routes`).

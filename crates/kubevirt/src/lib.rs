@@ -40,19 +40,17 @@
 //!
 //! One concern per module: [`objects`] (the KubeVirt types), [`labels`] (ownership tags
 //! as labels), [`servers`] (VMs as servers, and the VM flightdeck creates), [`provider`]
-//! (the infra side of the traits), [`guest`] (the workload cluster: nodes and drains),
-//! [`workload`] (how the workload cluster is reached), [`list`] (bounded, paged lists)
-//! and [`errors`] (kube errors as flightdeck's classes).
+//! (the infra side of the traits, and the workload cluster's nodes and drains through
+//! [`flightdeck_workload::KubeGuest`], which every cloud shares). How a workload cluster
+//! is reached, bounded lists and kube errors live in `flightdeck-workload` as well.
 
-pub mod errors;
-pub mod guest;
 pub mod labels;
-pub mod list;
 pub mod objects;
 pub mod provider;
 pub mod servers;
-pub mod workload;
 
+pub use flightdeck_workload::{
+    KubeconfigFile, KubeconfigSecret, WorkloadClients, WorkloadFn, errors, list,
+};
 pub use objects::{VirtualMachine, VirtualMachineInstance};
 pub use provider::KubeVirtCloud;
-pub use workload::{KubeconfigFile, KubeconfigSecret, WorkloadClients, WorkloadFn};

@@ -1,6 +1,6 @@
 //! [`KubeVirtCloud`]: flightdeck's provider traits over the infra cluster's API (KubeVirt
 //! VirtualMachines, VMIs and the endpoint Service) and the workload cluster's API (nodes,
-//! pods, evictions; see [`crate::guest`]).
+//! pods, evictions; through [`KubeGuest`], as on every cloud).
 //!
 //! - `Compute`: VMs are servers ([`crate::servers`]). `list_servers` is one list of VMs
 //!   and one of VMIs, both by the label `flightdeck.dev/uid=<uid>`. `create_server` POSTs
@@ -17,10 +17,11 @@ use std::path::Path;
 use flightdeck_cloud::ownership::uid_of;
 use flightdeck_cloud::provider::Result;
 use flightdeck_cloud::{
-    CloudError, Compute, EndpointService, ErrorClass, HealthMonitor, HealthMonitorCreate, Listener,
-    ListenerCreate, LoadBalancer, LoadBalancerCreate, LoadBalancing, Member, MemberCreate, Network,
-    Ownership, Pool, PoolCreate, Route, Router, SecurityGroup, SecurityGroupRule,
-    SecurityGroupRuleCreate, Server, ServerCreate, Templates, VirtualMachines, Vmi,
+    CloudError, Compute, EndpointService, ErrorClass, GuestCluster, GuestDrain, HealthMonitor,
+    HealthMonitorCreate, Listener, ListenerCreate, LoadBalancer, LoadBalancerCreate, LoadBalancing,
+    Member, MemberCreate, Network, Node, Ownership, Pod, Pool, PoolCreate, Route, Router,
+    SecurityGroup, SecurityGroupRule, SecurityGroupRuleCreate, Server, ServerCreate, Templates,
+    VirtualMachines, Vmi,
 };
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -28,19 +29,20 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client};
 
-use crate::errors::{self, CallKind, INFRA};
 use crate::labels::{control_plane_selector, labels_of, tags_of, uid_selector};
-use crate::list::{ListError, list_all};
 use crate::objects::{VirtualMachine, VirtualMachineInstance};
 use crate::servers::{server_of, virtual_machine, vm_create_of, vmi_of};
-use crate::workload::client_from_file;
+use flightdeck_workload::clients::{WorkloadClients, client_from_file};
+use flightdeck_workload::errors::{self, CallKind, INFRA};
+use flightdeck_workload::list::{ListError, list_all};
+use flightdeck_workload::{KubeGuest, ProviderIdFormat};
 
 /// The real KubeVirt provider: the infra cluster's client and namespace, and how to
 /// reach each workload cluster.
 pub struct KubeVirtCloud<W> {
     infra: Client,
     namespace: String,
-    workload: W,
+    guest: KubeGuest<W>,
 }
 
 impl<W> std::fmt::Debug for KubeVirtCloud<W> {
@@ -58,13 +60,13 @@ impl<W> KubeVirtCloud<W> {
         KubeVirtCloud {
             infra,
             namespace: namespace.to_string(),
-            workload,
+            guest: KubeGuest::new(workload, ProviderIdFormat::KubeVirt),
         }
     }
 
     /// A provider over the infra cluster of the kubeconfig at `path` (its current
     /// context), with kube's own retry off and each request bounded (see
-    /// [`crate::workload::client_from`]). A missing or malformed file is a Permanent error
+    /// [`flightdeck_workload::clients::client_from`]). A missing or malformed file is a Permanent error
     /// naming it. Nothing is sent yet.
     pub async fn from_kubeconfig(
         path: impl AsRef<Path>,
@@ -84,7 +86,7 @@ impl<W> KubeVirtCloud<W> {
     }
 
     pub fn workload(&self) -> &W {
-        &self.workload
+        self.guest.clients()
     }
 
     fn vms(&self) -> Api<VirtualMachine> {
@@ -344,6 +346,37 @@ impl<W: Send + Sync> LoadBalancing for KubeVirtCloud<W> {
 
 /// KubeVirt has no OpenNebula templates: the default answers.
 impl<W: Send + Sync> Templates for KubeVirtCloud<W> {}
+
+impl<W: WorkloadClients> GuestCluster for KubeVirtCloud<W> {
+    async fn list_nodes(&self, owner: &Ownership) -> Result<Option<Vec<Node>>> {
+        self.guest.list_nodes(owner).await
+    }
+}
+
+impl<W: WorkloadClients> GuestDrain for KubeVirtCloud<W> {
+    async fn list_pods_on(&self, owner: &Ownership, node: &str) -> Result<Option<Vec<Pod>>> {
+        self.guest.list_pods_on(owner, node).await
+    }
+
+    async fn set_unschedulable(
+        &self,
+        owner: &Ownership,
+        node: &str,
+        unschedulable: bool,
+    ) -> Result<()> {
+        self.guest
+            .set_unschedulable(owner, node, unschedulable)
+            .await
+    }
+
+    async fn evict_pod(&self, owner: &Ownership, namespace: &str, name: &str) -> Result<()> {
+        self.guest.evict_pod(owner, namespace, name).await
+    }
+
+    async fn delete_pod(&self, owner: &Ownership, namespace: &str, name: &str) -> Result<()> {
+        self.guest.delete_pod(owner, namespace, name).await
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -15,13 +15,14 @@
 //! evacuated VM) is not a server going away: KubeVirt starts a new VMI for the same VM,
 //! so the server is BUILD meanwhile.
 
+pub use flightdeck_workload::timestamp_of;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use flightdeck_cloud::{
-    EvictionStrategy, Server, ServerCreate, ServerStatus, Timestamp, VirtualMachineCreate, Vmi,
+    EvictionStrategy, Server, ServerCreate, ServerStatus, VirtualMachineCreate, Vmi,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::labels::{LABEL_CONTROL_PLANE, is_control_plane, labels_of, tags_of};
 use crate::objects::{
@@ -150,11 +151,6 @@ fn disks_and_volumes(req: &VirtualMachineCreate) -> Result<(Vec<Disk>, Vec<Volum
         });
     }
     Ok((disks, volumes))
-}
-
-/// `metadata.creationTimestamp` as flightdeck's timestamp (0 when missing or before 1970).
-pub fn timestamp_of(t: Option<&Time>) -> Timestamp {
-    Timestamp(t.map_or(0, |t| u64::try_from(t.0.as_millisecond()).unwrap_or(0)))
 }
 
 fn labels(meta: &ObjectMeta) -> BTreeMap<String, String> {
@@ -481,7 +477,7 @@ mod tests {
         assert_eq!(s.image, "img:1");
         assert_eq!(s.flavor, "u1.medium");
         assert_eq!(s.address, Some("10.244.1.7".parse().expect("ip")));
-        assert_eq!(s.created_at, Timestamp(1_767_225_601_000));
+        assert_eq!(s.created_at, flightdeck_cloud::Timestamp(1_767_225_601_000));
     }
 
     #[test]

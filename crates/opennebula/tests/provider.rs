@@ -35,6 +35,7 @@ impl GuestCluster for OneNode {
             unschedulable: false,
             created_at: Timestamp(0),
             pod_cidr: None,
+            internal_ip: None,
         }]))
     }
 }

@@ -77,6 +77,23 @@ impl<'a> MachineView<'a> {
     }
 }
 
+/// The node of a machine: by the server ID in its providerID, then (for a node without
+/// one in the cloud's format) by name, then by its InternalIP.
+fn node_of<'a>(nodes: &'a [Node], server: Option<&Server>, name: &str) -> Option<&'a Node> {
+    let Some(s) = server else {
+        return nodes.iter().find(|n| n.name == name);
+    };
+    let unclaimed = || nodes.iter().filter(|n| n.server_id.is_none());
+    nodes
+        .iter()
+        .find(|n| n.server_id.as_deref() == Some(s.id.as_str()))
+        .or_else(|| unclaimed().find(|n| n.name == name))
+        .or_else(|| {
+            s.address
+                .and_then(|ip| unclaimed().find(|n| n.internal_ip == Some(ip)))
+        })
+}
+
 /// Joins every machine record with the observed objects that belong to it, found by
 /// recorded ID first and by machine tag second (a crash may have come between a create
 /// and the recording of its ID).
@@ -100,12 +117,10 @@ pub fn views<'a>(
                     && (record.member_id.as_deref() == Some(m.id.as_str())
                         || machine_of(&m.tags) == Some(record.key.as_str()))
             });
-            let node = observed.nodes.as_ref().and_then(|nodes| {
-                nodes.iter().find(|n| match (server, &n.server_id) {
-                    (Some(s), Some(id)) => *id == s.id,
-                    _ => n.name == record.name,
-                })
-            });
+            let node = observed
+                .nodes
+                .as_ref()
+                .and_then(|nodes| node_of(nodes, server, &record.name));
             MachineView {
                 record,
                 server,

@@ -7,6 +7,7 @@ mod deletion;
 mod drain;
 mod hazards;
 mod infra;
+mod nodes;
 mod opennebula;
 mod rollout;
 mod userdata;
@@ -303,6 +304,7 @@ impl World {
                 unschedulable: false,
                 created_at,
                 pod_cidr: None,
+                internal_ip: None,
             });
         }
         self.memory.machine_seq = self.memory.machine_seq.max(n);

@@ -63,6 +63,7 @@ impl<C: Compute + Send + Sync> GuestCluster for SimulatedKubelets<C> {
                     unschedulable: false,
                     created_at: first.plus(self.register_after),
                     pod_cidr: None,
+                    internal_ip: s.address,
                 });
             }
         }

@@ -77,6 +77,7 @@ pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
                 return;
             }
             let name = host.name;
+            let internal_ip = host.address;
             let cluster = cluster_of(&host.tags).map(str::to_string);
             let pod_cidr = cluster
                 .as_deref()
@@ -88,6 +89,7 @@ pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
                 unschedulable: false,
                 created_at: t,
                 pod_cidr,
+                internal_ip,
             };
             let seq = st.next_seq();
             st.nodes

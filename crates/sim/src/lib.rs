@@ -199,6 +199,8 @@ pub(crate) struct Host {
     pub(crate) running: bool,
     /// Whether its kubelet starts at all (`net.noRegistration` stops it on servers).
     pub(crate) kubelet: bool,
+    /// Its first address, which its node reports as `InternalIP`.
+    pub(crate) address: Option<std::net::IpAddr>,
 }
 
 /// Everything the cloud knows. Only ever touched under the [`SimCloud`]'s lock.
@@ -365,6 +367,7 @@ impl State {
                 tags: s.server.tags.clone(),
                 running: s.is_running(),
                 kubelet: !s.no_kubelet,
+                address: s.server.address,
             });
         }
         self.one.vm_by_key(id).map(|v| Host {
@@ -372,6 +375,7 @@ impl State {
             tags: v.tags.clone(),
             running: v.is_running(),
             kubelet: true,
+            address: v.addresses.first().copied(),
         })
     }
 

@@ -136,6 +136,7 @@ impl World {
                 unschedulable: false,
                 created_at: T0.minus_mins(25),
                 pod_cidr: None,
+                internal_ip: None,
             });
         }
         observed.nodes = Some(nodes);

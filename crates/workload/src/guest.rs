@@ -1,5 +1,7 @@
-//! The workload cluster's API: its nodes ([`GuestCluster`]) and draining them
-//! ([`GuestDrain`], F9), through the client [`WorkloadClients`] gives for the cluster.
+//! The workload cluster's API, whatever the cloud: its nodes ([`GuestCluster`]) and
+//! draining them ([`GuestDrain`], F9), through the client [`WorkloadClients`] gives for
+//! the cluster. [`KubeGuest`] is this for any cloud; the node's providerID is read in the
+//! cloud's own format ([`ProviderIdFormat`]).
 //!
 //! Lists answer `Ok(None)` while the workload cluster cannot be reached (no client yet,
 //! connection refused, or 503), because nothing may be concluded about its nodes then.
@@ -17,20 +19,18 @@ use k8s_openapi::api::core::v1 as core;
 use kube::api::{DeleteParams, EvictParams, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 
+use crate::clients::WorkloadClients;
 use crate::errors::{self, CallKind, WORKLOAD, workload_unreachable};
 use crate::list::{ListError, list_all};
-use crate::provider::KubeVirtCloud;
-use crate::servers::timestamp_of;
-use crate::workload::WorkloadClients;
+use crate::provider_id::ProviderIdFormat;
+use crate::timestamp_of;
 
-/// The providerID scheme KubeVirt's cloud controller manager gives guest nodes.
-pub const PROVIDER_ID_PREFIX: &str = "kubevirt://";
 /// The annotation the kubelet puts on the mirror pod of a static pod.
 pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
-/// A workload Node as flightdeck's [`Node`]; `server_id` is the VM's name from the
-/// providerID `kubevirt://<vm>`.
-pub fn node_of(n: &core::Node) -> Node {
+/// A workload Node as flightdeck's [`Node`]; `server_id` is read from the providerID in
+/// the cloud's `format`, and `internal_ip` from the node's `InternalIP` address.
+pub fn node_of(n: &core::Node, format: ProviderIdFormat) -> Node {
     let spec = n.spec.clone().unwrap_or_default();
     let ready = n
         .status
@@ -43,10 +43,13 @@ pub fn node_of(n: &core::Node) -> Node {
         server_id: spec
             .provider_id
             .as_deref()
-            .and_then(|p| p.strip_prefix(PROVIDER_ID_PREFIX))
-            .map(|vm| vm.trim_matches('/'))
-            .filter(|vm| !vm.is_empty())
-            .map(str::to_string),
+            .and_then(|p| format.server_id(p)),
+        internal_ip: n
+            .status
+            .as_ref()
+            .and_then(|s| s.addresses.as_ref())
+            .and_then(|a| a.iter().find(|a| a.type_ == "InternalIP"))
+            .and_then(|a| a.address.parse().ok()),
         ready,
         unschedulable: spec.unschedulable.unwrap_or(false),
         created_at: timestamp_of(n.metadata.creation_timestamp.as_ref()),
@@ -119,9 +122,37 @@ fn reachable<T>(operation: &str, r: std::result::Result<T, ListError>) -> Result
     }
 }
 
-impl<W: WorkloadClients> KubeVirtCloud<W> {
+/// The workload cluster of any cloud, reached through `W`'s client for it.
+pub struct KubeGuest<W> {
+    clients: W,
+    format: ProviderIdFormat,
+}
+
+impl<W> std::fmt::Debug for KubeGuest<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeGuest")
+            .field("format", &self.format)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<W> KubeGuest<W> {
+    pub fn new(clients: W, format: ProviderIdFormat) -> Self {
+        KubeGuest { clients, format }
+    }
+
+    pub fn clients(&self) -> &W {
+        &self.clients
+    }
+
+    pub fn format(&self) -> ProviderIdFormat {
+        self.format
+    }
+}
+
+impl<W: WorkloadClients> KubeGuest<W> {
     async fn workload_client(&self, owner: &Ownership) -> Result<Option<Client>> {
-        self.workload().client(owner).await
+        self.clients.client(owner).await
     }
 
     async fn workload_client_or_unreachable(
@@ -135,7 +166,7 @@ impl<W: WorkloadClients> KubeVirtCloud<W> {
     }
 }
 
-impl<W: WorkloadClients> GuestCluster for KubeVirtCloud<W> {
+impl<W: WorkloadClients> GuestCluster for KubeGuest<W> {
     async fn list_nodes(&self, owner: &Ownership) -> Result<Option<Vec<Node>>> {
         const OP: &str = "list nodes";
         let Some(client) = self.workload_client(owner).await? else {
@@ -143,11 +174,11 @@ impl<W: WorkloadClients> GuestCluster for KubeVirtCloud<W> {
         };
         let api: Api<core::Node> = Api::all(client);
         let nodes = reachable(OP, list_all(&api, &ListParams::default()).await)?;
-        Ok(nodes.map(|ns| ns.iter().map(node_of).collect()))
+        Ok(nodes.map(|ns| ns.iter().map(|n| node_of(n, self.format)).collect()))
     }
 }
 
-impl<W: WorkloadClients> GuestDrain for KubeVirtCloud<W> {
+impl<W: WorkloadClients> GuestDrain for KubeGuest<W> {
     async fn list_pods_on(&self, owner: &Ownership, node: &str) -> Result<Option<Vec<Pod>>> {
         const OP: &str = "list pods";
         let Some(client) = self.workload_client(owner).await? else {
@@ -216,16 +247,37 @@ mod tests {
             "status": {"conditions": [
                 {"type": "MemoryPressure", "status": "False"},
                 {"type": "Ready", "status": "True"},
+            ], "addresses": [
+                {"type": "Hostname", "address": "demo-cp-1-guest"},
+                {"type": "InternalIP", "address": "10.0.0.7"},
             ]},
         }))
         .expect("node");
-        let got = node_of(&n);
+        let got = node_of(&n, ProviderIdFormat::KubeVirt);
         assert_eq!(got.name, "demo-cp-1-guest");
         assert_eq!(got.server_id.as_deref(), Some("demo-cp-1"));
         assert!(got.ready);
         assert!(got.unschedulable);
         assert_eq!(got.pod_cidr.as_deref(), Some("10.244.3.0/24"));
         assert_eq!(got.created_at.millis(), 1_767_225_602_000);
+        assert_eq!(got.internal_ip, Some([10, 0, 0, 7].into()));
+    }
+
+    #[test]
+    fn an_openstack_node_is_found_by_its_server_id_and_region() {
+        let n: core::Node = serde_json::from_value(json!({
+            "metadata": {"name": "demo-cp-1"},
+            "spec": {"providerID": "openstack://RegionOne/8f1c2a3e-1111-4a5b-9c3d-0123456789ab"},
+        }))
+        .expect("node");
+        let got = node_of(&n, ProviderIdFormat::OpenStack);
+        assert_eq!(
+            got.server_id.as_deref(),
+            Some("8f1c2a3e-1111-4a5b-9c3d-0123456789ab")
+        );
+        assert_eq!(got.internal_ip, None);
+        let got = node_of(&n, ProviderIdFormat::OpenNebula);
+        assert_eq!(got.server_id, None);
     }
 
     #[test]
@@ -240,7 +292,7 @@ mod tests {
                 "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]},
             }))
             .expect("node");
-            let got = node_of(&n);
+            let got = node_of(&n, ProviderIdFormat::KubeVirt);
             assert_eq!(got.server_id, None, "{spec}");
             assert!(!got.ready);
             assert!(!got.unschedulable);
