@@ -7,9 +7,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use flightdeck_cloud::{Clock, Timestamp};
 use flightdeck_kubevirt::{KubeVirtCloud, KubeconfigFile};
 use flightdeck_opennebula::{HttpOptions, HttpTransport, OpenNebulaCloud};
+use flightdeck_openstack::OpenStackProvider;
 use flightdeck_openstack::{CloudEntry, OpenStackCloud, SessionOptions, config_error};
 use flightdeck_scenario::guest::SimulatedKubelets;
-use flightdeck_scenario::wire::WireProvider;
 use flightdeck_sim::SimCloud;
 use flightdeck_spec::Duration;
 
@@ -58,7 +58,7 @@ fn no_nodes(cloud: &str) -> Failure {
 pub async fn openstack(
     cloud: &str,
     simulated_nodes: bool,
-) -> Result<Arc<WireProvider<SimulatedKubelets<OpenStackCloud>>>, Failure> {
+) -> Result<Arc<OpenStackProvider<SimulatedKubelets<OpenStackCloud>>>, Failure> {
     if !simulated_nodes {
         return Err(no_nodes(&format!("cloud {cloud}")));
     }
@@ -78,7 +78,7 @@ pub async fn openstack(
         KUBELET_REGISTER,
         KUBELET_READY,
     );
-    Ok(Arc::new(WireProvider::new(openstack, kubelets)))
+    Ok(Arc::new(OpenStackProvider::new(openstack, kubelets)))
 }
 
 /// A real OpenNebula at `xmlrpc` (else `$ONE_XMLRPC`) with `$ONE_AUTH`'s credentials.

@@ -13,10 +13,10 @@ use flightdeck_cloud::{Clock, Provider, SeededRng};
 use flightdeck_engine::{Engine, EngineConfig};
 use flightdeck_kubevirt::{KubeVirtCloud, KubeconfigFile, KubeconfigSecret, WorkloadClients};
 use flightdeck_opennebula::{HttpOptions, OpenNebulaCloud};
+use flightdeck_openstack::OpenStackProvider;
 use flightdeck_openstack::{CloudEntry, OpenStackCloud, SessionOptions, config_error};
 use flightdeck_scenario::guest::SimulatedKubelets;
 use flightdeck_scenario::report::TimelineEntry;
-use flightdeck_scenario::wire::WireProvider;
 use flightdeck_spec::{Cluster, Duration};
 use flightdeck_store::Store;
 
@@ -56,7 +56,7 @@ pub async fn run(
         KUBELET_REGISTER,
         KUBELET_READY,
     );
-    let provider = Arc::new(WireProvider::new(openstack, kubelets));
+    let provider = Arc::new(OpenStackProvider::new(openstack, kubelets));
     drive(provider, clock, state_dir, goal, timeout).await
 }
 

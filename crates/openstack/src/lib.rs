@@ -18,6 +18,7 @@
 pub mod auth;
 pub mod client;
 pub mod clouds;
+pub mod composite;
 pub mod errors;
 pub mod neutron;
 pub mod nova;
@@ -28,6 +29,7 @@ pub mod timefmt;
 
 pub use client::{Session, SessionOptions};
 pub use clouds::{CloudEntry, ConfigError, Credentials, Domain, Interface, Password, Scope};
+pub use composite::OpenStackProvider;
 pub use errors::Service;
 pub use provider::{OpenStackCloud, config_error};
 pub use ratelimit::RateLimit;
