@@ -16,7 +16,8 @@ use flightdeck_sim::{SimCloud, SimConfig};
 use crate::load::LoadedScenario;
 use crate::report::TimelineEntry;
 use crate::runner::{Run, RunError, RunOptions, run_on};
-use crate::wire::SimulatedNodes;
+use crate::wire::{SimulatedNodes, simulated_nodes};
+use flightdeck_workload::ProviderIdFormat;
 
 /// The user the simulated OpenNebula knows.
 pub const SIM_USER: &str = "oneadmin";
@@ -46,7 +47,10 @@ fn credentials(_cloud: &SimCloud) -> OneCredentials {
 /// The provider the engine uses against the in-process simulated OpenNebula.
 pub fn in_process(cloud: Arc<SimCloud>) -> Arc<InProcessOne> {
     let client = OneClient::new(SimTransport(cloud.clone()), &credentials(&cloud));
-    Arc::new(OpenNebulaCloud::new(client, SimulatedNodes(cloud)))
+    Arc::new(OpenNebulaCloud::new(
+        client,
+        simulated_nodes(cloud, ProviderIdFormat::OpenNebula),
+    ))
 }
 
 /// Whether the scenario's clusters live on OpenNebula (see [`LoadedScenario::all_on`]).
@@ -87,7 +91,7 @@ pub async fn run_wire(
             Some(&endpoint),
             Some(credentials(&cloud)),
             &HttpOptions::default(),
-            SimulatedNodes(cloud),
+            simulated_nodes(cloud, ProviderIdFormat::OpenNebula),
         )
         .map_err(|e| RunError::Wire(format!("cannot reach the served OpenNebula: {e}")))?;
         Ok(Arc::new(provider))

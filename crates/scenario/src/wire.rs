@@ -5,26 +5,34 @@
 
 use std::sync::Arc;
 
+use flightdeck_cloud::Ownership;
 use flightdeck_cloud::provider::Result;
-use flightdeck_cloud::{GuestCluster, Node, Ownership};
 pub use flightdeck_openstack::OpenStackProvider as WireProvider;
 use flightdeck_openstack::{
     CloudEntry, Credentials, Domain, OpenStackCloud, Password, Scope, SessionOptions,
 };
 use flightdeck_sim::SimCloud;
 use flightdeck_sim_http::ServeOptions;
+use flightdeck_workload::{KubeGuest, ProviderIdFormat, WorkloadFn};
 
 use crate::load::LoadedScenario;
 use crate::report::TimelineEntry;
 use crate::runner::{Run, RunError, RunOptions, run_on};
 
-/// The in-process simulator's workload clusters, as the node source of wire mode.
-pub struct SimulatedNodes(pub Arc<SimCloud>);
+/// How the simulator's workload clusters are reached: as real ones, through kube-rs (an
+/// in-process client per cluster), nodes matched by providerID in the cloud's format.
+pub type SimulatedNodes = KubeGuest<WorkloadFn<Box<WorkloadSource>>>;
+type WorkloadSource = dyn Fn(&Ownership) -> Result<Option<kube::Client>> + Send + Sync;
 
-impl GuestCluster for SimulatedNodes {
-    async fn list_nodes(&self, owner: &Ownership) -> Result<Option<Vec<Node>>> {
-        self.0.list_nodes(owner).await
-    }
+/// The simulator's workload clusters on `cloud`, whose nodes carry `format`'s providerIDs.
+pub fn simulated_nodes(cloud: Arc<SimCloud>, format: ProviderIdFormat) -> SimulatedNodes {
+    let source: Box<WorkloadSource> = Box::new(move |owner: &Ownership| {
+        Ok(Some(crate::kubevirt::in_process_client(
+            cloud.clone(),
+            &owner.cluster,
+        )))
+    });
+    KubeGuest::new(WorkloadFn::new(source), format)
 }
 
 /// The `clouds.yaml` entry that reaches a simulator served at `base` (e.g.
@@ -76,7 +84,7 @@ pub async fn run_wire(
             .map_err(|e| RunError::Wire(format!("cannot connect to the served simulator: {e}")))?;
         Ok(Arc::new(WireProvider::new(
             openstack,
-            SimulatedNodes(cloud),
+            simulated_nodes(cloud, ProviderIdFormat::OpenStack),
         )))
     };
     run_on(loaded, &options, connect, on_event).await

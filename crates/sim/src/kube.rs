@@ -160,7 +160,7 @@ fn api_reachable(st: &State, owner: &Ownership) -> bool {
     through_lb || through_vip
 }
 
-fn list_nodes(st: &State, now: Timestamp, owner: &Ownership) -> Option<Vec<Node>> {
+pub(crate) fn list_nodes(st: &State, now: Timestamp, owner: &Ownership) -> Option<Vec<Node>> {
     if !api_reachable(st, owner) {
         return None;
     }

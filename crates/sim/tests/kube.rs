@@ -99,3 +99,48 @@ fn nodes_are_unreachable_until_a_member_serves() {
     );
     assert!(sim.api_calls()["kubernetes"]["GET /api/v1/nodes"] > 3);
 }
+
+/// An OpenStack workload cluster's API on the Kubernetes wire: what flightdeck's kube-rs
+/// client reads on a real cluster, with each node's providerID in OpenStack's format.
+#[test]
+fn an_openstack_workload_cluster_serves_its_nodes_on_the_kubernetes_wire() {
+    let sim = sim(7);
+    let o = cluster_owner("demo", "u7");
+    let call = |method: &str, path: &str| {
+        sim.kube_request(
+            "demo",
+            flightdeck_sim::KubeRequest {
+                method: method.into(),
+                path: path.into(),
+                query: String::new(),
+                body: Vec::new(),
+                content_type: None,
+            },
+        )
+    };
+    assert_eq!(call("GET", "/api/v1/nodes").status, 503, "no API yet");
+    let sid = reachable_cluster(&sim, &o);
+    let address = server(&sim, &sid).and_then(|s| s.address).expect("address");
+    let answer = call("GET", "/api/v1/nodes");
+    assert_eq!(answer.status, 200);
+    let list: serde_json::Value = serde_json::from_slice(&answer.body).expect("json");
+    assert_eq!(list["kind"], "NodeList");
+    let items = list["items"].as_array().expect("items");
+    assert_eq!(items.len(), 1);
+    let n = &items[0];
+    assert_eq!(n["metadata"]["name"], "demo-cp-1");
+    assert_eq!(n["spec"]["providerID"], format!("openstack:///{sid}"));
+    assert_eq!(n["status"]["addresses"][0]["type"], "InternalIP");
+    assert_eq!(n["status"]["addresses"][0]["address"], address.to_string());
+    let ready = n["status"]["conditions"]
+        .as_array()
+        .expect("conditions")
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .expect("Ready condition");
+    assert_eq!(ready["status"], "True");
+    assert_eq!(call("GET", "/api/v1/nodes/demo-cp-1").status, 200);
+    assert_eq!(call("GET", "/api/v1/nodes/nope").status, 404);
+    assert_eq!(call("PATCH", "/api/v1/nodes/demo-cp-1").status, 405);
+    assert!(sim.kube_clusters().contains(&"demo".to_string()));
+}

@@ -41,6 +41,9 @@ pub struct ClusterSpec {
     pub provider: Provider,
     #[serde(default)]
     pub flight: Flight,
+    /// How the workload cluster's own API is reached (see [`crate::workload`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<crate::workload::WorkloadSpec>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -511,6 +514,21 @@ impl Cluster {
             ));
         }
         crate::userdata::check_supported(self)?;
+        if let Some(w) = &self.spec.workload {
+            w.validate()?;
+            if self
+                .spec
+                .provider
+                .kubevirt
+                .as_ref()
+                .is_some_and(|k| k.workload_kubeconfig.is_some())
+            {
+                return Err((
+                    "spec.workload.kubeconfig".into(),
+                    "give the workload cluster's kubeconfig once: here or in spec.provider.kubevirt.workloadKubeconfig".into(),
+                ));
+            }
+        }
         let provider = &self.spec.provider;
         match (
             &provider.openstack,

@@ -11,6 +11,7 @@ pub mod names;
 pub mod opennebula;
 pub mod scenario;
 pub mod userdata;
+pub mod workload;
 
 pub use cidr::Cidr;
 pub use cluster::{Cluster, ClusterSpec, Flight, MachineTemplate, NodePool, Provider};

@@ -73,6 +73,9 @@ pub fn load_file(path: &Path) -> Result<Vec<Document>, SpecError> {
     let base = path.parent().unwrap_or(Path::new("."));
     for (i, d) in docs.iter_mut().enumerate() {
         if let Document::Cluster(c) = d {
+            if let Some(w) = c.spec.workload.as_mut() {
+                w.resolve(base);
+            }
             crate::userdata::resolve_cluster(c, base).map_err(|(field, message)| SpecError {
                 source: source.clone(),
                 document: i,

@@ -288,3 +288,49 @@ pub async fn client_from(
         )
     })
 }
+
+/// Each cluster's kubeconfig file, as its spec names it (`spec.workload.kubeconfig`),
+/// for every cluster on one cloud. A cluster that names none has no reachable workload
+/// cluster: its nodes are unknown, and nothing is judged from them.
+#[derive(Debug, Default)]
+pub struct KubeconfigFiles {
+    files: std::sync::RwLock<std::collections::BTreeMap<String, std::sync::Arc<KubeconfigFile>>>,
+}
+
+impl KubeconfigFiles {
+    pub fn new() -> Self {
+        KubeconfigFiles::default()
+    }
+
+    /// Records the kubeconfig `path` of `cluster` (`None`: it names none). A file that
+    /// stays the same keeps its cached client.
+    pub fn set(&self, cluster: &str, path: Option<&str>) {
+        let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
+        match path {
+            Some(p) if files.get(cluster).is_some_and(|f| f.path() == Path::new(p)) => {}
+            Some(p) => {
+                files.insert(
+                    cluster.to_string(),
+                    std::sync::Arc::new(KubeconfigFile::new(p)),
+                );
+            }
+            None => {
+                files.remove(cluster);
+            }
+        }
+    }
+
+    fn get(&self, cluster: &str) -> Option<std::sync::Arc<KubeconfigFile>> {
+        let files = self.files.read().unwrap_or_else(|e| e.into_inner());
+        files.get(cluster).cloned()
+    }
+}
+
+impl WorkloadClients for KubeconfigFiles {
+    async fn client(&self, owner: &Ownership) -> Result<Option<Client>, CloudError> {
+        match self.get(&owner.cluster) {
+            Some(file) => file.client(owner).await,
+            None => Ok(None),
+        }
+    }
+}

@@ -16,7 +16,7 @@ pub mod provider_id;
 use flightdeck_cloud::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-pub use clients::{KubeconfigFile, KubeconfigSecret, WorkloadClients, WorkloadFn};
+pub use clients::{KubeconfigFile, KubeconfigFiles, KubeconfigSecret, WorkloadClients, WorkloadFn};
 pub use guest::KubeGuest;
 pub use provider_id::ProviderIdFormat;
 

@@ -343,7 +343,7 @@ pub(crate) fn target(st: &State, cluster: &str, route: &Route, created: Option<&
     }
 }
 
-fn json_response(status: u16, body: &Value) -> KubeResponse {
+pub(crate) fn json_response(status: u16, body: &Value) -> KubeResponse {
     KubeResponse {
         status,
         content_type: "application/json".into(),

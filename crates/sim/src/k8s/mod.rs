@@ -22,6 +22,7 @@
 mod api;
 mod discovery;
 mod eviction;
+mod kubelets;
 mod kubevirt;
 mod patch;
 mod store;
@@ -484,6 +485,9 @@ impl SimCloud {
                 api::status_response(503, "ServiceUnavailable", &e.message, None),
                 None,
             ),
+            Ok(now) if kubelets_play(&st, cluster) => {
+                kubelets::handle(&st, now, cluster, &req.method, &req.path)
+            }
             Ok(now) => api::handle(&mut st, now, cluster, &req, &route),
         };
         let now = self.clock.now();
@@ -513,13 +517,32 @@ impl SimCloud {
     pub fn kube_clusters(&self) -> Vec<String> {
         let mut st = self.lock();
         st.run_due(self.clock.now());
-        st.kube
+        let mut names: Vec<String> = st
+            .kube
             .workloads
             .iter()
             .filter(|(_, w)| w.up)
             .map(|(name, _)| name.clone())
-            .collect()
+            .collect();
+        let played: Vec<String> = st
+            .nodes
+            .values()
+            .filter_map(|n| n.cluster.clone())
+            .filter(|c| !st.kube.workloads.contains_key(c))
+            .collect();
+        names.extend(played);
+        names.sort();
+        names.dedup();
+        names
     }
+}
+
+/// Whether `cluster` is an OpenStack or OpenNebula workload cluster (not a KubeVirt
+/// one, not the infra cluster), whose API [`kubelets`] plays.
+fn kubelets_play(st: &State, cluster: &str) -> bool {
+    cluster != INFRA_CLUSTER
+        && !st.kube.workloads.contains_key(cluster)
+        && kubelets::plays(st, cluster)
 }
 
 /// The Kubernetes side of the world snapshot.
