@@ -2,8 +2,9 @@
 # `kill -9` of the daemon in the middle of a rollout, then `serve` again: the rollout
 # completes, and the cloud holds no duplicate object. The cloud must outlive the daemon,
 # so it is the simulator served over HTTP (`flightdeck sim serve`), reached as a real
-# OpenStack through clouds.yaml; its servers are counted with openstacksdk (in the
-# virtualenv scripts/conformance.sh also uses).
+# OpenStack through clouds.yaml, and its workload cluster through the kubeconfig the
+# simulator writes (`spec.workload.kubeconfig`), as a real one would be; its servers are
+# counted with openstacksdk (in the virtualenv scripts/conformance.sh also uses).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,17 +20,20 @@ unset FLIGHTDECK_SERVER FLIGHTDECK_TOKEN FLIGHTDECK_CONFIG
 cloud=
 trap '[ -n "$server" ] && kill -9 "$server" 2>/dev/null; [ -n "$cloud" ] && kill "$cloud" 2>/dev/null; rm -rf "$work"' EXIT
 
-"$fd" sim serve --listen 127.0.0.1:0 --clouds-file "$work/clouds.yaml" --speed 10 > "$work/sim.log" 2>&1 &
+"$fd" sim serve --listen 127.0.0.1:0 --clouds-file "$work/clouds.yaml" --speed 10 \
+  --kubernetes 127.0.0.1:0 --kubeconfig-dir "$work/kube" > "$work/sim.log" 2>&1 &
 cloud=$!
 for _ in $(seq 1 100); do [ -s "$work/clouds.yaml" ] && break; sleep 0.1; done
 [ -s "$work/clouds.yaml" ] || { cat "$work/sim.log"; echo "sim serve did not start"; exit 1; }
 export OS_CLIENT_CONFIG_FILE=$work/clouds.yaml
 
-# The example, on the served simulator, without the operator's router (sim serve has none).
+# The example, on the served simulator, without the operator's router (sim serve has none),
+# its nodes read through the workload cluster's kubeconfig (written once its API is up).
 sed 's/cloud: sim$/cloud: flightdeck-sim/; /router: demo-router/d' examples/openstack.yaml > "$work/v1.yaml"
+printf '  workload:\n    kubeconfig: %s\n' "$work/kube/demo.kubeconfig" >> "$work/v1.yaml"
 sed 's/ubuntu-2204-kube-v1.30.2/ubuntu-2204-kube-v1.30.3/g; s/version: v1.30.2/version: v1.30.3/' "$work/v1.yaml" > "$work/v2.yaml"
 
-start_serve --no-sim --simulated-nodes
+start_serve --no-sim
 "$fd" apply -f "$work/v1.yaml"
 wait_for 300 phase_is demo Ready || fail "demo not Ready"
 echo "ok: demo Ready on the served simulator"
@@ -44,7 +48,7 @@ sys.exit(0 if any(m['image'].endswith('v1.30.3') for m in ms) and any(m['image']
 wait_for 300 new_machine || fail "the rollout did not start"
 kill -9 "$server"; wait "$server" 2>/dev/null || true; server=
 echo "ok: serve killed with SIGKILL in the middle of the rollout"
-start_serve --no-sim --simulated-nodes
+start_serve --no-sim
 wait_for 900 up_to_date demo ubuntu-2204-kube-v1.30.3 || fail "the rollout did not complete after the restart"
 echo "ok: the rollout completed after the restart"
 "$venv/bin/python" - <<'PY'

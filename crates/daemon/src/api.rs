@@ -141,6 +141,15 @@ async fn apply(State(s): S, Query(q): Query<ApplyQuery>, body: String) -> Respon
                     ))
                     .into_response();
                 }
+                if let Some(Err((field, problem))) =
+                    c.spec.workload.as_ref().map(|w| w.check_absolute())
+                {
+                    return Failure::unprocessable(format!(
+                        "{source}: document {}: {field}: {problem}",
+                        i + 1
+                    ))
+                    .into_response();
+                }
                 if specs
                     .iter()
                     .any(|x: &flightdeck_spec::Cluster| x.name() == c.name())

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use flightdeck_cloud::{Clock, Timestamp};
+use flightdeck_cloud::{Clock, GuestCluster, Node, Ownership, Timestamp};
 use flightdeck_kubevirt::{KubeVirtCloud, KubeconfigFile};
 use flightdeck_opennebula::{HttpOptions, HttpTransport, OpenNebulaCloud};
 use flightdeck_openstack::OpenStackProvider;
@@ -12,6 +12,7 @@ use flightdeck_openstack::{CloudEntry, OpenStackCloud, SessionOptions, config_er
 use flightdeck_scenario::guest::SimulatedKubelets;
 use flightdeck_sim::SimCloud;
 use flightdeck_spec::Duration;
+use flightdeck_workload::{KubeGuest, KubeconfigFiles, ProviderIdFormat};
 
 use crate::error::Failure;
 use crate::sim_host::SimHost;
@@ -48,20 +49,49 @@ pub fn sim_kubevirt(
     flightdeck_scenario::kubevirt::in_process(sim.cloud.clone(), namespace)
 }
 
-fn no_nodes(cloud: &str) -> Failure {
-    Failure::unprocessable(format!(
-        "{cloud}: reaching real workload clusters through kubeconfig is not built yet; start serve with --simulated-nodes"
-    ))
+/// Where the nodes of a real cloud's clusters come from: each cluster's own API, through
+/// the kubeconfig its spec names (`spec.workload.kubeconfig`), or, in the test bed only
+/// (`--simulated-nodes`), simulated kubelets keyed by the real servers.
+pub enum Nodes<S> {
+    Kube(KubeGuest<Arc<KubeconfigFiles>>),
+    Simulated(S),
 }
 
-/// A real OpenStack, by clouds.yaml entry.
+impl<S: GuestCluster + Send + Sync> GuestCluster for Nodes<S> {
+    async fn list_nodes(
+        &self,
+        owner: &Ownership,
+    ) -> flightdeck_cloud::provider::Result<Option<Vec<Node>>> {
+        match self {
+            Nodes::Kube(k) => k.list_nodes(owner).await,
+            Nodes::Simulated(s) => s.list_nodes(owner).await,
+        }
+    }
+}
+
+/// Test bed: simulated kubelets keyed by the servers (or VMs) of `cloud`.
+fn kubelets<C>(cloud: C) -> SimulatedKubelets<C> {
+    SimulatedKubelets::new(
+        Arc::new(cloud),
+        Arc::new(SystemClock),
+        KUBELET_REGISTER,
+        KUBELET_READY,
+    )
+}
+
+/// A real OpenStack's provider.
+pub type RealOpenStack = OpenStackProvider<Nodes<SimulatedKubelets<OpenStackCloud>>>;
+/// A real OpenNebula's provider.
+pub type RealOpenNebula =
+    OpenNebulaCloud<HttpTransport, Nodes<SimulatedKubelets<OpenNebulaCloud<HttpTransport, ()>>>>;
+
+/// A real OpenStack, by clouds.yaml entry. Each cluster's nodes are read through the
+/// kubeconfig its spec names, kept in `kubeconfigs`.
 pub async fn openstack(
     cloud: &str,
+    kubeconfigs: &Arc<KubeconfigFiles>,
     simulated_nodes: bool,
-) -> Result<Arc<OpenStackProvider<SimulatedKubelets<OpenStackCloud>>>, Failure> {
-    if !simulated_nodes {
-        return Err(no_nodes(&format!("cloud {cloud}")));
-    }
+) -> Result<Arc<RealOpenStack>, Failure> {
     let entry = CloudEntry::load(Some(cloud))
         .map_err(config_error)
         .map_err(|e| Failure::unprocessable(e.to_string()))?;
@@ -71,41 +101,40 @@ pub async fn openstack(
             .map_err(|e| Failure::gateway(format!("cannot reach cloud {cloud}: {e}")))
     };
     let openstack = connect().await?;
-    let nodes = connect().await?;
-    let kubelets = SimulatedKubelets::new(
-        Arc::new(nodes),
-        Arc::new(SystemClock),
-        KUBELET_REGISTER,
-        KUBELET_READY,
-    );
-    Ok(Arc::new(OpenStackProvider::new(openstack, kubelets)))
+    let nodes = if simulated_nodes {
+        Nodes::Simulated(kubelets(connect().await?))
+    } else {
+        Nodes::Kube(KubeGuest::new(
+            kubeconfigs.clone(),
+            ProviderIdFormat::OpenStack,
+        ))
+    };
+    Ok(Arc::new(OpenStackProvider::new(openstack, nodes)))
 }
 
 /// A real OpenNebula at `xmlrpc` (else `$ONE_XMLRPC`) with `$ONE_AUTH`'s credentials.
+/// Each cluster's nodes are read through the kubeconfig its spec names.
 pub async fn opennebula(
     xmlrpc: Option<&str>,
+    kubeconfigs: &Arc<KubeconfigFiles>,
     simulated_nodes: bool,
-) -> Result<
-    Arc<OpenNebulaCloud<HttpTransport, SimulatedKubelets<OpenNebulaCloud<HttpTransport, ()>>>>,
-    Failure,
-> {
+) -> Result<Arc<RealOpenNebula>, Failure> {
     let name = xmlrpc.unwrap_or("$ONE_XMLRPC");
-    if !simulated_nodes {
-        return Err(no_nodes(&format!("OpenNebula {name}")));
-    }
     let options = HttpOptions::default();
     let fail = |e: flightdeck_cloud::CloudError| {
         Failure::gateway(format!("cannot reach OpenNebula {name}: {e}"))
     };
     let vms = OpenNebulaCloud::over_http(xmlrpc, None, &options, ()).map_err(fail)?;
     vms.client().system_version().await.map_err(fail)?;
-    let kubelets = SimulatedKubelets::new(
-        Arc::new(vms),
-        Arc::new(SystemClock),
-        KUBELET_REGISTER,
-        KUBELET_READY,
-    );
-    let provider = OpenNebulaCloud::over_http(xmlrpc, None, &options, kubelets).map_err(fail)?;
+    let nodes = if simulated_nodes {
+        Nodes::Simulated(kubelets(vms))
+    } else {
+        Nodes::Kube(KubeGuest::new(
+            kubeconfigs.clone(),
+            ProviderIdFormat::OpenNebula,
+        ))
+    };
+    let provider = OpenNebulaCloud::over_http(xmlrpc, None, &options, nodes).map_err(fail)?;
     Ok(Arc::new(provider))
 }
 

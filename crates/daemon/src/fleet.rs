@@ -8,6 +8,7 @@ use flightdeck_engine::{Engine, EngineConfig};
 use flightdeck_plan::{ClusterStatus, Event, Memory, Severity};
 use flightdeck_spec::Cluster;
 use flightdeck_store::{Store, Write};
+use flightdeck_workload::KubeconfigFiles;
 use tokio::sync::{Mutex, oneshot, watch};
 
 use crate::backend::{self, BackendConfig, BackendHandle, Command};
@@ -22,7 +23,8 @@ use crate::types::Applied;
 pub struct FleetOptions {
     /// Reconciles in flight at most, per cloud.
     pub concurrency: usize,
-    /// Real OpenStack and OpenNebula clusters take their nodes from simulated kubelets.
+    /// Test bed only: real OpenStack and OpenNebula clusters take their nodes from
+    /// simulated kubelets instead of their `spec.workload.kubeconfig`.
     pub simulated_nodes: bool,
 }
 
@@ -31,6 +33,8 @@ pub struct Fleet {
     pub store: Arc<Store>,
     pub sim: Option<Arc<SimHost>>,
     options: FleetOptions,
+    /// Each real cluster's workload kubeconfig, as its spec names it.
+    kubeconfigs: Arc<KubeconfigFiles>,
     backends: Mutex<BTreeMap<Route, BackendHandle>>,
     /// Which route each known cluster is on.
     owners: RwLock<BTreeMap<String, Route>>,
@@ -52,6 +56,7 @@ impl Fleet {
             store,
             sim,
             options,
+            kubeconfigs: Arc::new(KubeconfigFiles::new()),
             backends: Mutex::new(BTreeMap::new()),
             owners: RwLock::new(BTreeMap::new()),
             shutdown,
@@ -69,6 +74,7 @@ impl Fleet {
             if let (Route::SimOpenStack, Some(sim)) = (&r, &fleet.sim) {
                 sim.provide_router(&spec);
             }
+            fleet.note_kubeconfig(&spec);
             routes.insert(name, r);
         }
         for r in routes.values() {
@@ -79,6 +85,12 @@ impl Fleet {
         }
         *fleet.owners.write().unwrap_or_else(|e| e.into_inner()) = routes;
         Ok(fleet)
+    }
+
+    /// Where the cluster's workload API is reached, as its spec says now.
+    fn note_kubeconfig(&self, spec: &Cluster) {
+        let path = spec.spec.workload.as_ref().map(|w| w.kubeconfig.as_str());
+        self.kubeconfigs.set(spec.name().as_str(), path);
     }
 
     /// The embedded simulator keeps nothing across restarts: a cluster built on it is
@@ -140,13 +152,18 @@ impl Fleet {
                     .await?
             }
             Route::OpenStack { cloud } => {
-                let p = connect::openstack(cloud, self.options.simulated_nodes).await?;
+                let p = connect::openstack(cloud, &self.kubeconfigs, self.options.simulated_nodes)
+                    .await?;
                 self.spawn(p, Arc::new(connect::SystemClock), 1.0, r)
                     .await?
             }
             Route::OpenNebula { xmlrpc } => {
-                let p =
-                    connect::opennebula(xmlrpc.as_deref(), self.options.simulated_nodes).await?;
+                let p = connect::opennebula(
+                    xmlrpc.as_deref(),
+                    &self.kubeconfigs,
+                    self.options.simulated_nodes,
+                )
+                .await?;
                 self.spawn(p, Arc::new(connect::SystemClock), 1.0, r)
                     .await?
             }
@@ -250,6 +267,7 @@ impl Fleet {
             if let (Route::SimOpenStack, Some(sim)) = (&r, &self.sim) {
                 sim.provide_router(&spec);
             }
+            self.note_kubeconfig(&spec);
             let b = self.backend(&r).await?;
             let result = ask(&b, |reply| Command::Apply(Box::new(spec), reply)).await?;
             self.owners

@@ -12,7 +12,7 @@
 pub mod api;
 pub mod auth;
 mod backend;
-mod connect;
+pub mod connect;
 pub mod error;
 mod fleet;
 pub mod instrument;

@@ -93,13 +93,12 @@ pub struct UpArgs {
     quiet: bool,
     /// Reconcile against the real OpenStack named by each cluster's
     /// `spec.provider.openstack.cloud` (clouds.yaml), in real time, instead of the
-    /// built-in simulator. Needs --state-dir and --simulated-nodes.
+    /// built-in simulator. Needs --state-dir; nodes come from each spec's workload.kubeconfig.
     #[arg(long, conflicts_with = "opennebula")]
     openstack: bool,
     /// Reconcile against the real OpenNebula at each cluster's
     /// `spec.provider.opennebula.xmlrpc` (else $ONE_XMLRPC), with the credentials in the
-    /// file $ONE_AUTH names (else ~/.one/one_auth), in real time. Needs --state-dir and
-    /// --simulated-nodes.
+    /// file $ONE_AUTH names (else ~/.one/one_auth), in real time. Needs --state-dir.
     #[arg(long)]
     opennebula: bool,
     /// Reconcile against the real KubeVirt infra cluster and workload cluster named by
@@ -107,10 +106,9 @@ pub struct UpArgs {
     /// --state-dir; nothing is simulated.
     #[arg(long, conflicts_with_all = ["openstack", "opennebula"])]
     kubevirt: bool,
-    /// With --openstack or --opennebula: take the workload cluster's nodes from simulated
-    /// kubelets keyed by the real servers or VMs (for clouds whose machines run no
-    /// kubelet, like Nova's fake driver). Reaching real workload clusters through
-    /// kubeconfig is not built yet.
+    /// Test bed: with --openstack or --opennebula, take the workload cluster's nodes from
+    /// simulated kubelets keyed by the real servers or VMs (for clouds whose machines run
+    /// no kubelet, like Nova's fake driver) instead of `spec.workload.kubeconfig`.
     #[arg(long)]
     simulated_nodes: bool,
 }

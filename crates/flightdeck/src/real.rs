@@ -8,21 +8,18 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration as StdDuration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use flightdeck_cloud::{Clock, Provider, SeededRng};
 use flightdeck_engine::{Engine, EngineConfig};
 use flightdeck_kubevirt::{KubeVirtCloud, KubeconfigFile, KubeconfigSecret, WorkloadClients};
-use flightdeck_opennebula::{HttpOptions, OpenNebulaCloud};
-use flightdeck_openstack::OpenStackProvider;
-use flightdeck_openstack::{CloudEntry, OpenStackCloud, SessionOptions, config_error};
-use flightdeck_scenario::guest::SimulatedKubelets;
 use flightdeck_scenario::report::TimelineEntry;
 use flightdeck_spec::{Cluster, Duration};
 use flightdeck_store::Store;
+use flightdeck_workload::KubeconfigFiles;
 
 use crate::output::progress_line;
 
-use flightdeck_daemon::SystemClock;
+use flightdeck_daemon::{SystemClock, connect};
 
 pub enum Goal {
     /// Apply the specs and wait until every cluster is Ready.
@@ -31,65 +28,55 @@ pub enum Goal {
     Deleted(String),
 }
 
-/// How long a simulated kubelet takes to register, and then to be Ready.
-const KUBELET_REGISTER: Duration = Duration::from_secs(5);
-const KUBELET_READY: Duration = Duration::from_secs(10);
+/// Each cluster's workload kubeconfig, from the specs of `goal` (a deletion needs no
+/// nodes: nothing it does is judged by them).
+fn kubeconfigs(goal: &Goal) -> Arc<KubeconfigFiles> {
+    let files = Arc::new(KubeconfigFiles::new());
+    if let Goal::Ready(specs) = goal {
+        for c in specs {
+            let path = c.spec.workload.as_ref().map(|w| w.kubeconfig.as_str());
+            files.set(c.name().as_str(), path);
+        }
+    }
+    files
+}
 
 /// Connects to the OpenStack cloud entry `name` and drives the engine to `goal` (see
-/// [`drive`]). Nodes come from simulated kubelets: reaching real workload clusters through
-/// their kubeconfig is not built yet.
+/// [`drive`]). Nodes come from each cluster's `spec.workload.kubeconfig`, or, in the
+/// test bed, from simulated kubelets (`simulated_nodes`).
 pub async fn run(
     cloud: &str,
     state_dir: &Path,
     goal: Goal,
     timeout: Duration,
+    simulated_nodes: bool,
 ) -> anyhow::Result<ExitCode> {
-    let entry = CloudEntry::load(Some(cloud)).map_err(config_error)?;
-    let openstack = OpenStackCloud::connect(&entry, SessionOptions::default())
+    let provider = connect::openstack(cloud, &kubeconfigs(&goal), simulated_nodes)
         .await
-        .with_context(|| format!("cannot reach cloud {cloud}"))?;
-    let nodes = OpenStackCloud::connect(&entry, SessionOptions::default()).await?;
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let kubelets = SimulatedKubelets::new(
-        Arc::new(nodes),
-        clock.clone(),
-        KUBELET_REGISTER,
-        KUBELET_READY,
-    );
-    let provider = Arc::new(OpenStackProvider::new(openstack, kubelets));
-    drive(provider, clock, state_dir, goal, timeout).await
+        .map_err(|f| anyhow::anyhow!(f.message))?;
+    drive(provider, Arc::new(SystemClock), state_dir, goal, timeout).await
 }
 
 /// Connects to the OpenNebula at `xmlrpc` (else `$ONE_XMLRPC`) with the credentials in
-/// `$ONE_AUTH` (else `~/.one/one_auth`) and drives the engine to `goal`. Nodes come from
-/// simulated kubelets keyed by the real VMs.
+/// `$ONE_AUTH` (else `~/.one/one_auth`) and drives the engine to `goal`. Nodes come as
+/// on OpenStack (see [`run`]).
 pub async fn run_opennebula(
     xmlrpc: Option<&str>,
     state_dir: &Path,
     goal: Goal,
     timeout: Duration,
+    simulated_nodes: bool,
 ) -> anyhow::Result<ExitCode> {
-    let options = HttpOptions::default();
-    let vms = OpenNebulaCloud::over_http(xmlrpc, None, &options, ())
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let version = vms
+    let provider = connect::opennebula(xmlrpc, &kubeconfigs(&goal), simulated_nodes)
+        .await
+        .map_err(|f| anyhow::anyhow!(f.message))?;
+    let version = provider
         .client()
         .system_version()
         .await
         .map_err(|e| anyhow::anyhow!("cannot reach OpenNebula: {e}"))?;
     eprintln!("flightdeck: OpenNebula {version}");
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let kubelets = SimulatedKubelets::new(
-        Arc::new(vms),
-        clock.clone(),
-        KUBELET_REGISTER,
-        KUBELET_READY,
-    );
-    let provider = Arc::new(
-        OpenNebulaCloud::over_http(xmlrpc, None, &options, kubelets)
-            .map_err(|e| anyhow::anyhow!("{e}"))?,
-    );
-    drive(provider, clock, state_dir, goal, timeout).await
+    drive(provider, Arc::new(SystemClock), state_dir, goal, timeout).await
 }
 
 /// How a KubeVirt cluster's workload cluster is reached: a kubeconfig file, or a Secret

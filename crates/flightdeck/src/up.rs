@@ -165,11 +165,6 @@ pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
 
 /// `up --openstack`: the clusters in the file on the real cloud their spec names.
 async fn run_real(args: &UpArgs) -> anyhow::Result<ExitCode> {
-    if !args.simulated_nodes && !args.kubevirt {
-        bail!(
-            "reaching real workload clusters through kubeconfig is not built yet; pass --simulated-nodes"
-        );
-    }
     let Some(state_dir) = &args.state_dir else {
         bail!("a real cloud needs --state-dir: it outlives one run, so must flightdeck's memory");
     };
@@ -227,6 +222,7 @@ async fn run_real(args: &UpArgs) -> anyhow::Result<ExitCode> {
             state_dir,
             crate::real::Goal::Ready(clusters),
             args.timeout,
+            args.simulated_nodes,
         )
         .await;
     }
@@ -248,6 +244,7 @@ async fn run_real(args: &UpArgs) -> anyhow::Result<ExitCode> {
         state_dir,
         crate::real::Goal::Ready(clusters),
         args.timeout,
+        args.simulated_nodes,
     )
     .await
 }

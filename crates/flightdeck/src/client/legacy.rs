@@ -74,15 +74,13 @@ pub async fn delete_offline(args: &DeleteArgs) -> anyhow::Result<ExitCode> {
     let Some(state_dir) = &args.state_dir else {
         return Err(anyhow!("the offline `delete` needs --state-dir"));
     };
-    if !args.simulated_nodes {
-        return Err(anyhow!(
-            "reaching real workload clusters through kubeconfig is not built yet; pass --simulated-nodes"
-        ));
-    }
     let goal = real::Goal::Deleted(args.cluster.clone());
+    let (timeout, simulated) = (args.timeout, args.simulated_nodes);
     match &args.cloud {
-        Some(cloud) => real::run(cloud, state_dir, goal, args.timeout).await,
-        None => real::run_opennebula(args.xmlrpc.as_deref(), state_dir, goal, args.timeout).await,
+        Some(cloud) => real::run(cloud, state_dir, goal, timeout, simulated).await,
+        None => {
+            real::run_opennebula(args.xmlrpc.as_deref(), state_dir, goal, timeout, simulated).await
+        }
     }
 }
 

@@ -82,9 +82,10 @@ pub async fn apply(args: super::ApplyArgs) -> anyhow::Result<ExitCode> {
         .file
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("json"));
-    // userData files are named relative to the spec, which only this side can read:
-    // the clusters travel with their content (as JSON documents).
-    if text.contains("userData") && source != "stdin" {
+    // userData and workload kubeconfig files are named relative to the spec, which only
+    // this side knows: the clusters travel with the content of the one and the absolute
+    // path of the other (as JSON documents).
+    if (text.contains("userData") || text.contains("workload")) && source != "stdin" {
         text = resolved_documents(&args.file)?;
         json = true;
     }
