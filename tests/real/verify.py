@@ -3,6 +3,8 @@
   verify.py exists CLUSTER CP WORKERS IMAGE   every object exists as specified
   verify.py gone CLUSTER                      nothing carrying the cluster's tag remains
   verify.py cleanup CLUSTER                   deletes what an earlier, failed run left behind
+  verify.py routes CLUSTER ROUTER CIDR        each server's pod network (a /24 of CIDR) is routed to it
+  verify.py absent CLUSTER NAME               the server NAME is gone (replaced)
 """
 import sys
 
@@ -28,7 +30,33 @@ if mode == "cleanup":
         time.sleep(1)
     for g in c.network.security_groups(tags=tag):
         c.network.delete_security_group(g.id, ignore_missing=True)
+    router = c.network.find_router("fd-router")
+    if router and router.routes:
+        c.network.remove_extra_routes_from_router(router, body={"router": {"routes": router.routes}})
     print(f"cleaned up {len(servers)} server(s), {len(lbs)} load balancer(s), {len(groups)} group(s) of an earlier run")
+    sys.exit(0)
+
+def pod_routes(router_name, cidr):
+    import ipaddress
+    net = ipaddress.ip_network(cidr)
+    router = c.network.find_router(router_name, ignore_missing=False)
+    routes = router.routes or []
+    return router, [r for r in routes if ipaddress.ip_network(r["destination"]).subnet_of(net)]
+
+if mode == "routes":
+    router, routes = pod_routes(sys.argv[3], sys.argv[4])
+    addresses = sorted(list(s.addresses.values())[0][0]["addr"] for s in servers)
+    nexthops = sorted(r["nexthop"] for r in routes)
+    assert nexthops == addresses, f"pod routes {routes} do not match the servers {addresses}"
+    assert all(r["destination"].endswith("/24") for r in routes), routes
+    assert len({r["destination"] for r in routes}) == len(routes), routes
+    print(f"verified: {len(routes)} pod route(s) on {router.name}, one to each of {len(servers)} server(s)")
+    sys.exit(0)
+
+if mode == "absent":
+    names = [s.name for s in servers]
+    assert sys.argv[3] not in names, f"{sys.argv[3]} is still there: {names}"
+    print(f"verified: {sys.argv[3]} was replaced; servers now {sorted(names)}")
     sys.exit(0)
 
 if mode == "gone":

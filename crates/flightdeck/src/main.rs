@@ -6,6 +6,7 @@ mod output;
 mod plan_cmd;
 mod real;
 mod serve_cmd;
+mod sim_kubelets;
 mod sim_cmd;
 mod swarm_cmd;
 mod up;
@@ -296,6 +297,22 @@ pub struct ServeArgs {
     /// so that the workload cluster `demo` comes up, for client conformance tests.
     #[arg(long, requires = "kubernetes")]
     kubevirt_fixture: bool,
+    /// With --kubernetes (test bed): play the workload cluster of --kubelets-cluster on
+    /// the real OpenStack of this clouds.yaml entry. Its servers (Nova's fake driver
+    /// boots nothing) get simulated kubelets that register by their real IDs
+    /// (`openstack:///<id>`); flightdeck reaches them through the cluster's kubeconfig.
+    #[arg(long, value_name = "ENTRY", requires_all = ["kubernetes", "kubelets_cluster"])]
+    kubelets_for: Option<String>,
+    /// With --kubelets-for: the cluster whose servers get kubelets.
+    #[arg(long, value_name = "NAME", requires = "kubelets_for")]
+    kubelets_cluster: Option<String>,
+    /// With --kubelets-for: the cluster's pod network; each node gets a /24 of it.
+    #[arg(long, value_name = "CIDR", requires = "kubelets_for")]
+    kubelets_pod_cidr: Option<flightdeck_spec::Cidr>,
+    /// With --kubelets-for: a server (by name) whose kubelet never starts (F3). Repeat
+    /// for more.
+    #[arg(long, value_name = "NAME", requires = "kubelets_for")]
+    never_register: Vec<String>,
     /// Keep every PodDisruptionBudget's disruptionsAllowed at 0 (the k8s.pdbBlocks
     /// fault) for this many virtual seconds, from --pdb-blocks-from on.
     #[arg(long, value_name = "SECONDS")]

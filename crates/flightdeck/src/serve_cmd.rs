@@ -81,6 +81,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if args.kubevirt_fixture {
         seed_kubevirt_fixture(&cloud)?;
     }
+    if let (Some(entry), Some(cluster)) = (&args.kubelets_for, &args.kubelets_cluster) {
+        let follow = crate::sim_kubelets::Follow {
+            entry: entry.clone(),
+            cluster: cluster.clone(),
+            pod_cidr: args.kubelets_pod_cidr,
+            never_register: args.never_register.clone(),
+        };
+        let source = crate::sim_kubelets::connect(&follow).await?;
+        tokio::spawn(crate::sim_kubelets::run(cloud.clone(), source, follow));
+    }
     // Virtual time follows the wall clock, scaled by --speed.
     let speed = args.speed;
     let ticker = clock.clone();

@@ -122,6 +122,18 @@ pub(crate) fn now() -> Timestamp {
 impl OpenStackCloud {
     /// Maps Nova's server into flightdeck's, with image and flavor as names where
     /// they are known.
+    /// Every server tagged `tag` (`flightdeck-cluster=NAME`, say), whatever its owner:
+    /// the test bed's kubelets follow a cluster by name.
+    pub async fn list_servers_tagged(&self, tag: &str) -> Result<Vec<Server>> {
+        let call = Call::get(Service::Nova, OP_LIST, "/servers/detail").query("tags", tag);
+        let wire: Vec<WireServer> = self.session.list(&call, "servers").await?;
+        let mut servers = Vec::with_capacity(wire.len());
+        for w in wire {
+            servers.push(self.to_server(w).await);
+        }
+        Ok(servers)
+    }
+
     pub(crate) async fn to_server(&self, w: WireServer) -> Server {
         let image = match id_of(&w.image) {
             Some(id) => self.image_name(id).await,

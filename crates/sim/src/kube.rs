@@ -157,7 +157,7 @@ fn api_reachable(st: &State, owner: &Ownership) -> bool {
             && vm.is_running()
             && st.nodes.contains(&id.to_string())
     });
-    through_lb || through_vip
+    through_lb || through_vip || crate::mirror::api_reachable(st, owner)
 }
 
 pub(crate) fn list_nodes(st: &State, now: Timestamp, owner: &Ownership) -> Option<Vec<Node>> {

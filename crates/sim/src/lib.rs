@@ -24,6 +24,7 @@ mod ids;
 mod k8s;
 mod kube;
 mod members;
+mod mirror;
 mod neutron;
 mod nova;
 mod octavia;
@@ -228,6 +229,8 @@ pub(crate) struct State {
     pub(crate) nodes: Table<kube::NodeRec>,
     /// Registered pod networks by cluster name.
     pub(crate) pod_networks: BTreeMap<String, routes::PodNetwork>,
+    /// Test bed: clusters whose servers are mirrored from a real cloud ([`mirror`]).
+    pub(crate) mirrored: std::collections::BTreeSet<String>,
     pub(crate) faults: Vec<faults::FaultRec>,
     pub(crate) log: Log,
     /// The simulated OpenNebula.
@@ -265,6 +268,7 @@ impl State {
             members: Table::default(),
             nodes: Table::default(),
             pod_networks: BTreeMap::new(),
+            mirrored: std::collections::BTreeSet::new(),
             faults: Vec::new(),
             log: Log::default(),
             one: one::OneState::default(),

@@ -374,3 +374,47 @@ impl Compute for SimCloud {
         )
     }
 }
+
+/// Test bed: a server of another (real) cloud, mirrored with its own id, tags and
+/// address, so that a kubelet registers for it here (`no_kubelet`: never). Not an API
+/// call.
+pub(crate) fn mirror(st: &mut State, now: Timestamp, server: &Server, no_kubelet: bool) {
+    if st.servers.contains(&server.id) {
+        return;
+    }
+    let id = server.id.clone();
+    let seq = st.next_seq();
+    st.servers.insert(
+        seq,
+        id.clone(),
+        ServerRec {
+            server: Server {
+                status: ServerStatus::Active,
+                ..server.clone()
+            },
+            group_ids: Vec::new(),
+            allocated: None,
+            boot_fails: false,
+            no_kubelet,
+            drop_groups: false,
+            user_data: None,
+        },
+    );
+    if let Some(ip) = server.address {
+        st.server_by_address.insert(ip, id.clone());
+    }
+    kube::server_active(st, now, &id);
+}
+
+/// Test bed: a mirrored server is gone from its cloud: its kubelet stops.
+pub(crate) fn unmirror(st: &mut State, now: Timestamp, id: &str) {
+    let Some(rec) = st.servers.remove(id) else {
+        return;
+    };
+    if let Some(ip) = rec.server.address
+        && st.server_by_address.get(&ip).map(String::as_str) == Some(id)
+    {
+        st.server_by_address.remove(&ip);
+    }
+    kube::server_gone(st, now, id);
+}

@@ -144,3 +144,50 @@ fn an_openstack_workload_cluster_serves_its_nodes_on_the_kubernetes_wire() {
     assert_eq!(call("PATCH", "/api/v1/nodes/demo-cp-1").status, 405);
     assert!(sim.kube_clusters().contains(&"demo".to_string()));
 }
+
+/// The test bed's kubelets for a real cloud: servers listed by a real OpenStack get a
+/// node with their real ID, unless told never to register, and lose it when they go.
+#[test]
+fn mirrored_servers_of_a_real_cloud_register_by_their_real_ids() {
+    let sim = sim(8);
+    let o = cluster_owner("demo", "u8");
+    let real = |id: &str, name: &str, key: &str, last: u8| flightdeck_cloud::Server {
+        id: id.into(),
+        name: name.into(),
+        status: flightdeck_cloud::ServerStatus::Active,
+        task_state: None,
+        tags: o.tags(&flightdeck_cloud::Role::Machine(key.into())),
+        security_groups: Vec::new(),
+        address: Some(std::net::IpAddr::from([192, 168, 7, last])),
+        image: "fake-img".into(),
+        flavor: "m1.tiny".into(),
+        fault: None,
+        created_at: now(&sim),
+    };
+    let cp = real("7f3e-cp", "demo-cp-1", "cp-1", 10);
+    let worker = real("7f3e-w", "demo-workers-2", "workers-2", 11);
+    let never = vec!["demo-workers-2".to_string()];
+    let cidr = "10.244.0.0/16".parse().ok();
+    sim.mirror_servers("demo", &[cp.clone(), worker.clone()], &never, cidr);
+    wait_ms(&sim, 120_000);
+    sim.mirror_servers("demo", &[cp.clone(), worker.clone()], &never, cidr);
+    let listed = ready(sim.list_nodes(&o)).expect("call").expect("the API answers");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].server_id.as_deref(), Some("7f3e-cp"));
+    assert!(listed[0].pod_cidr.as_deref().is_some_and(|c| c.starts_with("10.244.")));
+    let answer = sim.kube_request(
+        "demo",
+        flightdeck_sim::KubeRequest {
+            method: "GET".into(),
+            path: "/api/v1/nodes".into(),
+            query: String::new(),
+            body: Vec::new(),
+            content_type: None,
+        },
+    );
+    let list: serde_json::Value = serde_json::from_slice(&answer.body).expect("json");
+    assert_eq!(list["items"][0]["spec"]["providerID"], "openstack:///7f3e-cp");
+    sim.mirror_servers("demo", std::slice::from_ref(&worker), &never, cidr);
+    wait_ms(&sim, 60_000);
+    assert!(node(&sim, "7f3e-cp").is_none(), "the node goes with its server");
+}

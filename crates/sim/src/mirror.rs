@@ -1,0 +1,73 @@
+//! Test bed: kubelets for another cloud's machines. The servers of a real OpenStack
+//! (Nova's fake driver boots nothing) are mirrored into the simulator with their real
+//! IDs, tags and addresses; their kubelets register here, and the workload cluster's
+//! API (`sim serve --kubernetes`) answers for them with `openstack:///<real id>`
+//! providerIDs, as a real cluster on that cloud would. flightdeck reaches it through a
+//! kubeconfig, exactly as it reaches a real workload cluster.
+//!
+//! A mirrored cluster's API answers once one of its control-plane machines runs with a
+//! Ready node: its real load balancer is not in the simulator.
+
+use flightdeck_cloud::ownership::{TAG_CLUSTER, TAG_MACHINE, uid_of};
+use flightdeck_cloud::{Clock, Ownership, Server, ServerStatus};
+use flightdeck_spec::Cidr;
+
+use crate::{SimCloud, State, nova, routes};
+
+impl SimCloud {
+    /// Makes the simulator's servers of `cluster` the running ones of `servers`, as the
+    /// real cloud lists them now: a new one gets a kubelet (never, if its name is in
+    /// `never_register`), one gone from the list stops its kubelet. With `pod_cidr`,
+    /// each node gets a /24 of it. Not an API call.
+    pub fn mirror_servers(
+        &self,
+        cluster: &str,
+        servers: &[Server],
+        never_register: &[String],
+        pod_cidr: Option<Cidr>,
+    ) {
+        let mut st = self.lock();
+        let now = self.clock.now();
+        st.run_due(now);
+        st.mirrored.insert(cluster.to_string());
+        let running: Vec<&Server> = servers
+            .iter()
+            .filter(|s| s.status == ServerStatus::Active && !s.is_deleting())
+            .filter(|s| s.tags.iter().any(|t| t == &format!("{TAG_CLUSTER}{cluster}")))
+            .collect();
+        if let (Some(cidr), Some(uid)) = (pod_cidr, running.iter().find_map(|s| uid_of(&s.tags)))
+            && !st.pod_networks.contains_key(cluster)
+        {
+            routes::set_pod_network(&mut st, cluster, uid, cidr);
+        }
+        let gone: Vec<String> = st
+            .servers
+            .values()
+            .map(|r| &r.server)
+            .filter(|s| s.tags.iter().any(|t| t == &format!("{TAG_CLUSTER}{cluster}")))
+            .filter(|s| !running.iter().any(|r| r.id == s.id))
+            .map(|s| s.id.clone())
+            .collect();
+        for id in gone {
+            nova::unmirror(&mut st, now, &id);
+        }
+        for s in running {
+            nova::mirror(&mut st, now, s, never_register.contains(&s.name));
+        }
+    }
+}
+
+/// Whether the API of a mirrored cluster answers: one of its control-plane machines
+/// runs with a Ready node.
+pub(crate) fn api_reachable(st: &State, owner: &Ownership) -> bool {
+    st.mirrored.contains(&owner.cluster)
+        && st.servers.values().any(|r| {
+            owner.owns(&r.server.tags)
+                && r.server.tags.iter().any(|t| {
+                    t.strip_prefix(TAG_MACHINE)
+                        .is_some_and(|k| k.starts_with("cp-"))
+                })
+                && st.host_running(&r.server.id)
+                && st.nodes.get(&r.server.id).is_some_and(|n| n.node.ready)
+        })
+}
