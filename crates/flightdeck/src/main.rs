@@ -6,8 +6,8 @@ mod output;
 mod plan_cmd;
 mod real;
 mod serve_cmd;
-mod sim_kubelets;
 mod sim_cmd;
+mod sim_kubelets;
 mod swarm_cmd;
 mod up;
 

@@ -44,10 +44,7 @@ pub async fn run(cloud: Arc<SimCloud>, source: OpenStackCloud, follow: Follow) {
         if follow.never_register.is_empty() {
             String::new()
         } else {
-            format!(
-                " (never registering: {})",
-                follow.never_register.join(", ")
-            )
+            format!(" (never registering: {})", follow.never_register.join(", "))
         }
     );
     loop {

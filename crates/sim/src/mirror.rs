@@ -33,7 +33,11 @@ impl SimCloud {
         let running: Vec<&Server> = servers
             .iter()
             .filter(|s| s.status == ServerStatus::Active && !s.is_deleting())
-            .filter(|s| s.tags.iter().any(|t| t == &format!("{TAG_CLUSTER}{cluster}")))
+            .filter(|s| {
+                s.tags
+                    .iter()
+                    .any(|t| t == &format!("{TAG_CLUSTER}{cluster}"))
+            })
             .collect();
         if let (Some(cidr), Some(uid)) = (pod_cidr, running.iter().find_map(|s| uid_of(&s.tags)))
             && !st.pod_networks.contains_key(cluster)
@@ -44,7 +48,11 @@ impl SimCloud {
             .servers
             .values()
             .map(|r| &r.server)
-            .filter(|s| s.tags.iter().any(|t| t == &format!("{TAG_CLUSTER}{cluster}")))
+            .filter(|s| {
+                s.tags
+                    .iter()
+                    .any(|t| t == &format!("{TAG_CLUSTER}{cluster}"))
+            })
             .filter(|s| !running.iter().any(|r| r.id == s.id))
             .map(|s| s.id.clone())
             .collect();

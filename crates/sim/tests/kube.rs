@@ -171,10 +171,17 @@ fn mirrored_servers_of_a_real_cloud_register_by_their_real_ids() {
     sim.mirror_servers("demo", &[cp.clone(), worker.clone()], &never, cidr);
     wait_ms(&sim, 120_000);
     sim.mirror_servers("demo", &[cp.clone(), worker.clone()], &never, cidr);
-    let listed = ready(sim.list_nodes(&o)).expect("call").expect("the API answers");
+    let listed = ready(sim.list_nodes(&o))
+        .expect("call")
+        .expect("the API answers");
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert_eq!(listed[0].server_id.as_deref(), Some("7f3e-cp"));
-    assert!(listed[0].pod_cidr.as_deref().is_some_and(|c| c.starts_with("10.244.")));
+    assert!(
+        listed[0]
+            .pod_cidr
+            .as_deref()
+            .is_some_and(|c| c.starts_with("10.244."))
+    );
     let answer = sim.kube_request(
         "demo",
         flightdeck_sim::KubeRequest {
@@ -186,8 +193,14 @@ fn mirrored_servers_of_a_real_cloud_register_by_their_real_ids() {
         },
     );
     let list: serde_json::Value = serde_json::from_slice(&answer.body).expect("json");
-    assert_eq!(list["items"][0]["spec"]["providerID"], "openstack:///7f3e-cp");
+    assert_eq!(
+        list["items"][0]["spec"]["providerID"],
+        "openstack:///7f3e-cp"
+    );
     sim.mirror_servers("demo", std::slice::from_ref(&worker), &never, cidr);
     wait_ms(&sim, 60_000);
-    assert!(node(&sim, "7f3e-cp").is_none(), "the node goes with its server");
+    assert!(
+        node(&sim, "7f3e-cp").is_none(),
+        "the node goes with its server"
+    );
 }
