@@ -4,14 +4,12 @@
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use flightdeck_cloud::{Clock, GuestCluster, Node, Ownership, Timestamp};
+use flightdeck_cloud::{Clock, Timestamp};
 use flightdeck_kubevirt::{KubeVirtCloud, KubeconfigFile};
 use flightdeck_opennebula::{HttpOptions, HttpTransport, OpenNebulaCloud};
 use flightdeck_openstack::OpenStackProvider;
 use flightdeck_openstack::{CloudEntry, OpenStackCloud, SessionOptions, config_error};
-use flightdeck_scenario::guest::SimulatedKubelets;
 use flightdeck_sim::SimCloud;
-use flightdeck_spec::Duration;
 use flightdeck_workload::{KubeGuest, KubeconfigFiles, ProviderIdFormat};
 
 use crate::error::Failure;
@@ -30,10 +28,6 @@ impl Clock for SystemClock {
     }
 }
 
-/// How long a simulated kubelet takes to register, and then to be Ready.
-const KUBELET_REGISTER: Duration = Duration::from_secs(5);
-const KUBELET_READY: Duration = Duration::from_secs(10);
-
 pub fn sim_openstack(sim: &SimHost) -> Arc<SimCloud> {
     sim.cloud.clone()
 }
@@ -49,66 +43,28 @@ pub fn sim_kubevirt(
     flightdeck_scenario::kubevirt::in_process(sim.cloud.clone(), namespace)
 }
 
-/// Where the nodes of a real cloud's clusters come from: each cluster's own API, through
-/// the kubeconfig its spec names (`spec.workload.kubeconfig`), or, in the test bed only
-/// (`--simulated-nodes`), simulated kubelets keyed by the real servers.
-pub enum Nodes<S> {
-    Kube(KubeGuest<Arc<KubeconfigFiles>>),
-    Simulated(S),
-}
-
-impl<S: GuestCluster + Send + Sync> GuestCluster for Nodes<S> {
-    async fn list_nodes(
-        &self,
-        owner: &Ownership,
-    ) -> flightdeck_cloud::provider::Result<Option<Vec<Node>>> {
-        match self {
-            Nodes::Kube(k) => k.list_nodes(owner).await,
-            Nodes::Simulated(s) => s.list_nodes(owner).await,
-        }
-    }
-}
-
-/// Test bed: simulated kubelets keyed by the servers (or VMs) of `cloud`.
-fn kubelets<C>(cloud: C) -> SimulatedKubelets<C> {
-    SimulatedKubelets::new(
-        Arc::new(cloud),
-        Arc::new(SystemClock),
-        KUBELET_REGISTER,
-        KUBELET_READY,
-    )
-}
+/// How a real cloud's clusters' nodes are read: each cluster's own API, through the
+/// kubeconfig its spec names (`spec.workload.kubeconfig`).
+pub type Nodes = KubeGuest<Arc<KubeconfigFiles>>;
 
 /// A real OpenStack's provider.
-pub type RealOpenStack = OpenStackProvider<Nodes<SimulatedKubelets<OpenStackCloud>>>;
+pub type RealOpenStack = OpenStackProvider<Nodes>;
 /// A real OpenNebula's provider.
-pub type RealOpenNebula =
-    OpenNebulaCloud<HttpTransport, Nodes<SimulatedKubelets<OpenNebulaCloud<HttpTransport, ()>>>>;
+pub type RealOpenNebula = OpenNebulaCloud<HttpTransport, Nodes>;
 
 /// A real OpenStack, by clouds.yaml entry. Each cluster's nodes are read through the
 /// kubeconfig its spec names, kept in `kubeconfigs`.
 pub async fn openstack(
     cloud: &str,
     kubeconfigs: &Arc<KubeconfigFiles>,
-    simulated_nodes: bool,
 ) -> Result<Arc<RealOpenStack>, Failure> {
     let entry = CloudEntry::load(Some(cloud))
         .map_err(config_error)
         .map_err(|e| Failure::unprocessable(e.to_string()))?;
-    let connect = || async {
-        OpenStackCloud::connect(&entry, SessionOptions::default())
-            .await
-            .map_err(|e| Failure::gateway(format!("cannot reach cloud {cloud}: {e}")))
-    };
-    let openstack = connect().await?;
-    let nodes = if simulated_nodes {
-        Nodes::Simulated(kubelets(connect().await?))
-    } else {
-        Nodes::Kube(KubeGuest::new(
-            kubeconfigs.clone(),
-            ProviderIdFormat::OpenStack,
-        ))
-    };
+    let openstack = OpenStackCloud::connect(&entry, SessionOptions::default())
+        .await
+        .map_err(|e| Failure::gateway(format!("cannot reach cloud {cloud}: {e}")))?;
+    let nodes = KubeGuest::new(kubeconfigs.clone(), ProviderIdFormat::OpenStack);
     Ok(Arc::new(OpenStackProvider::new(openstack, nodes)))
 }
 
@@ -117,23 +73,15 @@ pub async fn openstack(
 pub async fn opennebula(
     xmlrpc: Option<&str>,
     kubeconfigs: &Arc<KubeconfigFiles>,
-    simulated_nodes: bool,
 ) -> Result<Arc<RealOpenNebula>, Failure> {
     let name = xmlrpc.unwrap_or("$ONE_XMLRPC");
     let options = HttpOptions::default();
     let fail = |e: flightdeck_cloud::CloudError| {
         Failure::gateway(format!("cannot reach OpenNebula {name}: {e}"))
     };
-    let vms = OpenNebulaCloud::over_http(xmlrpc, None, &options, ()).map_err(fail)?;
-    vms.client().system_version().await.map_err(fail)?;
-    let nodes = if simulated_nodes {
-        Nodes::Simulated(kubelets(vms))
-    } else {
-        Nodes::Kube(KubeGuest::new(
-            kubeconfigs.clone(),
-            ProviderIdFormat::OpenNebula,
-        ))
-    };
+    let probe = OpenNebulaCloud::over_http(xmlrpc, None, &options, ()).map_err(fail)?;
+    probe.client().system_version().await.map_err(fail)?;
+    let nodes = KubeGuest::new(kubeconfigs.clone(), ProviderIdFormat::OpenNebula);
     let provider = OpenNebulaCloud::over_http(xmlrpc, None, &options, nodes).map_err(fail)?;
     Ok(Arc::new(provider))
 }

@@ -23,9 +23,6 @@ use crate::types::Applied;
 pub struct FleetOptions {
     /// Reconciles in flight at most, per cloud.
     pub concurrency: usize,
-    /// Test bed only: real OpenStack and OpenNebula clusters take their nodes from
-    /// simulated kubelets instead of their `spec.workload.kubeconfig`.
-    pub simulated_nodes: bool,
 }
 
 pub struct Fleet {
@@ -152,18 +149,12 @@ impl Fleet {
                     .await?
             }
             Route::OpenStack { cloud } => {
-                let p = connect::openstack(cloud, &self.kubeconfigs, self.options.simulated_nodes)
-                    .await?;
+                let p = connect::openstack(cloud, &self.kubeconfigs).await?;
                 self.spawn(p, Arc::new(connect::SystemClock), 1.0, r)
                     .await?
             }
             Route::OpenNebula { xmlrpc } => {
-                let p = connect::opennebula(
-                    xmlrpc.as_deref(),
-                    &self.kubeconfigs,
-                    self.options.simulated_nodes,
-                )
-                .await?;
+                let p = connect::opennebula(xmlrpc.as_deref(), &self.kubeconfigs).await?;
                 self.spawn(p, Arc::new(connect::SystemClock), 1.0, r)
                     .await?
             }

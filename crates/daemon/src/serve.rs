@@ -32,7 +32,6 @@ pub struct ServeOptions {
     /// Allow a non-loopback listen address without TLS.
     pub insecure: bool,
     pub concurrency: usize,
-    pub simulated_nodes: bool,
     /// Serve the API over TLS with this PEM certificate chain and key.
     pub tls: Option<(PathBuf, PathBuf)>,
 }
@@ -111,7 +110,6 @@ pub async fn serve_until(
         published,
         FleetOptions {
             concurrency: options.concurrency,
-            simulated_nodes: options.simulated_nodes,
         },
         stop_rx.clone(),
     )

@@ -28,7 +28,6 @@ fn options(dir: &Path, speed: f64) -> ServeOptions {
         sim_seed: 7,
         insecure: false,
         concurrency: 16,
-        simulated_nodes: false,
         tls: None,
     }
 }

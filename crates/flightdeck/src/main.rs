@@ -107,11 +107,6 @@ pub struct UpArgs {
     /// --state-dir; nothing is simulated.
     #[arg(long, conflicts_with_all = ["openstack", "opennebula"])]
     kubevirt: bool,
-    /// Test bed: with --openstack or --opennebula, take the workload cluster's nodes from
-    /// simulated kubelets keyed by the real servers or VMs (for clouds whose machines run
-    /// no kubelet, like Nova's fake driver) instead of `spec.workload.kubeconfig`.
-    #[arg(long)]
-    simulated_nodes: bool,
 }
 
 #[derive(Args)]
@@ -145,10 +140,6 @@ pub struct DaemonArgs {
     /// Reconciles in flight at most, per cloud.
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
-    /// Real OpenStack and OpenNebula clusters take their nodes from simulated kubelets
-    /// keyed by the real servers (see `up --simulated-nodes`).
-    #[arg(long)]
-    simulated_nodes: bool,
 }
 
 #[derive(Args)]
@@ -189,9 +180,6 @@ pub struct DeleteArgs {
     /// With --opennebula: the XML-RPC endpoint, e.g. http://one.example:2633/RPC2.
     #[arg(long, requires = "opennebula")]
     xmlrpc: Option<String>,
-    /// Take nodes from simulated kubelets (see `up --simulated-nodes`).
-    #[arg(long)]
-    simulated_nodes: bool,
     /// How long to wait for the cluster to be gone (offline form, or with --wait).
     #[arg(long, default_value = "20m", value_parser = parse_duration)]
     timeout: flightdeck_spec::Duration,
@@ -413,7 +401,6 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<ExitCode> {
         sim_seed: args.sim_seed,
         insecure: args.insecure,
         concurrency: args.concurrency,
-        simulated_nodes: args.simulated_nodes,
         tls: args.tls_cert.zip(args.tls_key),
     })
     .await?;

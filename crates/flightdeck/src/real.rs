@@ -42,16 +42,14 @@ fn kubeconfigs(goal: &Goal) -> Arc<KubeconfigFiles> {
 }
 
 /// Connects to the OpenStack cloud entry `name` and drives the engine to `goal` (see
-/// [`drive`]). Nodes come from each cluster's `spec.workload.kubeconfig`, or, in the
-/// test bed, from simulated kubelets (`simulated_nodes`).
+/// [`drive`]). Nodes come from each cluster's `spec.workload.kubeconfig`.
 pub async fn run(
     cloud: &str,
     state_dir: &Path,
     goal: Goal,
     timeout: Duration,
-    simulated_nodes: bool,
 ) -> anyhow::Result<ExitCode> {
-    let provider = connect::openstack(cloud, &kubeconfigs(&goal), simulated_nodes)
+    let provider = connect::openstack(cloud, &kubeconfigs(&goal))
         .await
         .map_err(|f| anyhow::anyhow!(f.message))?;
     drive(provider, Arc::new(SystemClock), state_dir, goal, timeout).await
@@ -65,9 +63,8 @@ pub async fn run_opennebula(
     state_dir: &Path,
     goal: Goal,
     timeout: Duration,
-    simulated_nodes: bool,
 ) -> anyhow::Result<ExitCode> {
-    let provider = connect::opennebula(xmlrpc, &kubeconfigs(&goal), simulated_nodes)
+    let provider = connect::opennebula(xmlrpc, &kubeconfigs(&goal))
         .await
         .map_err(|f| anyhow::anyhow!(f.message))?;
     let version = provider

@@ -222,7 +222,6 @@ async fn run_real(args: &UpArgs) -> anyhow::Result<ExitCode> {
             state_dir,
             crate::real::Goal::Ready(clusters),
             args.timeout,
-            args.simulated_nodes,
         )
         .await;
     }
@@ -244,7 +243,6 @@ async fn run_real(args: &UpArgs) -> anyhow::Result<ExitCode> {
         state_dir,
         crate::real::Goal::Ready(clusters),
         args.timeout,
-        args.simulated_nodes,
     )
     .await
 }

@@ -337,6 +337,8 @@ fn up_and_delete_reach_a_served_opennebula_over_xml_rpc_with_one_auth_credential
         Command::new(env!("CARGO_BIN_EXE_flightdeck"))
             .args(["sim", "serve", "--listen", "127.0.0.1:0", "--speed", "20"])
             .args(["--opennebula", "127.0.0.1:0"])
+            .args(["--kubernetes", "127.0.0.1:0", "--kubeconfig-dir"])
+            .arg(dir.path().join("kube"))
             .arg("--one-auth-file")
             .arg(&auth)
             .arg("--one-xmlrpc-file")
@@ -358,12 +360,33 @@ fn up_and_delete_reach_a_served_opennebula_over_xml_rpc_with_one_auth_credential
             .expect("flightdeck runs")
     };
     let state_dir = state.to_str().expect("utf-8 path");
+    // Each cluster's nodes come through the kubeconfig the simulator writes for its
+    // workload cluster, as a real cluster's would.
+    let twins = std::fs::read_to_string(repo().join("examples/opennebula-twins.yaml"))
+        .expect("the example");
+    let spec = dir.path().join("twins.yaml");
+    let docs: Vec<String> = twins
+        .split("\n---\n")
+        .map(|doc| {
+            let name = if doc.contains("name: sylva-a") {
+                "sylva-a"
+            } else {
+                "sylva-b"
+            };
+            let kubeconfig = dir.path().join("kube").join(format!("{name}.kubeconfig"));
+            format!(
+                "{}\n  workload:\n    kubeconfig: {}\n",
+                doc.trim_end(),
+                kubeconfig.display()
+            )
+        })
+        .collect();
+    std::fs::write(&spec, docs.join("---\n")).expect("the spec");
     let up = run(&[
         "up",
         "-f",
-        "examples/opennebula-twins.yaml",
+        spec.to_str().expect("utf-8 path"),
         "--opennebula",
-        "--simulated-nodes",
         "--state-dir",
         state_dir,
         "--timeout",
@@ -394,7 +417,6 @@ fn up_and_delete_reach_a_served_opennebula_over_xml_rpc_with_one_auth_credential
             "delete",
             cluster,
             "--opennebula",
-            "--simulated-nodes",
             "--state-dir",
             state_dir,
             "--timeout",

@@ -9,7 +9,6 @@ pub mod builtin;
 pub mod engine_faults;
 mod expect;
 pub mod flight;
-pub mod guest;
 pub mod invariants;
 pub mod kubevirt;
 pub mod load;

@@ -38,7 +38,6 @@ pub fn delete_mode(args: &DeleteArgs) -> Mode {
         ("--cloud", args.cloud.is_some()),
         ("--opennebula", args.opennebula),
         ("--xmlrpc", args.xmlrpc.is_some()),
-        ("--simulated-nodes", args.simulated_nodes),
     ];
     if let Some((flag, _)) = offline_flags.iter().find(|(_, set)| *set) {
         return Mode::Wrong(anyhow!(
@@ -75,12 +74,9 @@ pub async fn delete_offline(args: &DeleteArgs) -> anyhow::Result<ExitCode> {
         return Err(anyhow!("the offline `delete` needs --state-dir"));
     };
     let goal = real::Goal::Deleted(args.cluster.clone());
-    let (timeout, simulated) = (args.timeout, args.simulated_nodes);
     match &args.cloud {
-        Some(cloud) => real::run(cloud, state_dir, goal, timeout, simulated).await,
-        None => {
-            real::run_opennebula(args.xmlrpc.as_deref(), state_dir, goal, timeout, simulated).await
-        }
+        Some(cloud) => real::run(cloud, state_dir, goal, args.timeout).await,
+        None => real::run_opennebula(args.xmlrpc.as_deref(), state_dir, goal, args.timeout).await,
     }
 }
 
