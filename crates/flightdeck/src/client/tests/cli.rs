@@ -94,15 +94,7 @@ fn delete_keeps_its_offline_form() {
     };
     assert!(matches!(delete_mode(&d), Mode::Daemon(n) if n == "demo"));
     assert_eq!(d.timeout.to_string(), "5m");
-    let offline = [
-        "delete",
-        "demo",
-        "--state-dir",
-        "/s",
-        "--cloud",
-        "c",
-        "--simulated-nodes",
-    ];
+    let offline = ["delete", "demo", "--state-dir", "/s", "--cloud", "c"];
     let Command::Delete(d) = parse(&offline) else {
         panic!("not delete")
     };
@@ -126,6 +118,19 @@ fn delete_keeps_its_offline_form() {
     );
     assert!(wrong(&["delete", "pod", "demo"]).contains("write `delete cluster demo`"));
     assert!(refused(&["delete", "cluster", "demo", "extra"]).contains("unexpected argument"));
+    // Nodes come through spec.workload.kubeconfig: simulated kubelets left the CLI.
+    assert!(
+        refused(&[
+            "delete",
+            "demo",
+            "--state-dir",
+            "/s",
+            "--cloud",
+            "c",
+            "--simulated-nodes"
+        ])
+        .contains("unexpected argument")
+    );
 }
 
 #[test]
