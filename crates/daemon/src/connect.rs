@@ -32,15 +32,12 @@ pub fn sim_openstack(sim: &SimHost) -> Arc<SimCloud> {
     sim.cloud.clone()
 }
 
-pub fn sim_opennebula(sim: &SimHost) -> Arc<flightdeck_scenario::one::InProcessOne> {
-    flightdeck_scenario::one::in_process(sim.cloud.clone())
+pub fn sim_opennebula(sim: &SimHost) -> Arc<flightdeck_embedded::InProcessOne> {
+    flightdeck_embedded::in_process_opennebula(sim.cloud.clone())
 }
 
-pub fn sim_kubevirt(
-    sim: &SimHost,
-    namespace: &str,
-) -> Arc<flightdeck_scenario::kubevirt::InProcessKubeVirt> {
-    flightdeck_scenario::kubevirt::in_process(sim.cloud.clone(), namespace)
+pub fn sim_kubevirt(sim: &SimHost, namespace: &str) -> Arc<flightdeck_embedded::InProcessKubeVirt> {
+    flightdeck_embedded::in_process_kubevirt(sim.cloud.clone(), namespace)
 }
 
 /// How a real cloud's clusters' nodes are read: each cluster's own API, through the

@@ -8,45 +8,17 @@
 use std::sync::Arc;
 
 use flightdeck_cloud::{CloudError, ErrorClass};
+use flightdeck_embedded::WorkloadAnswer;
 use flightdeck_kubevirt::{KubeVirtCloud, WorkloadFn};
-use flightdeck_sim::{INFRA_CLUSTER, KubeRequest, SimCloud};
+use flightdeck_sim::{INFRA_CLUSTER, SimCloud};
+
+pub use flightdeck_embedded::{
+    InProcessKubeVirt, in_process_client, in_process_kubevirt as in_process,
+};
 
 use crate::load::LoadedScenario;
 use crate::report::TimelineEntry;
 use crate::runner::{Run, RunError, RunOptions, run_on};
-
-/// A `kube::Client` whose requests go straight to the simulated API server `cluster`.
-pub fn in_process_client(cloud: Arc<SimCloud>, cluster: &str) -> kube::Client {
-    let cluster = cluster.to_string();
-    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
-        let cloud = cloud.clone();
-        let cluster = cluster.clone();
-        async move {
-            let (parts, body) = req.into_parts();
-            let body = body.collect_bytes().await?;
-            let answer = cloud.kube_request(
-                &cluster,
-                KubeRequest {
-                    method: parts.method.to_string(),
-                    path: parts.uri.path().to_string(),
-                    query: parts.uri.query().unwrap_or_default().to_string(),
-                    body: body.to_vec(),
-                    content_type: parts
-                        .headers
-                        .get(http::header::CONTENT_TYPE)
-                        .and_then(|v| v.to_str().ok())
-                        .map(str::to_string),
-                },
-            );
-            http::Response::builder()
-                .status(answer.status)
-                .header(http::header::CONTENT_TYPE, answer.content_type)
-                .body(kube::client::Body::from(answer.body))
-                .map_err(|e| kube::Error::Service(Box::new(e)))
-        }
-    });
-    kube::Client::new(service, "default")
-}
 
 /// A `kube::Client` for the API server `http://{base}/clusters/{cluster}`.
 pub fn http_client(base: &str, cluster: &str) -> Result<kube::Client, CloudError> {
@@ -75,13 +47,6 @@ pub fn http_client(base: &str, cluster: &str) -> Result<kube::Client, CloudError
     })
 }
 
-type Workload =
-    WorkloadFn<Box<dyn Fn(&flightdeck_cloud::Ownership) -> WorkloadAnswer + Send + Sync>>;
-type WorkloadAnswer = Result<Option<kube::Client>, CloudError>;
-
-/// The KubeVirt provider over the in-process simulator.
-pub type InProcessKubeVirt = KubeVirtCloud<Workload>;
-
 /// The namespace every scenario's KubeVirt clusters live in, unless their spec says.
 fn namespace(loaded: &LoadedScenario) -> String {
     loaded
@@ -90,23 +55,6 @@ fn namespace(loaded: &LoadedScenario) -> String {
         .find_map(|c| c.spec.provider.kubevirt.as_ref())
         .map(|k| k.namespace.to_string())
         .unwrap_or_else(|| "default".into())
-}
-
-/// The provider the engine uses against the in-process simulated KubeVirt.
-pub fn in_process(cloud: Arc<SimCloud>, namespace: &str) -> Arc<InProcessKubeVirt> {
-    let infra = in_process_client(cloud.clone(), INFRA_CLUSTER);
-    let workload: Box<dyn Fn(&flightdeck_cloud::Ownership) -> WorkloadAnswer + Send + Sync> =
-        Box::new(move |owner| {
-            Ok(cloud
-                .kube_clusters()
-                .contains(&owner.cluster)
-                .then(|| in_process_client(cloud.clone(), &owner.cluster)))
-        });
-    Arc::new(KubeVirtCloud::new(
-        infra,
-        namespace,
-        WorkloadFn::new(workload),
-    ))
 }
 
 /// Whether the scenario's clusters live on KubeVirt (see [`LoadedScenario::all_on`]).

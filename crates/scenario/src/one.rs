@@ -7,51 +7,20 @@
 
 use std::sync::Arc;
 
-use flightdeck_cloud::CloudError;
-use flightdeck_opennebula::{
-    HttpOptions, HttpTransport, OneClient, OneCredentials, OpenNebulaCloud, Secret, Transport,
-};
-use flightdeck_sim::{SimCloud, SimConfig};
+use flightdeck_opennebula::{HttpOptions, HttpTransport, OpenNebulaCloud};
+use flightdeck_sim::SimCloud;
 
 use crate::load::LoadedScenario;
 use crate::report::TimelineEntry;
 use crate::runner::{Run, RunError, RunOptions, run_on};
-use crate::wire::{SimulatedNodes, simulated_nodes};
+pub use flightdeck_embedded::{
+    InProcessOne, SIM_USER, SimTransport, in_process_opennebula as in_process,
+};
+use flightdeck_embedded::{SimulatedNodes, credentials, simulated_nodes};
 use flightdeck_workload::ProviderIdFormat;
-
-/// The user the simulated OpenNebula knows.
-pub const SIM_USER: &str = "oneadmin";
-
-/// An XML-RPC transport that hands every call to the in-process simulator: exactly one
-/// simulator call per request, as `POST /RPC2` would make.
-pub struct SimTransport(pub Arc<SimCloud>);
-
-impl Transport for SimTransport {
-    async fn call(&self, method: &str, params: Vec<dxr::Value>) -> Result<dxr::Value, CloudError> {
-        Ok(self.0.one_call(method, params))
-    }
-}
-
-/// The OpenNebula provider over the in-process simulator.
-pub type InProcessOne = OpenNebulaCloud<SimTransport, SimulatedNodes>;
 
 /// The OpenNebula provider over the simulator served at `endpoint`.
 pub type WireOne = OpenNebulaCloud<HttpTransport, SimulatedNodes>;
-
-/// The runner's simulators are built with the default configuration, whose password
-/// is a test fixture for loopback only.
-fn credentials(_cloud: &SimCloud) -> OneCredentials {
-    OneCredentials::new(SIM_USER, Secret::new(SimConfig::default().one_password))
-}
-
-/// The provider the engine uses against the in-process simulated OpenNebula.
-pub fn in_process(cloud: Arc<SimCloud>) -> Arc<InProcessOne> {
-    let client = OneClient::new(SimTransport(cloud.clone()), &credentials(&cloud));
-    Arc::new(OpenNebulaCloud::new(
-        client,
-        simulated_nodes(cloud, ProviderIdFormat::OpenNebula),
-    ))
-}
 
 /// Whether the scenario's clusters live on OpenNebula (see [`LoadedScenario::all_on`]).
 pub fn is_opennebula(loaded: &LoadedScenario) -> Result<bool, RunError> {

@@ -5,35 +5,18 @@
 
 use std::sync::Arc;
 
-use flightdeck_cloud::Ownership;
-use flightdeck_cloud::provider::Result;
+pub use flightdeck_embedded::{SimulatedNodes, simulated_nodes};
 pub use flightdeck_openstack::OpenStackProvider as WireProvider;
 use flightdeck_openstack::{
     CloudEntry, Credentials, Domain, OpenStackCloud, Password, Scope, SessionOptions,
 };
 use flightdeck_sim::SimCloud;
 use flightdeck_sim_http::ServeOptions;
-use flightdeck_workload::{KubeGuest, ProviderIdFormat, WorkloadFn};
+use flightdeck_workload::ProviderIdFormat;
 
 use crate::load::LoadedScenario;
 use crate::report::TimelineEntry;
 use crate::runner::{Run, RunError, RunOptions, run_on};
-
-/// How the simulator's workload clusters are reached: as real ones, through kube-rs (an
-/// in-process client per cluster), nodes matched by providerID in the cloud's format.
-pub type SimulatedNodes = KubeGuest<WorkloadFn<Box<WorkloadSource>>>;
-type WorkloadSource = dyn Fn(&Ownership) -> Result<Option<kube::Client>> + Send + Sync;
-
-/// The simulator's workload clusters on `cloud`, whose nodes carry `format`'s providerIDs.
-pub fn simulated_nodes(cloud: Arc<SimCloud>, format: ProviderIdFormat) -> SimulatedNodes {
-    let source: Box<WorkloadSource> = Box::new(move |owner: &Ownership| {
-        Ok(Some(crate::kubevirt::in_process_client(
-            cloud.clone(),
-            &owner.cluster,
-        )))
-    });
-    KubeGuest::new(WorkloadFn::new(source), format)
-}
 
 /// The `clouds.yaml` entry that reaches a simulator served at `base` (e.g.
 /// `http://127.0.0.1:PORT`) with `options`.

@@ -1,0 +1,120 @@
+//! The engine's providers over the in-process simulator: the embedded default of
+//! `flightdeck serve` and `up`, and what the test bed's in-process runs drive. Each goes
+//! through the same provider code as a real cloud; only the transport is in process:
+//!
+//! - OpenNebula: the XML-RPC provider, each call handed to the simulator
+//!   ([`SimTransport`]);
+//! - KubeVirt, and every cloud's workload cluster: kube-rs, each request handed to the
+//!   simulator's API server by a tower service ([`in_process_client`]).
+//!
+//! (OpenStack's in-process provider is the simulator itself.)
+
+use std::sync::Arc;
+
+use flightdeck_cloud::provider::Result as CloudResult;
+use flightdeck_cloud::{CloudError, Ownership};
+use flightdeck_kubevirt::KubeVirtCloud;
+use flightdeck_opennebula::{OneClient, OneCredentials, OpenNebulaCloud, Secret, Transport};
+use flightdeck_sim::{INFRA_CLUSTER, KubeRequest, SimCloud, SimConfig};
+use flightdeck_workload::{KubeGuest, ProviderIdFormat, WorkloadFn};
+
+/// A `kube::Client` whose requests go straight to the simulated API server `cluster`.
+pub fn in_process_client(cloud: Arc<SimCloud>, cluster: &str) -> kube::Client {
+    let cluster = cluster.to_string();
+    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let cloud = cloud.clone();
+        let cluster = cluster.clone();
+        async move {
+            let (parts, body) = req.into_parts();
+            let body = body.collect_bytes().await?;
+            let answer = cloud.kube_request(
+                &cluster,
+                KubeRequest {
+                    method: parts.method.to_string(),
+                    path: parts.uri.path().to_string(),
+                    query: parts.uri.query().unwrap_or_default().to_string(),
+                    body: body.to_vec(),
+                    content_type: parts
+                        .headers
+                        .get(http::header::CONTENT_TYPE)
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_string),
+                },
+            );
+            http::Response::builder()
+                .status(answer.status)
+                .header(http::header::CONTENT_TYPE, answer.content_type)
+                .body(kube::client::Body::from(answer.body))
+                .map_err(|e| kube::Error::Service(Box::new(e)))
+        }
+    });
+    kube::Client::new(service, "default")
+}
+
+pub type Workload =
+    WorkloadFn<Box<dyn Fn(&flightdeck_cloud::Ownership) -> WorkloadAnswer + Send + Sync>>;
+pub type WorkloadAnswer = Result<Option<kube::Client>, CloudError>;
+
+/// The KubeVirt provider over the in-process simulator.
+pub type InProcessKubeVirt = KubeVirtCloud<Workload>;
+
+/// The provider the engine uses against the in-process simulated KubeVirt.
+pub fn in_process_kubevirt(cloud: Arc<SimCloud>, namespace: &str) -> Arc<InProcessKubeVirt> {
+    let infra = in_process_client(cloud.clone(), INFRA_CLUSTER);
+    let workload: Box<dyn Fn(&flightdeck_cloud::Ownership) -> WorkloadAnswer + Send + Sync> =
+        Box::new(move |owner| {
+            Ok(cloud
+                .kube_clusters()
+                .contains(&owner.cluster)
+                .then(|| in_process_client(cloud.clone(), &owner.cluster)))
+        });
+    Arc::new(KubeVirtCloud::new(
+        infra,
+        namespace,
+        WorkloadFn::new(workload),
+    ))
+}
+
+/// The user the simulated OpenNebula knows.
+pub const SIM_USER: &str = "oneadmin";
+
+/// An XML-RPC transport that hands every call to the in-process simulator: exactly one
+/// simulator call per request, as `POST /RPC2` would make.
+pub struct SimTransport(pub Arc<SimCloud>);
+
+impl Transport for SimTransport {
+    async fn call(&self, method: &str, params: Vec<dxr::Value>) -> Result<dxr::Value, CloudError> {
+        Ok(self.0.one_call(method, params))
+    }
+}
+
+/// The OpenNebula provider over the in-process simulator.
+pub type InProcessOne = OpenNebulaCloud<SimTransport, SimulatedNodes>;
+
+/// How the simulator's workload clusters are reached: as real ones, through kube-rs (an
+/// in-process client per cluster), nodes matched by providerID in the cloud's format.
+pub type SimulatedNodes = KubeGuest<WorkloadFn<Box<WorkloadSource>>>;
+type WorkloadSource = dyn Fn(&Ownership) -> CloudResult<Option<kube::Client>> + Send + Sync;
+
+/// The simulator's workload clusters on `cloud`, whose nodes carry `format`'s providerIDs.
+pub fn simulated_nodes(cloud: Arc<SimCloud>, format: ProviderIdFormat) -> SimulatedNodes {
+    let source: Box<WorkloadSource> = Box::new(move |owner: &Ownership| {
+        Ok(Some(in_process_client(cloud.clone(), &owner.cluster)))
+    });
+    KubeGuest::new(WorkloadFn::new(source), format)
+}
+
+/// The runner's simulators are built with the default configuration, whose password
+/// is a test fixture for loopback only.
+pub fn credentials(_cloud: &SimCloud) -> OneCredentials {
+    OneCredentials::new(SIM_USER, Secret::new(SimConfig::default().one_password))
+}
+
+/// The provider the engine uses against the in-process simulated OpenNebula.
+pub fn in_process_opennebula(cloud: Arc<SimCloud>) -> Arc<InProcessOne> {
+    let client = OneClient::new(SimTransport(cloud.clone()), &credentials(&cloud));
+    Arc::new(OpenNebulaCloud::new(
+        client,
+        simulated_nodes(cloud, ProviderIdFormat::OpenNebula),
+    ))
+}
