@@ -21,7 +21,9 @@ pub mod faults;
 pub mod observe;
 pub mod queue;
 mod reconcile;
+pub mod timeline;
 
 pub use driver::{Finished, Preview, Reconcile};
 pub use engine::{ClusterRecord, Engine, EngineConfig, EngineError, ReconcileStats};
 pub use faults::{EngineFaults, RequeueFate};
+pub use timeline::TimelineEntry;

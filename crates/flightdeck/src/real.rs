@@ -10,9 +10,8 @@ use std::time::{Duration as StdDuration, Instant};
 
 use anyhow::bail;
 use flightdeck_cloud::{Clock, Provider, SeededRng};
-use flightdeck_engine::{Engine, EngineConfig};
+use flightdeck_engine::{Engine, EngineConfig, TimelineEntry};
 use flightdeck_kubevirt::{KubeVirtCloud, KubeconfigFile, KubeconfigSecret, WorkloadClients};
-use flightdeck_scenario::report::TimelineEntry;
 use flightdeck_spec::{Cluster, Duration};
 use flightdeck_store::Store;
 use flightdeck_workload::KubeconfigFiles;

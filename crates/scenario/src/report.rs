@@ -8,6 +8,8 @@ use serde::Serialize;
 
 use crate::invariants::Verdict;
 
+pub use flightdeck_engine::TimelineEntry;
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
     pub scenario: String,
@@ -43,28 +45,6 @@ pub struct ClusterReport {
     /// `Deleted` once deletion completed; otherwise the engine's last status.
     pub phase: String,
     pub status: Option<ClusterStatus>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct TimelineEntry {
-    pub at_ms: u64,
-    /// The cluster, or `sim` / `workload` for what the scenario itself does.
-    pub source: String,
-    pub severity: String,
-    pub reason: String,
-    pub message: String,
-}
-
-impl TimelineEntry {
-    pub fn at_label(&self) -> String {
-        let s = self.at_ms / 1000;
-        format!(
-            "{:>3}:{:02}.{:01}",
-            s / 60,
-            s % 60,
-            (self.at_ms % 1000) / 100
-        )
-    }
 }
 
 impl Report {
