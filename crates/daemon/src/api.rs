@@ -106,8 +106,8 @@ fn fresh(s: &ApiState, mut d: ClusterDetail) -> ClusterDetail {
         .route_of(&d.summary.name)
         .is_some_and(|r| r.is_sim());
     d.summary.now = match (&s.fleet.sim, sim) {
-        (Some(h), true) => flightdeck_cloud::Clock::now(&h.clock).millis(),
-        _ => crate::sim_host::wall().millis(),
+        (Some(h), true) => h.now().millis(),
+        _ => crate::wallclock::wall().millis(),
     };
     d
 }
@@ -308,9 +308,7 @@ fn now_ms(s: &ApiState) -> u64 {
     s.fleet
         .sim
         .as_ref()
-        .map_or_else(crate::sim_host::wall, |h| {
-            flightdeck_cloud::Clock::now(&h.clock)
-        })
+        .map_or_else(crate::wallclock::wall, |h| h.now())
         .millis()
 }
 
@@ -447,7 +445,7 @@ async fn sim_objects(State(s): S, Path(name): Path<String>) -> Response {
     let Some(sim) = &s.fleet.sim else {
         return no_sim().into_response();
     };
-    Json(crate::sim_objects::sim_objects(&sim.cloud, &name)).into_response()
+    Json(sim.objects(&name)).into_response()
 }
 
 /// This document.

@@ -9,10 +9,12 @@ use flightdeck_kubevirt::{KubeVirtCloud, KubeconfigFile};
 use flightdeck_opennebula::{HttpOptions, HttpTransport, OpenNebulaCloud};
 use flightdeck_openstack::OpenStackProvider;
 use flightdeck_openstack::{CloudEntry, OpenStackCloud, SessionOptions, config_error};
+#[cfg(feature = "sim")]
 use flightdeck_sim::SimCloud;
 use flightdeck_workload::{KubeGuest, KubeconfigFiles, ProviderIdFormat};
 
 use crate::error::Failure;
+#[cfg(feature = "sim")]
 use crate::sim_host::SimHost;
 
 /// The system clock, for real clouds.
@@ -28,14 +30,17 @@ impl Clock for SystemClock {
     }
 }
 
+#[cfg(feature = "sim")]
 pub fn sim_openstack(sim: &SimHost) -> Arc<SimCloud> {
     sim.cloud.clone()
 }
 
+#[cfg(feature = "sim")]
 pub fn sim_opennebula(sim: &SimHost) -> Arc<flightdeck_embedded::InProcessOne> {
     flightdeck_embedded::in_process_opennebula(sim.cloud.clone())
 }
 
+#[cfg(feature = "sim")]
 pub fn sim_kubevirt(sim: &SimHost, namespace: &str) -> Arc<flightdeck_embedded::InProcessKubeVirt> {
     flightdeck_embedded::in_process_kubevirt(sim.cloud.clone(), namespace)
 }

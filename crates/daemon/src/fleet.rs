@@ -17,8 +17,9 @@ use crate::error::Failure;
 use crate::instrument::{CallHook, CallInfo, Instrumented};
 use crate::published::Published;
 use crate::route::{Route, route};
-use crate::sim_host::{SimHost, wall};
+use crate::sim_host::SimHost;
 use crate::types::Applied;
+use crate::wallclock::wall;
 
 pub struct FleetOptions {
     /// Reconciles in flight at most, per cloud.
@@ -101,7 +102,7 @@ impl Fleet {
         );
         let memory = Memory::new(uid.clone());
         let event = Event {
-            at: self.sim.as_ref().map_or(wall(), |s| s.clock.now()),
+            at: self.sim.as_ref().map_or(wall(), |s| s.now()),
             cluster: name.to_string(),
             severity: Severity::Warning,
             reason: "SimulatorRestarted".into(),
@@ -124,29 +125,9 @@ impl Fleet {
             return Ok(b.clone());
         }
         let label = r.label();
-        let sim_clock = || -> Result<(Arc<SimHost>, Arc<dyn Clock>), Failure> {
-            let Some(sim) = &self.sim else {
-                return Err(Failure::unprocessable(
-                    "the embedded simulator is off (--no-sim)",
-                ));
-            };
-            Ok((sim.clone(), Arc::new(sim.clock.clone())))
-        };
         let handle = match r {
-            Route::SimOpenStack => {
-                let (sim, clock) = sim_clock()?;
-                self.spawn(connect::sim_openstack(&sim), clock, sim.speed, r)
-                    .await?
-            }
-            Route::SimOpenNebula => {
-                let (sim, clock) = sim_clock()?;
-                self.spawn(connect::sim_opennebula(&sim), clock, sim.speed, r)
-                    .await?
-            }
-            Route::SimKubeVirt { namespace } => {
-                let (sim, clock) = sim_clock()?;
-                self.spawn(connect::sim_kubevirt(&sim, namespace), clock, sim.speed, r)
-                    .await?
+            Route::SimOpenStack | Route::SimOpenNebula | Route::SimKubeVirt { .. } => {
+                self.spawn_sim(r).await?
             }
             Route::OpenStack { cloud } => {
                 let p = connect::openstack(cloud, &self.kubeconfigs).await?;
@@ -169,6 +150,38 @@ impl Fleet {
         Ok(handle)
     }
 
+    /// The backend of one of the embedded simulator's clouds.
+    #[cfg(feature = "sim")]
+    async fn spawn_sim(&self, r: &Route) -> Result<BackendHandle, Failure> {
+        let Some(sim) = self.sim.clone() else {
+            return Err(Failure::unprocessable(
+                "the embedded simulator is off (--no-sim)",
+            ));
+        };
+        let (clock, speed) = (sim.clock(), sim.speed());
+        match r {
+            Route::SimOpenNebula => {
+                self.spawn(connect::sim_opennebula(&sim), clock, speed, r)
+                    .await
+            }
+            Route::SimKubeVirt { namespace } => {
+                self.spawn(connect::sim_kubevirt(&sim, namespace), clock, speed, r)
+                    .await
+            }
+            _ => {
+                self.spawn(connect::sim_openstack(&sim), clock, speed, r)
+                    .await
+            }
+        }
+    }
+
+    #[cfg(not(feature = "sim"))]
+    async fn spawn_sim(&self, _r: &Route) -> Result<BackendHandle, Failure> {
+        Err(Failure::unprocessable(
+            "this flightdeck was built without the embedded simulator (cargo feature `sim`)",
+        ))
+    }
+
     async fn spawn<P: Provider + 'static>(
         &self,
         provider: Arc<P>,
@@ -182,8 +195,7 @@ impl Fleet {
         let cloud = r.cloud_kind();
         let provider = match &self.sim {
             Some(sim) if r.is_sim() => Arc::new(
-                Instrumented::new(provider, cloud, metrics)
-                    .with_hook(Hook::Latency(sim.latency.clone())),
+                Instrumented::new(provider, cloud, metrics).with_hook(Hook::Latency(sim.latency())),
             ),
             _ => Arc::new(Instrumented::new(provider, cloud, metrics).with_hook(Hook::None)),
         };
@@ -307,7 +319,7 @@ async fn ask<T>(
 /// What runs before each cloud call of a backend.
 enum Hook {
     None,
-    Latency(Arc<crate::sim_host::ClusterLatency>),
+    Latency(Arc<crate::wallclock::ClusterLatency>),
 }
 
 impl CallHook for Hook {

@@ -21,11 +21,17 @@ mod plan_view;
 mod published;
 mod route;
 mod serve;
+#[cfg(feature = "sim")]
 mod sim_host;
+#[cfg(not(feature = "sim"))]
+#[path = "sim_off.rs"]
+mod sim_host;
+#[cfg(feature = "sim")]
 mod sim_objects;
 mod tls;
 pub mod types;
 mod views;
+mod wallclock;
 
 pub use connect::SystemClock;
 pub use route::SIM_CLOUD;

@@ -101,7 +101,14 @@ pub async fn serve_until(
     let dir = &options.state_dir;
     let store = Arc::new(open_store(dir)?);
     let tokens = Arc::new(Tokens::load_or_create(dir)?);
-    let sim = (!options.no_sim).then(|| SimHost::start(options.sim_seed, options.sim_speed));
+    let sim = if options.no_sim {
+        None
+    } else {
+        Some(
+            SimHost::start(options.sim_seed, options.sim_speed)
+                .map_err(|f| anyhow::anyhow!(f.message))?,
+        )
+    };
     let (stop_tx, stop_rx) = watch::channel(false);
     let published = Arc::new(Published::new(Metrics::new()));
     let fleet = Fleet::start(
@@ -142,7 +149,7 @@ pub async fn serve_until(
     std::fs::write(dir.join(URL_FILE), format!("{url}\n"))
         .with_context(|| format!("cannot write {}", dir.join(URL_FILE).display()))?;
     let sim_note = match &sim {
-        Some(s) => format!("embedded simulator at {}x real time", s.speed),
+        Some(s) => format!("embedded simulator at {}x real time", s.speed()),
         None => "no simulator".into(),
     };
     eprintln!(

@@ -3,9 +3,8 @@
 //! `flightdeck serve` uses when no real cloud is named. It can be broken on purpose
 //! while the daemon runs (`POST /api/v1/sim/faults`).
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration as StdDuration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration as StdDuration, Instant};
 
 use flightdeck_cloud::{Clock, SimClock, Timestamp};
 use flightdeck_sim::{SimCloud, SimConfig, SimFault};
@@ -13,20 +12,12 @@ use flightdeck_spec::{Duration, FaultKind};
 
 use crate::error::Failure;
 use crate::types::{FaultRequest, FaultView};
+use crate::wallclock::{ClusterLatency, wall};
 
 /// How often virtual time is moved on.
 const TICK: StdDuration = StdDuration::from_millis(20);
 /// The most faults one daemon's simulator keeps (ended ones are forgotten first).
 const FAULTS_MAX: usize = 1_000;
-
-/// The wall clock, read at the daemon's edge only.
-pub fn wall() -> Timestamp {
-    Timestamp(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-    )
-}
 
 pub struct SimHost {
     pub cloud: Arc<SimCloud>,
@@ -41,6 +32,31 @@ pub struct SimHost {
 }
 
 impl SimHost {
+    /// The simulator's virtual time now.
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    /// The simulator's clock, for the engines of its clouds.
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        Arc::new(self.clock.clone())
+    }
+
+    /// Virtual seconds per wall-clock second.
+    pub fn speed(&self) -> f64 {
+        self.speed
+    }
+
+    /// `api.latency` faults aimed at one cluster.
+    pub fn latency(&self) -> Arc<ClusterLatency> {
+        self.latency.clone()
+    }
+
+    /// The simulator's own records of `cluster`.
+    pub fn objects(&self, cluster: &str) -> crate::types::SimObjects {
+        crate::sim_objects::sim_objects(&self.cloud, cluster)
+    }
+
     /// Plays the operator who provides the router a cluster's spec names
     /// (`spec.provider.openstack.router`): the simulator gets it once.
     pub fn provide_router(&self, spec: &flightdeck_spec::Cluster) {
@@ -60,7 +76,7 @@ impl SimHost {
     }
 
     /// Starts the simulator and the task that moves its clock with the wall clock.
-    pub fn start(seed: u64, speed: f64) -> Arc<SimHost> {
+    pub fn start(seed: u64, speed: f64) -> Result<Arc<SimHost>, Failure> {
         let start = wall();
         let clock = SimClock::new(start);
         let cloud = Arc::new(SimCloud::new(SimConfig::default(), seed, clock.clone()));
@@ -68,11 +84,7 @@ impl SimHost {
             cloud: cloud.clone(),
             clock: clock.clone(),
             speed,
-            latency: Arc::new(ClusterLatency {
-                clock: clock.clone(),
-                speed,
-                active: Mutex::new(BTreeMap::new()),
-            }),
+            latency: Arc::new(ClusterLatency::new(clock.clone(), speed)),
             faults: Mutex::new(Vec::new()),
             routers: Mutex::new(Default::default()),
         });
@@ -85,7 +97,7 @@ impl SimHost {
                 cloud.advance();
             }
         });
-        host
+        Ok(host)
     }
 
     /// The fault kinds a user may start.
@@ -169,34 +181,4 @@ fn parse_opt(field: &str, text: Option<&str>) -> Result<Option<Duration>, Failur
             .map_err(|e| Failure::unprocessable(format!("{field}: {t:?}: {e}")))
     })
     .transpose()
-}
-
-/// Simulated latency on one cluster's cloud calls, as a real wait (scaled by the
-/// simulator's speed) before each call.
-pub struct ClusterLatency {
-    clock: SimClock,
-    speed: f64,
-    active: Mutex<BTreeMap<String, (Duration, Option<Timestamp>)>>,
-}
-
-impl ClusterLatency {
-    fn set(&self, cluster: &str, latency: Duration, end: Option<Timestamp>) {
-        self.active
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(cluster.to_string(), (latency, end));
-    }
-
-    /// The wall-clock wait before a call for `cluster` now.
-    pub fn wait_for(&self, cluster: &str) -> Option<StdDuration> {
-        let now = self.clock.now();
-        let active = self.active.lock().unwrap_or_else(|e| e.into_inner());
-        let (latency, end) = active.get(cluster)?;
-        if end.is_some_and(|e| e <= now) {
-            return None;
-        }
-        Some(StdDuration::from_secs_f64(
-            latency.as_secs_f64() / self.speed,
-        ))
-    }
 }

@@ -4,12 +4,20 @@
 mod client;
 mod output;
 mod plan_cmd;
+#[cfg(feature = "sim")]
+mod plan_offline;
 mod real;
+#[cfg(feature = "sim")]
 mod serve_cmd;
+#[cfg(feature = "sim")]
 mod sim_cmd;
+#[cfg(feature = "sim")]
 mod sim_kubelets;
+#[cfg(feature = "sim")]
 mod swarm_cmd;
 mod up;
+#[cfg(feature = "sim")]
+mod up_sim;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -438,10 +446,23 @@ fn main() -> ExitCode {
             Command::Get(args) => client::get(args).await,
             Command::Describe(args) => client::describe(args).await,
             Command::Events(args) => client::events(args).await,
+            #[cfg(feature = "sim")]
             Command::Sim(SimCommand::Scenarios) => sim_cmd::list(),
+            #[cfg(feature = "sim")]
             Command::Sim(SimCommand::Run(args)) => sim_cmd::run(args).await,
+            #[cfg(feature = "sim")]
             Command::Sim(SimCommand::Swarm(args)) => swarm_cmd::run(args),
+            #[cfg(feature = "sim")]
             Command::Sim(SimCommand::Serve(args)) => serve_cmd::run(*args).await,
+            #[cfg(not(feature = "sim"))]
+            Command::Sim(
+                SimCommand::Scenarios
+                | SimCommand::Run(_)
+                | SimCommand::Swarm(_)
+                | SimCommand::Serve(_),
+            ) => Err(anyhow::anyhow!(
+                "this flightdeck was built without the simulator (cargo feature `sim`)"
+            )),
             Command::Sim(SimCommand::Fault(args)) => client::fault(args).await,
             Command::Sim(SimCommand::Faults(args)) => client::faults(args).await,
         }

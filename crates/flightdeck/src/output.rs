@@ -1,8 +1,11 @@
 //! What a person sees: progress lines and status tables.
 
+#[cfg(feature = "sim")]
 use std::fmt::Write as _;
 
-use flightdeck_scenario::report::{ClusterReport, TimelineEntry};
+use flightdeck_engine::TimelineEntry;
+#[cfg(feature = "sim")]
+use flightdeck_scenario::report::ClusterReport;
 
 /// One timeline line: `[  1:02.3] demo      CreateServer  create server demo-cp-1: ...`.
 pub fn progress_line(e: &TimelineEntry) -> String {
@@ -17,6 +20,7 @@ pub fn progress_line(e: &TimelineEntry) -> String {
 }
 
 /// The status table printed at the end of `up` and `sim run`.
+#[cfg(feature = "sim")]
 pub fn status_table(clusters: &[ClusterReport]) -> String {
     let mut out = String::new();
     let _ = writeln!(
