@@ -9,6 +9,7 @@ tools do. The server runs in real time (SIM_SPEED virtual seconds per second), s
 every wait polls with a deadline.
 """
 
+import base64
 import os
 import sys
 import time
@@ -284,6 +285,31 @@ def test_vm_terminate_until_done_and_vmpool_filters():
     img = wait(lambda: (i := one.image.info(state["image"])).RUNNING_VMS == 0 and i,
                "the image to have no running VM")
     eq(img.STATE, IMAGE_READY, "image STATE once the VM is gone")
+
+
+def test_instantiate_extra_context_carries_user_data():
+    """flightdeck's machine.userData: the extra template's CONTEXT (the template's own
+    members, and USER_DATA in base64) replaces the template's CONTEXT as a whole, as
+    OpenNebula's Template::merge does."""
+    tid = one.template.allocate(
+        'NAME="conf-ud-tmpl"\nCPU="1"\nMEMORY="256"\nCONTEXT=[NETWORK="YES",SET_HOSTNAME="$NAME"]\n')
+    data = base64.b64encode(b"#cloud-config\nhostname: conf-ud-1\n").decode()
+    extra = (f'CONTEXT=[NETWORK="YES",SET_HOSTNAME="$NAME",USER_DATA="{data}",'
+             f'USERDATA_ENCODING="base64"]\nFLIGHTDECK_UID="conf-uid"\n')
+    vid = one.template.instantiate(tid, "conf-ud-1", False, extra, False)
+    ctx = one.vm.info(vid).TEMPLATE["CONTEXT"]
+    eq(ctx["USER_DATA"], data, "CONTEXT USER_DATA")
+    eq(ctx["USERDATA_ENCODING"], "base64", "CONTEXT USERDATA_ENCODING")
+    eq(ctx["NETWORK"], "YES", "CONTEXT NETWORK (the template's own member, sent along)")
+    eq(base64.b64decode(ctx["USER_DATA"]).decode(), "#cloud-config\nhostname: conf-ud-1\n",
+       "the user data, decoded")
+    # A CONTEXT sent without the template's members replaces them all.
+    vid2 = one.template.instantiate(tid, "conf-ud-2", False, f'CONTEXT=[USER_DATA="{data}"]', False)
+    ctx2 = one.vm.info(vid2).TEMPLATE["CONTEXT"]
+    assert "NETWORK" not in ctx2, f"the extra CONTEXT merged into the template's: {ctx2}"
+    for v in (vid, vid2):
+        eq(one.vm.action("terminate-hard", v), v, "action terminate-hard answer")
+    eq(one.template.delete(tid, False), tid, "template delete")
 
 
 def test_missing_ids_raise_OneNoExistsException():

@@ -374,7 +374,14 @@ impl<T: Transport, G: Send + Sync> Templates for OpenNebulaCloud<T, G> {
     async fn instantiate(&self, req: &Instantiate) -> Result<String> {
         const M: &str = "one.template.instantiate";
         let template_id = parse_id(M, "template", &req.template_id)?;
-        let extra = tags_to_user_template(&req.tags).map_err(|e| permanent(M, e))?;
+        let mut extra = tags_to_user_template(&req.tags).map_err(|e| permanent(M, e))?;
+        if let Some(data) = &req.user_data {
+            // An attribute of the extra template replaces the template's attribute of
+            // that name as a whole (OpenNebula's `Template::merge`): the template's own
+            // CONTEXT travels along, with the user data added.
+            let template = self.client.template_info(template_id).await?;
+            extra.push_str(&context_with_user_data(&template.template, data).render());
+        }
         Ok(self
             .client
             .template_instantiate(template_id, &req.name, false, &extra, false)
@@ -383,9 +390,57 @@ impl<T: Transport, G: Send + Sync> Templates for OpenNebulaCloud<T, G> {
     }
 }
 
+/// The CONTEXT a machine of `template` boots with: the template's own members, and the
+/// cloud-init user data (`USER_DATA`, base64, as cloud-init's OpenNebula datasource and
+/// OpenNebula's own contextualization read it).
+pub fn context_with_user_data(template: &Template, data: &str) -> Template {
+    use base64::Engine as _;
+    let mut members: Vec<(String, String)> = template
+        .vectors("CONTEXT")
+        .next()
+        .map(<[_]>::to_vec)
+        .unwrap_or_default();
+    members.retain(|(k, _)| !matches!(k.as_str(), "USER_DATA" | "USERDATA" | "USERDATA_ENCODING"));
+    members.push((
+        "USER_DATA".into(),
+        base64::engine::general_purpose::STANDARD.encode(data),
+    ));
+    members.push(("USERDATA_ENCODING".into(), "base64".into()));
+    let mut context = Template::default();
+    context.push_vector("CONTEXT", members);
+    context
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn user_data_joins_the_templates_own_context() {
+        let t = template::parse(
+            "CPU = 1\nCONTEXT = [ NETWORK = \"YES\", SSH_PUBLIC_KEY = \"$USER[SSH_PUBLIC_KEY]\", USER_DATA = \"old\" ]\n",
+        )
+        .expect("template");
+        let c = context_with_user_data(&t, "#cloud-config\nhostname: demo-cp-1\n");
+        let members = c.vectors("CONTEXT").next().expect("CONTEXT");
+        let get = |k: &str| {
+            members
+                .iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(get("NETWORK"), Some("YES"));
+        assert_eq!(get("SSH_PUBLIC_KEY"), Some("$USER[SSH_PUBLIC_KEY]"));
+        assert_eq!(get("USERDATA_ENCODING"), Some("base64"));
+        assert_eq!(
+            get("USER_DATA"),
+            Some("I2Nsb3VkLWNvbmZpZwpob3N0bmFtZTogZGVtby1jcC0xCg==")
+        );
+        assert_eq!(members.iter().filter(|(n, _)| n == "USER_DATA").count(), 1);
+        // A template without a CONTEXT gets one with the user data alone.
+        let bare = context_with_user_data(&Template::default(), "x");
+        assert_eq!(bare.vectors("CONTEXT").next().map(<[_]>::len), Some(2));
+    }
 
     #[test]
     fn ownership_tags_travel_as_user_template_attributes_and_back() {

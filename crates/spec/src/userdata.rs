@@ -206,9 +206,9 @@ pub fn resolve_cluster(
 /// KubeVirt takes at most this much user data inline (`cloudInitNoCloud`).
 pub const KUBEVIRT_INLINE_MAX: usize = 2048;
 
-/// userData reaches machines on OpenStack (Nova `user_data`) and KubeVirt (an inline
-/// `cloudInitNoCloud` volume, at most 2,048 bytes). On OpenNebula it is refused by name
-/// until it is built there: silently dropping it would boot machines that never join.
+/// userData reaches machines on OpenStack (Nova `user_data`), OpenNebula (the VM's
+/// `CONTEXT`, `USER_DATA` in base64) and KubeVirt (an inline `cloudInitNoCloud` volume,
+/// at most 2,048 bytes).
 pub fn check_supported(c: &crate::Cluster) -> Result<(), (String, String)> {
     let p = &c.spec.provider;
     if p.openstack.is_some() {
@@ -242,14 +242,8 @@ pub fn check_supported(c: &crate::Cluster) -> Result<(), (String, String)> {
         }
         return Ok(());
     }
-    match sets.into_iter().find(|(_, m)| m.user_data.is_some()) {
-        Some((path, _)) => Err((
-            path,
-            "user data on OpenNebula is not built yet (OpenStack and KubeVirt only, for now)"
-                .to_string(),
-        )),
-        None => Ok(()),
-    }
+    // OpenNebula: the VM's CONTEXT carries it (base64), within the general limit.
+    Ok(())
 }
 
 /// Whether every userData file a cluster names has been read (a spec sent to the
