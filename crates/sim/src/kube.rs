@@ -12,7 +12,7 @@
 //! member of an ACTIVE load balancer of the cluster serves from a Ready node. The
 //! `observer.*` faults change what the list answers, never the nodes themselves.
 
-use flightdeck_cloud::ownership::{TAG_CLUSTER, uid_of};
+use flightdeck_cloud::ownership::{TAG_CLUSTER, TAG_MACHINE, uid_of};
 use flightdeck_cloud::{
     GuestCluster, Node, OperatingStatus, Ownership, ProvisioningStatus, Timestamp,
 };
@@ -157,7 +157,22 @@ fn api_reachable(st: &State, owner: &Ownership) -> bool {
             && vm.is_running()
             && st.nodes.contains(&id.to_string())
     });
-    through_lb || through_vip || crate::mirror::api_reachable(st, owner)
+    through_lb || through_vip || mirrored_api_reachable(st, owner)
+}
+
+/// Whether the API of a cluster mirrored from a real cloud (test bed, `mirror.rs`) answers: one of its control-plane machines
+/// runs with a Ready node.
+fn mirrored_api_reachable(st: &State, owner: &Ownership) -> bool {
+    st.mirrored.contains(&owner.cluster)
+        && st.servers.values().any(|r| {
+            owner.owns(&r.server.tags)
+                && r.server.tags.iter().any(|t| {
+                    t.strip_prefix(TAG_MACHINE)
+                        .is_some_and(|k| k.starts_with("cp-"))
+                })
+                && st.host_running(&r.server.id)
+                && st.nodes.get(&r.server.id).is_some_and(|n| n.node.ready)
+        })
 }
 
 pub(crate) fn list_nodes(st: &State, now: Timestamp, owner: &Ownership) -> Option<Vec<Node>> {

@@ -6,13 +6,13 @@
 //! kubeconfig, exactly as it reaches a real workload cluster.
 //!
 //! A mirrored cluster's API answers once one of its control-plane machines runs with a
-//! Ready node: its real load balancer is not in the simulator.
+//! Ready node: its real load balancer is not in the simulator (see `kube.rs`).
 
-use flightdeck_cloud::ownership::{TAG_CLUSTER, TAG_MACHINE, uid_of};
-use flightdeck_cloud::{Clock, Ownership, Server, ServerStatus};
+use flightdeck_cloud::ownership::{TAG_CLUSTER, uid_of};
+use flightdeck_cloud::{Clock, Server, ServerStatus};
 use flightdeck_spec::Cidr;
 
-use crate::{SimCloud, State, nova, routes};
+use crate::{SimCloud, nova, routes};
 
 impl SimCloud {
     /// Makes the simulator's servers of `cluster` the running ones of `servers`, as the
@@ -63,19 +63,4 @@ impl SimCloud {
             nova::mirror(&mut st, now, s, never_register.contains(&s.name));
         }
     }
-}
-
-/// Whether the API of a mirrored cluster answers: one of its control-plane machines
-/// runs with a Ready node.
-pub(crate) fn api_reachable(st: &State, owner: &Ownership) -> bool {
-    st.mirrored.contains(&owner.cluster)
-        && st.servers.values().any(|r| {
-            owner.owns(&r.server.tags)
-                && r.server.tags.iter().any(|t| {
-                    t.strip_prefix(TAG_MACHINE)
-                        .is_some_and(|k| k.starts_with("cp-"))
-                })
-                && st.host_running(&r.server.id)
-                && st.nodes.get(&r.server.id).is_some_and(|n| n.node.ready)
-        })
 }
