@@ -260,7 +260,7 @@ fn start(p: &mut Planner<'_>, c: &Candidate, remove_now: bool) {
         });
     }
     if remove_now {
-        crate::rollout::mark_removal(p, &c.name, c.reason.clone());
+        crate::removal::mark_removal(p, &c.name, c.reason.clone());
     }
     p.events.push(PlanEvent::warning(
         "RemediationStarted",

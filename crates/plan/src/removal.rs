@@ -7,6 +7,7 @@ use crate::action::Action;
 use crate::condition::PlanEvent;
 use crate::machines::{MachineView, ServerPhase};
 use crate::member_gate::MemberGate;
+use crate::memory::Removal;
 use crate::{POLL_MACHINES, POLL_OCTAVIA, POLL_STUCK, Planner};
 
 pub(crate) fn plan_removals(p: &mut Planner<'_>, all: &[MachineView<'_>]) {
@@ -89,5 +90,22 @@ pub(crate) fn plan_removals(p: &mut Planner<'_>, all: &[MachineView<'_>]) {
                 ));
             }
         }
+    }
+}
+
+/// Marks machine `name` for removal (member first, then server, then the record), once.
+pub(crate) fn mark_removal(p: &mut Planner<'_>, name: &str, why: String) {
+    let now = p.now;
+    if let Some(r) = p.memory.machines.get_mut(name)
+        && r.removal.is_none()
+    {
+        r.removal = Some(Removal {
+            since: now,
+            reason: why.clone(),
+        });
+        p.events.push(PlanEvent::normal(
+            "MachineRemovalStarted",
+            format!("removing {name}: {why}"),
+        ));
     }
 }

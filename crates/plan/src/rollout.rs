@@ -8,7 +8,8 @@ use crate::condition::{Condition, PlanEvent, kind, reason};
 use crate::infra::Infra;
 use crate::machines::{MachineView, ServerPhase, views};
 use crate::member_gate;
-use crate::memory::{MachineRecord, MachineRole, MachineTemplate, Removal};
+use crate::memory::{MachineRecord, MachineRole, MachineTemplate};
+use crate::removal::mark_removal;
 use crate::status::{MachineStatus, MemberStatus, Phase, SetStatus};
 use crate::{
     GONE_AFTER, POLL_MACHINES, POLL_STUCK, Planner, adoption, members, remediation, removal,
@@ -622,22 +623,6 @@ fn machine_template(
         image: m.image.as_ref().map(|i| i.to_string()).unwrap_or_default(),
         version,
         user_data: m.user_data.as_ref().map_or(0, |u| u.digest),
-    }
-}
-
-pub(crate) fn mark_removal(p: &mut Planner<'_>, name: &str, why: String) {
-    let now = p.now;
-    if let Some(r) = p.memory.machines.get_mut(name)
-        && r.removal.is_none()
-    {
-        r.removal = Some(Removal {
-            since: now,
-            reason: why.clone(),
-        });
-        p.events.push(PlanEvent::normal(
-            "MachineRemovalStarted",
-            format!("removing {name}: {why}"),
-        ));
     }
 }
 
