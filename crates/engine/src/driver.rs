@@ -16,21 +16,11 @@ use flightdeck_cloud::{Clock, Ownership, Provider, Timestamp};
 use flightdeck_plan::{Memory, Plan};
 use flightdeck_store::Store;
 
-use crate::engine::{Engine, EngineConfig, EngineError};
+use crate::config::{EngineConfig, EngineError, InFlight};
+use crate::engine::Engine;
 use crate::faults::EngineFaults;
 use crate::observe::observe_cluster;
 use crate::reconcile::{Ctx, Job, Ledger, Outcome, plan_now, reconcile};
-
-/// What was asked of a cluster while its reconcile ran.
-#[derive(Debug, Default)]
-pub(crate) struct InFlight {
-    /// A deletion requested at this time.
-    pub delete: Option<Timestamp>,
-    /// Its churn breakers are to be closed.
-    pub resume: bool,
-    /// Something asked for a reconcile now (a new spec).
-    pub again: bool,
-}
 
 /// A reconcile that finished, to be handed back to [`Engine::complete`].
 pub struct Finished {

@@ -2,76 +2,20 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use flightdeck_cloud::{Clock, ErrorClass, Provider, Rng, Timestamp};
-use flightdeck_plan::{ClusterStatus, Event, Memory, PlanOptions, Severity};
+use flightdeck_plan::{ClusterStatus, Event, Memory, Severity};
 use flightdeck_spec::{Cluster, Duration};
-use flightdeck_store::{Store, StoreError, Write};
+use flightdeck_store::{Store, Write};
 use serde::{Deserialize, Serialize};
 
-use crate::backoff::{BackoffPolicy, jitter};
+use crate::backoff::jitter;
 use crate::faults::{EngineFaults, RequeueFate};
 use crate::queue::WorkQueue;
 use crate::reconcile::{Job, Outcome, reconcile};
 
-pub(crate) const T_SPEC: &str = "spec";
-pub(crate) const T_MEMORY: &str = "memory";
-pub(crate) const T_STATUS: &str = "status";
-
-/// Conflicts (409 busy) in a row that are retried quickly before backoff grows.
-pub const CONFLICTS_BEFORE_BACKOFF: u32 = 10;
-
-/// The most clusters one engine manages; a bound on every per-cluster structure.
-pub const CLUSTERS_MAX: usize = 1000;
-
-#[derive(Clone, Debug)]
-pub struct EngineConfig {
-    /// Reconciles run together at most.
-    pub concurrency_max: usize,
-    pub backoff: BackoffPolicy,
-    /// How soon to look again after Octavia answered 409 (busy).
-    pub conflict_retry: Duration,
-    /// Refuse deletions of objects without the cluster's UID tag. Always on in the
-    /// product; a test switches it off to prove the `onlyOwned` invariant notices.
-    pub ownership_check: bool,
-    pub plan: PlanOptions,
-}
-
-impl Default for EngineConfig {
-    fn default() -> Self {
-        EngineConfig {
-            concurrency_max: 4,
-            backoff: BackoffPolicy::default(),
-            conflict_retry: Duration::from_secs(2),
-            ownership_check: true,
-            plan: PlanOptions::default(),
-        }
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum EngineError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("cluster {0} is being deleted; wait until it is gone before applying it again")]
-    Deleting(String),
-    #[error("cluster {0} is not known to this flightdeck")]
-    UnknownCluster(String),
-    #[error(
-        "cluster {cluster}: {field} cannot change once the cluster exists ({from} → {to}); \
-         create a new cluster instead"
-    )]
-    Immutable {
-        cluster: String,
-        field: &'static str,
-        from: String,
-        to: String,
-    },
-    #[error("this flightdeck already manages {CLUSTERS_MAX} clusters")]
-    TooManyClusters,
-    /// An injected crash (see [`crate::EngineFaults`]); the engine must be dropped and
-    /// rebuilt from the store.
-    #[error("the engine crashed (injected) while reconciling {0}")]
-    Crashed(String),
-}
+use crate::config::{
+    CLUSTERS_MAX, CONFLICTS_BEFORE_BACKOFF, EngineConfig, EngineError, InFlight, T_MEMORY, T_SPEC,
+    T_STATUS,
+};
 
 /// What the engine keeps per cluster; its persisted parts live in the store.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -139,7 +83,7 @@ pub struct Engine<P: Provider> {
     pub(crate) ledger: Arc<crate::reconcile::Ledger>,
     /// Clusters whose reconcile runs now (see [`Engine::start_due`]), with what was
     /// asked of them meanwhile.
-    pub(crate) in_flight: BTreeMap<String, crate::driver::InFlight>,
+    pub(crate) in_flight: BTreeMap<String, InFlight>,
 }
 
 impl<P: Provider> Engine<P> {

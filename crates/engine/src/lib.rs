@@ -14,6 +14,7 @@
 
 pub mod act;
 pub mod backoff;
+mod config;
 mod driver;
 mod engine;
 mod events;
@@ -23,7 +24,8 @@ pub mod queue;
 mod reconcile;
 pub mod timeline;
 
+pub use config::{CLUSTERS_MAX, CONFLICTS_BEFORE_BACKOFF, EngineConfig, EngineError};
 pub use driver::{Finished, Preview, Reconcile};
-pub use engine::{ClusterRecord, Engine, EngineConfig, EngineError, ReconcileStats};
+pub use engine::{ClusterRecord, Engine, ReconcileStats};
 pub use faults::{EngineFaults, RequeueFate};
 pub use timeline::TimelineEntry;

@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use flightdeck_store::{Store, Write};
 
 use crate::act::{ActOutcome, act};
-use crate::engine::{EngineConfig, EngineError, T_MEMORY, T_STATUS};
+use crate::config::{EngineConfig, EngineError, T_MEMORY, T_STATUS};
 use crate::events::{condition_events, progress_events};
 use crate::faults::EngineFaults;
 use crate::observe::observe_cluster;

@@ -1,0 +1,81 @@
+//! What an engine is configured with, how it fails, and the store tables it keeps: the
+//! leaves the engine, its driver and a reconcile share.
+
+use flightdeck_cloud::Timestamp;
+use flightdeck_plan::PlanOptions;
+use flightdeck_spec::Duration;
+use flightdeck_store::StoreError;
+
+use crate::backoff::BackoffPolicy;
+
+pub(crate) const T_SPEC: &str = "spec";
+pub(crate) const T_MEMORY: &str = "memory";
+pub(crate) const T_STATUS: &str = "status";
+
+/// Conflicts (409 busy) in a row that are retried quickly before backoff grows.
+pub const CONFLICTS_BEFORE_BACKOFF: u32 = 10;
+
+/// The most clusters one engine manages; a bound on every per-cluster structure.
+pub const CLUSTERS_MAX: usize = 1000;
+
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Reconciles run together at most.
+    pub concurrency_max: usize,
+    pub backoff: BackoffPolicy,
+    /// How soon to look again after Octavia answered 409 (busy).
+    pub conflict_retry: Duration,
+    /// Refuse deletions of objects without the cluster's UID tag. Always on in the
+    /// product; a test switches it off to prove the `onlyOwned` invariant notices.
+    pub ownership_check: bool,
+    pub plan: PlanOptions,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            concurrency_max: 4,
+            backoff: BackoffPolicy::default(),
+            conflict_retry: Duration::from_secs(2),
+            ownership_check: true,
+            plan: PlanOptions::default(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("cluster {0} is being deleted; wait until it is gone before applying it again")]
+    Deleting(String),
+    #[error("cluster {0} is not known to this flightdeck")]
+    UnknownCluster(String),
+    #[error(
+        "cluster {cluster}: {field} cannot change once the cluster exists ({from} → {to}); \
+         create a new cluster instead"
+    )]
+    Immutable {
+        cluster: String,
+        field: &'static str,
+        from: String,
+        to: String,
+    },
+    #[error("this flightdeck already manages {CLUSTERS_MAX} clusters")]
+    TooManyClusters,
+    /// An injected crash (see [`crate::EngineFaults`]); the engine must be dropped and
+    /// rebuilt from the store.
+    #[error("the engine crashed (injected) while reconciling {0}")]
+    Crashed(String),
+}
+
+/// What was asked of a cluster while its reconcile ran.
+#[derive(Debug, Default)]
+pub(crate) struct InFlight {
+    /// A deletion requested at this time.
+    pub delete: Option<Timestamp>,
+    /// Its churn breakers are to be closed.
+    pub resume: bool,
+    /// Something asked for a reconcile now (a new spec).
+    pub again: bool,
+}
