@@ -11,11 +11,12 @@ use reqwest::Method;
 use reqwest::header::ACCEPT;
 
 use super::connect::ConnectArgs;
-use super::http::{Api, ApiFailure};
-use super::render::{AGE_COLUMN, Table, cluster_header, cluster_row, event_line, human_duration};
+use super::http::{Api, ApiFailure, connect};
+use super::render::{
+    AGE_COLUMN, Table, cluster_header, cluster_row, event_line, human_duration, print_doc,
+};
 use super::sse::{Message, Parser};
 use super::types::{ClusterDetail, ClusterSummary, EventList, EventView};
-use super::verbs::{connect, print_doc};
 use super::{DocFormat, EventsArgs, Format};
 
 /// How often `get -w` and `delete --wait` look again.

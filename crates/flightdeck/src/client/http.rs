@@ -8,7 +8,7 @@ use anyhow::{Context, anyhow};
 use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
 use serde::de::DeserializeOwned;
 
-use super::connect::Connection;
+use super::connect::{ConnectArgs, Connection, resolve};
 use super::types::ApiError;
 
 /// How long a normal call may take.
@@ -248,4 +248,9 @@ fn excerpt(text: &str) -> String {
         Some((i, _)) => format!("{}...", &one_line[..i]),
         None => one_line,
     }
+}
+
+/// The daemon's API, reached as the flags, environment or config file say.
+pub fn connect(args: &ConnectArgs) -> anyhow::Result<Api> {
+    Api::new(resolve(args)?)
 }

@@ -2,6 +2,9 @@
 
 use std::fmt::Write as _;
 
+use anyhow::Context as _;
+
+use super::Format;
 use super::types::{ClusterSummary, EventView, PlanView};
 
 /// An age the way kubectl prints one (`45s`, `3m12s`, `2h5m`, `3d`), from two times in
@@ -233,4 +236,16 @@ pub fn plan_text(p: &PlanView) -> String {
         let _ = writeln!(out, "  then look again in {r}");
     }
     out
+}
+
+/// Prints a document as the daemon sent it, as JSON or YAML.
+pub fn print_doc(v: &serde_json::Value, format: Format) -> anyhow::Result<()> {
+    match format {
+        Format::Yaml => out!(
+            "{}",
+            yaml_serde::to_string(v).context("cannot render YAML")?
+        ),
+        _ => outln!("{}", serde_json::to_string_pretty(v)?),
+    }
+    Ok(())
 }

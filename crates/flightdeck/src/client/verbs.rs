@@ -8,31 +8,15 @@ use anyhow::{Context, bail};
 use reqwest::Method;
 use reqwest::header::CONTENT_TYPE;
 
-use super::connect::{ConnectArgs, resolve};
-use super::http::Api;
-use super::render::{clock, cluster_table, plan_text};
+use super::connect::ConnectArgs;
+use super::http::{Api, connect};
+use super::render::{clock, cluster_table, plan_text, print_doc};
 use super::types::{
     ApplyResult, ClusterDetail, ClusterList, ClusterSummary, EventView, FaultKinds, FaultRequest,
     FaultView, PlanView,
 };
 use super::{DescribeArgs, FaultArgs, FaultsArgs, Format, GetArgs};
 use crate::Output;
-
-pub fn connect(args: &ConnectArgs) -> anyhow::Result<Api> {
-    Api::new(resolve(args)?)
-}
-
-/// Prints a document as the daemon sent it, as JSON or YAML.
-pub fn print_doc(v: &serde_json::Value, format: Format) -> anyhow::Result<()> {
-    match format {
-        Format::Yaml => out!(
-            "{}",
-            yaml_serde::to_string(v).context("cannot render YAML")?
-        ),
-        _ => outln!("{}", serde_json::to_string_pretty(v)?),
-    }
-    Ok(())
-}
 
 /// The largest spec file `apply` sends.
 const SPEC_MAX: u64 = 16 << 20;
