@@ -30,7 +30,7 @@ pub async fn run(args: SimRunArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let report = if args.wire {
-        flightdeck_scenario::wire::run_wire(&loaded, &options, &mut on_event)
+        flightdeck_scenario::run_wire(&loaded, &options, &mut on_event)
             .await?
             .report
     } else {

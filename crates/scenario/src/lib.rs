@@ -6,12 +6,14 @@
 //! this crate is where the two meet.
 
 pub mod builtin;
+mod dispatch;
 pub mod engine_faults;
 mod expect;
 pub mod flight;
 pub mod invariants;
 pub mod kubevirt;
 pub mod load;
+mod loopback;
 pub mod one;
 pub mod report;
 pub mod runner;
@@ -19,6 +21,7 @@ pub mod swarm;
 pub mod wire;
 mod workload;
 
+pub use dispatch::{run, run_wire};
 pub use load::{LoadedScenario, ScenarioError, load_scenario};
 pub use report::Report;
-pub use runner::{Run, RunError, RunOptions, run, run_on};
+pub use runner::{Run, RunError, RunOptions, run_on};

@@ -48,9 +48,9 @@ pub async fn run_wire(
     options: &RunOptions,
     on_event: &mut dyn FnMut(&TimelineEntry),
 ) -> Result<Run, RunError> {
-    let options = crate::wire::one_at_a_time(options);
+    let options = crate::loopback::one_at_a_time(options);
     let connect = |cloud: Arc<SimCloud>| async move {
-        let (listener, base) = crate::wire::loopback().await?;
+        let (listener, base) = crate::loopback::loopback().await?;
         let endpoint = format!("{base}/RPC2");
         tokio::spawn(flightdeck_sim_http::serve_opennebula(
             cloud.clone(),

@@ -91,23 +91,7 @@ impl StoreHome {
     }
 }
 
-/// Runs a scenario to its end (or until the stop condition of `options` holds) and
-/// reports. `on_event` sees every timeline entry as it happens.
-pub async fn run(
-    loaded: &LoadedScenario,
-    options: &RunOptions,
-    on_event: &mut dyn FnMut(&TimelineEntry),
-) -> Result<Run, RunError> {
-    if crate::one::is_opennebula(loaded)? {
-        return crate::one::run_in_process(loaded, options, on_event).await;
-    }
-    if crate::kubevirt::is_kubevirt(loaded)? {
-        return crate::kubevirt::run_in_process(loaded, options, on_event).await;
-    }
-    run_on(loaded, options, |cloud| async move { Ok(cloud) }, on_event).await
-}
-
-/// Like [`run`], but the engine talks to the cloud through the provider `connect` makes
+/// Like [`crate::run`], but the engine talks to the cloud through the provider `connect` makes
 /// from the simulated cloud (for example the real HTTP provider against the simulator
 /// served on loopback: wire mode). The invariants still read the simulator's ground truth.
 pub async fn run_on<P, F, Fut>(

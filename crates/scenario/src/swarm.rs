@@ -20,10 +20,11 @@ use flightdeck_spec::{
 };
 use serde::Serialize;
 
+use crate::dispatch::run;
 use crate::engine_faults::EngineFaultProfile;
 use crate::load::LoadedScenario;
 use crate::report::{Report, TimelineEntry};
-use crate::runner::{RunOptions, run};
+use crate::runner::RunOptions;
 
 /// The most clusters one seed's fleet holds.
 pub const FLEET_MAX: u64 = 5;

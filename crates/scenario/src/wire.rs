@@ -15,6 +15,7 @@ use flightdeck_sim_http::ServeOptions;
 use flightdeck_workload::ProviderIdFormat;
 
 use crate::load::LoadedScenario;
+use crate::loopback::{loopback, one_at_a_time};
 use crate::report::TimelineEntry;
 use crate::runner::{Run, RunError, RunOptions, run_on};
 
@@ -38,19 +39,13 @@ pub fn cloud_entry(base: &str, options: &ServeOptions) -> CloudEntry {
     entry
 }
 
-/// Runs a scenario in wire mode: the simulator is served on a loopback port for the
-/// length of the run and the engine reaches it only over HTTP.
-pub async fn run_wire(
+/// Runs an OpenStack scenario in wire mode: the simulator is served on a loopback port
+/// for the length of the run and the engine reaches it only over HTTP.
+pub async fn run_openstack_wire(
     loaded: &LoadedScenario,
     options: &RunOptions,
     on_event: &mut dyn FnMut(&TimelineEntry),
 ) -> std::result::Result<Run, RunError> {
-    if crate::one::is_opennebula(loaded)? {
-        return crate::one::run_wire(loaded, options, on_event).await;
-    }
-    if crate::kubevirt::is_kubevirt(loaded)? {
-        return crate::kubevirt::run_wire(loaded, options, on_event).await;
-    }
     let options = one_at_a_time(options);
     let connect = |cloud: Arc<SimCloud>| async move {
         let (listener, base) = loopback().await?;
@@ -71,23 +66,4 @@ pub async fn run_wire(
         )))
     };
     run_on(loaded, &options, connect, on_event).await
-}
-
-/// Wire mode runs one reconcile at a time: that keeps the order of requests, and so the
-/// run, replayable.
-pub(crate) fn one_at_a_time(options: &RunOptions) -> RunOptions {
-    let mut options = options.clone();
-    options.engine.concurrency_max = 1;
-    options
-}
-
-/// A listener on a free loopback port, and its `http://ADDR` base URL.
-pub(crate) async fn loopback() -> std::result::Result<(tokio::net::TcpListener, String), RunError> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| RunError::Wire(format!("cannot listen on loopback: {e}")))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| RunError::Wire(format!("no local address: {e}")))?;
-    Ok((listener, format!("http://{addr}")))
 }

@@ -5,7 +5,7 @@
 use flightdeck_engine::EngineConfig;
 use flightdeck_plan::{DrainPolicy, PlanOptions};
 use flightdeck_scenario::report::Report;
-use flightdeck_scenario::{Run, RunOptions, load_scenario, run, wire::run_wire};
+use flightdeck_scenario::{Run, RunOptions, load_scenario, run, run_wire};
 
 async fn run_named(name: &str, options: RunOptions, wire: bool) -> Run {
     let loaded = load_scenario(name).expect("built-in scenario loads");

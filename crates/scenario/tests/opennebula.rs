@@ -4,7 +4,7 @@
 use flightdeck_engine::EngineConfig;
 use flightdeck_plan::{PlanOptions, TemplatePolicy};
 use flightdeck_scenario::report::Report;
-use flightdeck_scenario::{Run, RunOptions, load_scenario, run, wire::run_wire};
+use flightdeck_scenario::{Run, RunOptions, load_scenario, run, run_wire};
 use flightdeck_sim::Mutation;
 
 async fn run_named(name: &str, options: RunOptions, wire: bool) -> Run {

@@ -1,7 +1,7 @@
 //! Wire mode: every OpenStack scenario passes when the engine reaches the simulator only
 //! through the real HTTP provider (Keystone, Nova, Neutron, Octavia REST on loopback).
 
-use flightdeck_scenario::{RunOptions, builtin, load_scenario, wire::run_wire};
+use flightdeck_scenario::{RunOptions, builtin, load_scenario, run_wire};
 
 #[tokio::test]
 async fn every_built_in_scenario_passes_over_the_wire() {
