@@ -12,6 +12,7 @@
 use flightdeck_cloud::{Node, Ownership, Timestamp};
 use serde_json::{Value, json};
 
+use super::INFRA_CLUSTER;
 use super::api::{Answer, fail, json_response, unavailable};
 use super::discovery;
 use super::store::rfc3339;
@@ -32,9 +33,21 @@ fn uids(st: &State, cluster: &str) -> Vec<String> {
     uids
 }
 
-/// Whether `cluster` is an OpenStack or OpenNebula workload cluster this API plays.
+/// Whether `cluster` is an OpenStack or OpenNebula workload cluster this API plays (not
+/// a KubeVirt one, not the infra cluster).
 pub(crate) fn plays(st: &State, cluster: &str) -> bool {
-    !uids(st, cluster).is_empty()
+    cluster != INFRA_CLUSTER
+        && !st.kube.workloads.contains_key(cluster)
+        && !uids(st, cluster).is_empty()
+}
+
+/// The OpenStack and OpenNebula workload clusters this API plays.
+pub(crate) fn clusters(st: &State) -> Vec<String> {
+    st.nodes
+        .values()
+        .filter_map(|n| n.cluster.clone())
+        .filter(|c| !st.kube.workloads.contains_key(c))
+        .collect()
 }
 
 /// The nodes of `cluster` as its API lists them now; `None` while it answers nothing.

@@ -485,7 +485,7 @@ impl SimCloud {
                 api::status_response(503, "ServiceUnavailable", &e.message, None),
                 None,
             ),
-            Ok(now) if kubelets_play(&st, cluster) => {
+            Ok(now) if kubelets::plays(&st, cluster) => {
                 kubelets::handle(&st, now, cluster, &req.method, &req.path)
             }
             Ok(now) => api::handle(&mut st, now, cluster, &req, &route),
@@ -524,25 +524,11 @@ impl SimCloud {
             .filter(|(_, w)| w.up)
             .map(|(name, _)| name.clone())
             .collect();
-        let played: Vec<String> = st
-            .nodes
-            .values()
-            .filter_map(|n| n.cluster.clone())
-            .filter(|c| !st.kube.workloads.contains_key(c))
-            .collect();
-        names.extend(played);
+        names.extend(kubelets::clusters(&st));
         names.sort();
         names.dedup();
         names
     }
-}
-
-/// Whether `cluster` is an OpenStack or OpenNebula workload cluster (not a KubeVirt
-/// one, not the infra cluster), whose API [`kubelets`] plays.
-fn kubelets_play(st: &State, cluster: &str) -> bool {
-    cluster != INFRA_CLUSTER
-        && !st.kube.workloads.contains_key(cluster)
-        && kubelets::plays(st, cluster)
 }
 
 /// The Kubernetes side of the world snapshot.
