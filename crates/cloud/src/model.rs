@@ -309,6 +309,10 @@ pub struct Observed {
     /// `None` when the workload cluster's API could not be reached (no load balancer
     /// yet, or the API is down): nothing may be concluded about nodes then.
     pub nodes: Option<Vec<Node>>,
+    /// When the node list stopped being current, if it did: the nodes come from a watch
+    /// that broke then. `None`: they are as of [`Observed::at`].
+    #[serde(default)]
+    pub nodes_stale_since: Option<Timestamp>,
     /// The router the cluster's pod routes live on, when the spec names one.
     #[serde(default)]
     pub router: Option<Router>,

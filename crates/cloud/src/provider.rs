@@ -104,6 +104,12 @@ pub trait GuestCluster {
         &self,
         owner: &Ownership,
     ) -> impl Future<Output = Result<Option<Vec<Node>>>> + Send;
+
+    /// How old the last [`GuestCluster::list_nodes`] answer for `owner` may be: `None`
+    /// when it was read from the workload cluster just now (a list, or a watch that is
+    /// healthy), `Some(t)` when it comes from a watch that has been broken since `t`.
+    /// The planner treats a list older than its freshness limit as blind (F10).
+    fn nodes_stale_since(&self, owner: &Ownership) -> Option<crate::Timestamp>;
 }
 
 /// Everything the engine needs. A cloud without some capability answers its calls with a

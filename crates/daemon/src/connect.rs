@@ -66,7 +66,11 @@ pub async fn openstack(
     let openstack = OpenStackCloud::connect(&entry, SessionOptions::default())
         .await
         .map_err(|e| Failure::gateway(format!("cannot reach cloud {cloud}: {e}")))?;
-    let nodes = KubeGuest::new(kubeconfigs.clone(), ProviderIdFormat::OpenStack);
+    let nodes = KubeGuest::watching(
+        kubeconfigs.clone(),
+        ProviderIdFormat::OpenStack,
+        Arc::new(SystemClock),
+    );
     Ok(Arc::new(OpenStackProvider::new(openstack, nodes)))
 }
 
@@ -83,7 +87,11 @@ pub async fn opennebula(
     };
     let probe = OpenNebulaCloud::over_http(xmlrpc, None, &options, ()).map_err(fail)?;
     probe.client().system_version().await.map_err(fail)?;
-    let nodes = KubeGuest::new(kubeconfigs.clone(), ProviderIdFormat::OpenNebula);
+    let nodes = KubeGuest::watching(
+        kubeconfigs.clone(),
+        ProviderIdFormat::OpenNebula,
+        Arc::new(SystemClock),
+    );
     let provider = OpenNebulaCloud::over_http(xmlrpc, None, &options, nodes).map_err(fail)?;
     Ok(Arc::new(provider))
 }

@@ -276,6 +276,10 @@ impl<P: LoadBalancing + Send + Sync, H: CallHook> LoadBalancing for Instrumented
 impl<P: GuestCluster + Send + Sync, H: CallHook> GuestCluster for Instrumented<P, H> {
     forward!(guest, list_nodes(owner: &Ownership) -> Option<Vec<Node>>,
         Some(owner.cluster.clone()));
+
+    fn nodes_stale_since(&self, owner: &Ownership) -> Option<flightdeck_cloud::Timestamp> {
+        self.inner.nodes_stale_since(owner)
+    }
 }
 
 impl<P: Templates + Send + Sync, H: CallHook> Templates for Instrumented<P, H> {

@@ -16,6 +16,20 @@ pub async fn observe_cluster<P: Provider>(
     now: Timestamp,
     spec: &Cluster,
 ) -> Result<Observed, CloudError> {
+    let mut observed = observe_lists(provider, owner, now, spec).await?;
+    // Nodes that come from a watch broken since some time are as old as that.
+    if observed.nodes.is_some() {
+        observed.nodes_stale_since = provider.nodes_stale_since(owner);
+    }
+    Ok(observed)
+}
+
+async fn observe_lists<P: Provider>(
+    provider: &P,
+    owner: &Ownership,
+    now: Timestamp,
+    spec: &Cluster,
+) -> Result<Observed, CloudError> {
     if spec.spec.provider.is_kubevirt() {
         return observe_kubevirt(provider, owner, now).await;
     }

@@ -126,10 +126,11 @@ pub async fn run_kubevirt(
         }
         (None, None) => bail!("spec.provider.kubevirt.workloadKubeconfig needs file or secret"),
     };
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let provider = KubeVirtCloud::from_kubeconfig(infra.as_str(), namespace, workload)
         .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .watch_nodes(clock.clone());
     drive(Arc::new(provider), clock, state_dir, goal, timeout).await
 }
 

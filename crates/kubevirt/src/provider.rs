@@ -77,6 +77,15 @@ impl<W> KubeVirtCloud<W> {
         Ok(KubeVirtCloud::new(infra, namespace, workload))
     }
 
+    /// The same provider, with the workload clusters' nodes watched rather than listed
+    /// on every pass (see [`flightdeck_workload::watch`]); `clock` stamps a broken watch.
+    pub fn watch_nodes(self, clock: std::sync::Arc<dyn flightdeck_cloud::Clock>) -> Self {
+        KubeVirtCloud {
+            guest: self.guest.with_watch(clock),
+            ..self
+        }
+    }
+
     pub fn infra(&self) -> &Client {
         &self.infra
     }
@@ -350,6 +359,10 @@ impl<W: Send + Sync> Templates for KubeVirtCloud<W> {}
 impl<W: WorkloadClients> GuestCluster for KubeVirtCloud<W> {
     async fn list_nodes(&self, owner: &Ownership) -> Result<Option<Vec<Node>>> {
         self.guest.list_nodes(owner).await
+    }
+
+    fn nodes_stale_since(&self, owner: &Ownership) -> Option<flightdeck_cloud::Timestamp> {
+        self.guest.nodes_stale_since(owner)
     }
 }
 

@@ -8,6 +8,8 @@
 //! # impl flightdeck_cloud::GuestCluster for NoNodes {
 //! #     async fn list_nodes(&self, _: &flightdeck_cloud::Ownership)
 //! #         -> flightdeck_cloud::provider::Result<Option<Vec<flightdeck_cloud::Node>>> { Ok(None) }
+//! #     fn nodes_stale_since(&self, _: &flightdeck_cloud::Ownership)
+//! #         -> Option<flightdeck_cloud::Timestamp> { None }
 //! # }
 //! use flightdeck_opennebula::{HttpOptions, OpenNebulaCloud};
 //! // $ONE_XMLRPC and $ONE_AUTH (or ~/.one/one_auth), as OpenNebula's CLI reads them.

@@ -298,6 +298,10 @@ impl<T: Transport, G: GuestCluster + Send + Sync> GuestCluster for OpenNebulaClo
     ) -> impl std::future::Future<Output = Result<Option<Vec<Node>>>> + Send {
         self.guest.list_nodes(owner)
     }
+
+    fn nodes_stale_since(&self, owner: &Ownership) -> Option<flightdeck_cloud::Timestamp> {
+        self.guest.nodes_stale_since(owner)
+    }
 }
 
 /// OpenNebula has no KubeVirt: the default methods answer so.

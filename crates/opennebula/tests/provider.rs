@@ -38,6 +38,10 @@ impl GuestCluster for OneNode {
             internal_ip: None,
         }]))
     }
+
+    fn nodes_stale_since(&self, _owner: &Ownership) -> Option<Timestamp> {
+        None
+    }
 }
 
 #[tokio::test]

@@ -121,4 +121,8 @@ impl<G: GuestCluster + Send + Sync> GuestCluster for OpenStackProvider<G> {
     async fn list_nodes(&self, owner: &Ownership) -> Result<Option<Vec<Node>>> {
         self.guest.list_nodes(owner).await
     }
+
+    fn nodes_stale_since(&self, owner: &Ownership) -> Option<flightdeck_cloud::Timestamp> {
+        self.guest.nodes_stale_since(owner)
+    }
 }

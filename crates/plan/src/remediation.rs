@@ -39,13 +39,19 @@ pub(crate) fn blind_observer(p: &Planner<'_>, all: &[MachineView<'_>]) -> Option
         .iter()
         .filter(|m| m.server_phase() == ServerPhase::Running)
         .count();
+    let nodes_at = p.observed.nodes_stale_since.unwrap_or(p.observed.at);
     match &p.observed.nodes {
         None => {
             Some("the workload cluster's API cannot be reached, so its nodes are unknown".into())
         }
-        Some(_) if p.now.since(p.observed.at) > NODE_LIST_FRESHNESS => Some(format!(
-            "the node list is {} old, older than {NODE_LIST_FRESHNESS}",
-            p.now.since(p.observed.at)
+        Some(_) if p.now.since(nodes_at) > NODE_LIST_FRESHNESS => Some(format!(
+            "the node list is {} old, older than {NODE_LIST_FRESHNESS}{}",
+            p.now.since(nodes_at),
+            if p.observed.nodes_stale_since.is_some() {
+                " (the watch of the workload cluster's nodes is broken)"
+            } else {
+                ""
+            }
         )),
         Some(nodes) if nodes.is_empty() && running > 0 => Some(format!(
             "the node list is empty while {running} server(s) run"

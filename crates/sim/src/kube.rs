@@ -202,4 +202,9 @@ impl GuestCluster for SimCloud {
             Ok(list_nodes(st, now, owner))
         })
     }
+
+    /// Read from the simulator's state at the moment: never stale.
+    fn nodes_stale_since(&self, _owner: &Ownership) -> Option<Timestamp> {
+        None
+    }
 }

@@ -14,7 +14,11 @@
 //! passed: kube 5 spells the field `delete_options`, which the API server would not read.
 
 use flightdeck_cloud::provider::Result;
-use flightdeck_cloud::{CloudError, ErrorClass, GuestCluster, GuestDrain, Node, Ownership, Pod};
+use std::sync::Arc;
+
+use flightdeck_cloud::{
+    Clock, CloudError, ErrorClass, GuestCluster, GuestDrain, Node, Ownership, Pod, Timestamp,
+};
 use k8s_openapi::api::core::v1 as core;
 use kube::api::{DeleteParams, EvictParams, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
@@ -24,6 +28,7 @@ use crate::errors::{self, CallKind, WORKLOAD, workload_unreachable};
 use crate::list::{ListError, list_all};
 use crate::provider_id::ProviderIdFormat;
 use crate::timestamp_of;
+use crate::watch::NodeWatches;
 
 /// The annotation the kubelet puts on the mirror pod of a static pod.
 pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
@@ -123,22 +128,49 @@ fn reachable<T>(operation: &str, r: std::result::Result<T, ListError>) -> Result
 }
 
 /// The workload cluster of any cloud, reached through `W`'s client for it.
+///
+/// Its nodes are watched ([`KubeGuest::watching`]) by a product that runs in real time,
+/// or listed on every read ([`KubeGuest::new`]) where a watch cannot live: the
+/// simulator's deterministic runs, whose virtual time a long-lived request would not
+/// follow.
 pub struct KubeGuest<W> {
     clients: W,
     format: ProviderIdFormat,
+    watches: Option<NodeWatches>,
 }
 
 impl<W> std::fmt::Debug for KubeGuest<W> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KubeGuest")
             .field("format", &self.format)
+            .field("watches", &self.watches)
             .finish_non_exhaustive()
     }
 }
 
 impl<W> KubeGuest<W> {
+    /// Nodes listed on every read.
     pub fn new(clients: W, format: ProviderIdFormat) -> Self {
-        KubeGuest { clients, format }
+        KubeGuest {
+            clients,
+            format,
+            watches: None,
+        }
+    }
+
+    /// Nodes watched, one watch per workload cluster (see [`crate::watch`]); `clock`
+    /// stamps when a watch broke.
+    pub fn watching(clients: W, format: ProviderIdFormat, clock: Arc<dyn Clock>) -> Self {
+        KubeGuest {
+            clients,
+            format,
+            watches: Some(NodeWatches::new(clock, format)),
+        }
+    }
+
+    /// The same, with its nodes watched from now on.
+    pub fn with_watch(self, clock: Arc<dyn Clock>) -> Self {
+        KubeGuest::watching(self.clients, self.format, clock)
     }
 
     pub fn clients(&self) -> &W {
@@ -172,9 +204,19 @@ impl<W: WorkloadClients> GuestCluster for KubeGuest<W> {
         let Some(client) = self.workload_client(owner).await? else {
             return Ok(None);
         };
+        if let Some(watches) = &self.watches {
+            watches.forget_idle();
+            return Ok(watches.read(owner, client).nodes);
+        }
         let api: Api<core::Node> = Api::all(client);
         let nodes = reachable(OP, list_all(&api, &ListParams::default()).await)?;
         Ok(nodes.map(|ns| ns.iter().map(|n| node_of(n, self.format)).collect()))
+    }
+
+    fn nodes_stale_since(&self, owner: &Ownership) -> Option<Timestamp> {
+        let (at, why) = self.watches.as_ref()?.broken(owner)?;
+        tracing::debug!(cluster = %owner.cluster, %at, why, "nodes come from a broken watch");
+        Some(at)
     }
 }
 

@@ -4,6 +4,7 @@
 //! - [`clients`]: how a workload cluster is reached ([`WorkloadClients`]): a kubeconfig
 //!   file, a kubeconfig Secret, or any closure (an in-process client, say).
 //! - [`guest`]: [`KubeGuest`], the nodes and drains of one cloud's workload clusters.
+//! - [`watch`]: nodes watched by kube-runtime, with a broken watch seen as stale.
 //! - [`provider_id`]: each cloud's `spec.providerID` format ([`ProviderIdFormat`]).
 //! - [`list`]: bounded, paged lists; [`errors`]: kube errors as flightdeck's classes.
 
@@ -12,6 +13,7 @@ pub mod errors;
 pub mod guest;
 pub mod list;
 pub mod provider_id;
+pub mod watch;
 
 use flightdeck_cloud::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

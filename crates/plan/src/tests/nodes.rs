@@ -42,3 +42,51 @@ fn the_provider_id_wins_over_the_name() {
     let p = w.plan();
     assert!(!p.status.ready, "cp-1 has no node of its own");
 }
+
+/// F10: nodes from a watch that broke are as old as the break. While that is recent they
+/// are used; past the freshness limit nothing is repaired from them.
+#[test]
+fn a_broken_node_watch_grows_stale_and_then_nothing_is_repaired_from_it() {
+    let mut w = World::cluster(spec(V1, 2), V1, 1);
+    w.add_worker(
+        5,
+        Health {
+            member: None,
+            node_ready: None,
+        },
+    );
+    w.now = w.now.plus(flightdeck_spec::Duration::from_mins(30));
+    assert_eq!(
+        count(&w.plan(), "CreateServer"),
+        1,
+        "a current list shows the worker never registered"
+    );
+
+    w.observed.nodes_stale_since = Some(Timestamp(w.now.0 - 60_000));
+    assert_eq!(
+        count(&w.plan(), "CreateServer"),
+        1,
+        "a watch broken for a minute is still fresh enough"
+    );
+
+    w.observed.nodes_stale_since = Some(Timestamp(w.now.0 - 3 * 60_000));
+    let p = w.plan();
+    assert_eq!(
+        count(&p, "CreateServer"),
+        0,
+        "nothing is repaired from a stale list"
+    );
+    let paused = p
+        .events
+        .iter()
+        .map(|e| e.message.clone())
+        .chain(p.conditions.iter().map(|c| c.message.clone()))
+        .find(|m| m.contains("watch"))
+        .unwrap_or_else(|| {
+            panic!(
+                "the stale watch is said: {:#?} {:#?}",
+                p.events, p.conditions
+            )
+        });
+    assert!(paused.contains("3m"), "{paused}");
+}

@@ -127,7 +127,7 @@ pub(crate) enum Route {
 }
 
 /// The decoded query parameters.
-fn query(q: &str) -> BTreeMap<String, String> {
+pub(crate) fn query(q: &str) -> BTreeMap<String, String> {
     q.split('&')
         .filter(|p| !p.is_empty())
         .take(64)
@@ -167,7 +167,7 @@ fn decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn is_watch(params: &BTreeMap<String, String>) -> bool {
+pub(crate) fn is_watch(params: &BTreeMap<String, String>) -> bool {
     params
         .get("watch")
         .is_some_and(|w| matches!(w.as_str(), "true" | "1"))
@@ -781,48 +781,66 @@ fn read_list(
         });
         return (json_response(200, &list), None);
     }
-    let since = params
-        .get("resourceVersion")
-        .map(String::as_str)
-        .unwrap_or("");
-    let line = |kind: &str, obj: &Value| {
-        let mut l = serde_json::to_vec(&json!({"type": kind, "object": obj})).unwrap_or_default();
-        l.push(b'\n');
-        l
+    let since = match watch_since(params) {
+        Ok(s) => s,
+        Err(e) => return e,
     };
     let mut body = Vec::new();
-    if since.is_empty() || since == "0" {
-        for o in store.list(res.kind, ns).filter(|o| matches(o)) {
-            body.extend(line("ADDED", &present(o.clone(), res, version)));
-        }
-    } else {
-        let Ok(since) = since.parse::<u64>() else {
-            return fail(
-                400,
-                "BadRequest",
-                &format!("invalid resource version: {since}"),
-            );
-        };
-        match store.events_after(since) {
-            Err(oldest) => {
-                let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
-                    "status": "Failure", "reason": "Expired", "code": 410,
-                    "message": format!("too old resource version: {since} ({oldest})")});
-                body.extend(line("ERROR", &status));
+    match since.map(|s| (s, store.events_after(s))) {
+        None => {
+            for o in store.list(res.kind, ns).filter(|o| matches(o)) {
+                body.extend(watch_line("ADDED", &present(o.clone(), res, version)));
             }
-            Ok(events) => {
-                for e in events {
-                    let in_ns = ns.is_none_or(|n| n == e.namespace);
-                    if e.kind == res.kind && in_ns && matches(&e.object) {
-                        body.extend(line(
-                            e.kind_of_change,
-                            &present(e.object.clone(), res, version),
-                        ));
-                    }
+        }
+        Some((since, Err(oldest))) => body.extend(expired_line(since, oldest)),
+        Some((_, Ok(events))) => {
+            for e in events {
+                let in_ns = ns.is_none_or(|n| n == e.namespace);
+                if e.kind == res.kind && in_ns && matches(&e.object) {
+                    body.extend(watch_line(
+                        e.kind_of_change,
+                        &present(e.object.clone(), res, version),
+                    ));
                 }
             }
         }
     }
+    watch_answer(body)
+}
+
+/// Where a watch starts: `None` for every object now (no `resourceVersion`, or `0`),
+/// else after the version given; a version that is not one is a 400.
+pub(crate) fn watch_since(params: &BTreeMap<String, String>) -> Result<Option<u64>, Answer> {
+    match params.get("resourceVersion").map_or("", String::as_str) {
+        "" | "0" => Ok(None),
+        since => since.parse::<u64>().map(Some).map_err(|_| {
+            fail(
+                400,
+                "BadRequest",
+                &format!("invalid resource version: {since}"),
+            )
+        }),
+    }
+}
+
+/// One watch event line.
+pub(crate) fn watch_line(kind: &str, obj: &Value) -> Vec<u8> {
+    let mut l = serde_json::to_vec(&json!({"type": kind, "object": obj})).unwrap_or_default();
+    l.push(b'\n');
+    l
+}
+
+/// The `ERROR` line of a watch from a version whose events are no longer kept: the
+/// client lists again.
+pub(crate) fn expired_line(since: u64, oldest: u64) -> Vec<u8> {
+    let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Failure", "reason": "Expired", "code": 410,
+        "message": format!("too old resource version: {since} ({oldest})")});
+    watch_line("ERROR", &status)
+}
+
+/// A watch's event lines as the answer.
+pub(crate) fn watch_answer(body: Vec<u8>) -> Answer {
     (
         KubeResponse {
             status: 200,

@@ -4,19 +4,30 @@
 //!
 //! Each Node carries `spec.providerID` in its cloud's format (`openstack:///<server id>`,
 //! `opennebula://<VM ID>`), its `spec.podCIDR`, and its address as `InternalIP`. Only
-//! reads are served (`GET` of the node list, one node, and discovery): drains are
-//! KubeVirt's business. While the cluster's API is down (no serving load-balancer member,
-//! no running control-plane VM) every request is a 503; the `observer.*` faults change
-//! what the list answers, as they do in process.
+//! reads are served (`GET` of the node list, one node, a watch of nodes, and discovery):
+//! drains are KubeVirt's business. While the cluster's API is down (no serving
+//! load-balancer member, no running control-plane VM) every request is a 503; the
+//! `observer.*` faults change what the list answers, as they do in process.
+//!
+//! Nodes are made from the simulator's state on each request, so each cluster keeps a
+//! [`NodeLog`] of what its API served: every request first records the nodes that
+//! appeared, changed or went since the last one as events with a new resourceVersion.
+//! A list answers that resourceVersion; a watch answers the events after the one it
+//! gives, or `410 Expired` when those are no longer kept (the client lists again).
+
+use std::collections::{BTreeMap, VecDeque};
 
 use flightdeck_cloud::{Node, Ownership, Timestamp};
 use serde_json::{Value, json};
 
-use super::INFRA_CLUSTER;
-use super::api::{Answer, fail, json_response, unavailable};
+use super::api::{
+    Answer, expired_line, fail, is_watch, json_response, query, unavailable, watch_answer,
+    watch_line, watch_since,
+};
 use super::discovery;
 use super::store::rfc3339;
 use super::workload::node_object;
+use super::{INFRA_CLUSTER, KubeRequest};
 use crate::State;
 
 /// The cluster UIDs whose nodes answer to the name `cluster` (the incarnations of a
@@ -87,54 +98,202 @@ fn node_json(st: &State, n: &Node, now: Timestamp) -> Value {
     v
 }
 
+/// The most node events one cluster keeps for watches.
+pub(crate) const NODE_EVENTS_MAX: usize = 1_000;
+
+/// What the API of one played cluster served of its nodes.
+#[derive(Debug, Default)]
+pub(crate) struct NodeLog {
+    /// The newest resourceVersion.
+    version: u64,
+    /// Each node as last served, and its object.
+    current: BTreeMap<String, (Node, Value)>,
+    /// `(resourceVersion, type, object)`, oldest first, at most [`NODE_EVENTS_MAX`].
+    events: VecDeque<(u64, &'static str, Value)>,
+}
+
+impl NodeLog {
+    fn push(&mut self, kind: &'static str, mut object: Value) -> Value {
+        self.version += 1;
+        object["metadata"]["resourceVersion"] = json!(self.version.to_string());
+        if self.events.len() == NODE_EVENTS_MAX {
+            self.events.pop_front();
+        }
+        self.events.push_back((self.version, kind, object.clone()));
+        object
+    }
+
+    /// Records the nodes as they are now: an event for each that appeared, changed or
+    /// went since the last request.
+    fn record(&mut self, now: Vec<(Node, Value)>) {
+        let mut seen = BTreeMap::new();
+        for (node, object) in now {
+            let name = node.name.clone();
+            let object = match self.current.remove(&name) {
+                Some((old, old_object)) if old == node => old_object,
+                Some(_) => self.push("MODIFIED", object),
+                None => self.push("ADDED", object),
+            };
+            seen.insert(name, (node, object));
+        }
+        let gone = std::mem::replace(&mut self.current, seen);
+        for (_, (_, object)) in gone {
+            self.push("DELETED", object);
+        }
+    }
+
+    /// The events after `since`; `Err(oldest kept)` when some of them are no longer kept.
+    fn after(&self, since: u64) -> Result<Vec<&(u64, &'static str, Value)>, u64> {
+        let oldest = self.events.front().map_or(self.version + 1, |e| e.0);
+        if since + 1 < oldest && since < self.version {
+            return Err(oldest);
+        }
+        Ok(self.events.iter().filter(|e| e.0 > since).collect())
+    }
+}
+
+fn not_found_path() -> Answer {
+    fail(
+        404,
+        "NotFound",
+        "the server could not find the requested resource",
+    )
+}
+
+/// The watch of a cluster's nodes from `params`' resourceVersion.
+fn watch(log: &NodeLog, params: &BTreeMap<String, String>) -> Answer {
+    let since = match watch_since(params) {
+        Ok(s) => s,
+        Err(e) => return e,
+    };
+    let mut body = Vec::new();
+    match since.map(|s| (s, log.after(s))) {
+        None => {
+            for (_, object) in log.current.values() {
+                body.extend(watch_line("ADDED", object));
+            }
+        }
+        Some((since, Err(oldest))) => body.extend(expired_line(since, oldest)),
+        Some((_, Ok(events))) => {
+            for (_, kind, object) in events {
+                body.extend(watch_line(kind, object));
+            }
+        }
+    }
+    watch_answer(body)
+}
+
 /// Answers one request to the API of `cluster`.
-pub(crate) fn handle(
-    st: &State,
-    now: Timestamp,
-    cluster: &str,
-    method: &str,
-    path: &str,
-) -> Answer {
-    if !method.eq_ignore_ascii_case("GET") {
+pub(crate) fn handle(st: &mut State, now: Timestamp, cluster: &str, req: &KubeRequest) -> Answer {
+    if !req.method.eq_ignore_ascii_case("GET") {
         return fail(
             405,
             "MethodNotAllowed",
             "this simulated workload cluster serves reads of nodes only",
         );
     }
-    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let segs: Vec<&str> = req.path.split('/').filter(|s| !s.is_empty()).collect();
     match segs.as_slice() {
         ["version"] => return (json_response(200, &discovery::version()), None),
         ["api"] => return (json_response(200, &discovery::api_versions()), None),
-        _ => {}
+        ["api", "v1", "nodes"] | ["api", "v1", "nodes", _] | ["api", "v1", "watch", "nodes"] => {}
+        _ => return not_found_path(),
     }
     let Some(nodes) = nodes(st, now, cluster) else {
         return unavailable();
     };
+    let served: Vec<(Node, Value)> = nodes
+        .into_iter()
+        .map(|n| {
+            let v = node_json(st, &n, now);
+            (n, v)
+        })
+        .collect();
+    let log = st.kube.kubelet_logs.entry(cluster.to_string()).or_default();
+    log.record(served);
+    let params = query(&req.query);
     match segs.as_slice() {
+        ["api", "v1", "watch", "nodes"] => watch(log, &params),
+        ["api", "v1", "nodes"] if is_watch(&params) => watch(log, &params),
         ["api", "v1", "nodes"] => {
-            let items: Vec<Value> = nodes.iter().map(|n| node_json(st, n, now)).collect();
+            let items: Vec<&Value> = log.current.values().map(|(_, v)| v).collect();
             let list = json!({
                 "apiVersion": "v1",
                 "kind": "NodeList",
-                "metadata": {"resourceVersion": now.millis().to_string()},
+                "metadata": {"resourceVersion": log.version.to_string()},
                 "items": items,
             });
             (json_response(200, &list), None)
         }
-        ["api", "v1", "nodes", name] => match nodes.iter().find(|n| n.name == *name) {
-            Some(n) => {
-                let mut v = node_json(st, n, now);
+        ["api", "v1", "nodes", name] => match log.current.get(*name) {
+            Some((_, v)) => {
+                let mut v = v.clone();
                 v["apiVersion"] = json!("v1");
                 v["kind"] = json!("Node");
                 (json_response(200, &v), None)
             }
             None => fail(404, "NotFound", &format!("nodes \"{name}\" not found")),
         },
-        _ => fail(
-            404,
-            "NotFound",
-            "the server could not find the requested resource",
-        ),
+        _ => not_found_path(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, ready: bool) -> (Node, Value) {
+        let n = Node {
+            name: name.into(),
+            server_id: Some(format!("{name}-id")),
+            ready,
+            unschedulable: false,
+            created_at: Timestamp(0),
+            pod_cidr: None,
+            internal_ip: None,
+        };
+        (n, json!({"metadata": {"name": name}, "ready": ready}))
+    }
+
+    fn kinds(log: &NodeLog, since: u64) -> Vec<(u64, &'static str)> {
+        log.after(since)
+            .expect("kept")
+            .into_iter()
+            .map(|e| (e.0, e.1))
+            .collect()
+    }
+
+    #[test]
+    fn a_watch_sees_nodes_register_change_and_go() {
+        let mut log = NodeLog::default();
+        log.record(vec![node("a", true)]);
+        log.record(vec![node("a", true)]);
+        assert_eq!(log.version, 1, "nothing changed, nothing recorded");
+        log.record(vec![node("a", false), node("b", true)]);
+        log.record(vec![node("b", true)]);
+        assert_eq!(
+            kinds(&log, 1),
+            [(2, "MODIFIED"), (3, "ADDED"), (4, "DELETED")]
+        );
+        assert_eq!(kinds(&log, 4), []);
+        let objects: Vec<&str> = log.current.keys().map(String::as_str).collect();
+        assert_eq!(objects, ["b"]);
+    }
+
+    #[test]
+    fn a_watch_from_a_version_no_longer_kept_must_list_again() {
+        let mut log = NodeLog::default();
+        for i in 0..NODE_EVENTS_MAX + 5 {
+            log.record(vec![node("a", i % 2 == 0)]);
+        }
+        assert_eq!(log.events.len(), NODE_EVENTS_MAX);
+        assert!(log.after(1).is_err(), "events after 1 were dropped");
+        assert!(log.after(log.version - 1).is_ok());
+        let since = |v: &str| BTreeMap::from([("resourceVersion".to_string(), v.to_string())]);
+        let (resp, _) = watch(&log, &since("1"));
+        let text = String::from_utf8(resp.body).expect("utf-8");
+        assert!(text.contains("\"code\":410"), "{text}");
+        let (resp, _) = watch(&log, &since("x"));
+        assert_eq!(resp.status, 400);
     }
 }

@@ -225,6 +225,9 @@ pub(crate) struct KubeState {
     pub(crate) pods_starting: BTreeSet<String>,
     /// Something changed since controllers last ran.
     pub(crate) dirty: bool,
+    /// What the API of each OpenStack/OpenNebula workload cluster served of its nodes,
+    /// so a watch can answer the changes since a resourceVersion.
+    pub(crate) kubelet_logs: BTreeMap<String, kubelets::NodeLog>,
     rng: SeededRng,
 }
 
@@ -238,6 +241,7 @@ impl KubeState {
             evacuation_since: BTreeMap::new(),
             pods_starting: BTreeSet::new(),
             dirty: false,
+            kubelet_logs: BTreeMap::new(),
             rng: SeededRng::new(seed),
         }
     }
@@ -486,7 +490,7 @@ impl SimCloud {
                 None,
             ),
             Ok(now) if kubelets::plays(&st, cluster) => {
-                kubelets::handle(&st, now, cluster, &req.method, &req.path)
+                kubelets::handle(&mut st, now, cluster, &req)
             }
             Ok(now) => api::handle(&mut st, now, cluster, &req, &route),
         };
