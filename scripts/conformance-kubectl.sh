@@ -72,7 +72,7 @@ done
 echo "simulated Kubernetes at $(cat "$url_file") (ready after $(($(date +%s) - began))s)"
 
 status=0
-KUBECTL="$kubectl_bin" INFRA_KUBECONFIG="$work/kube/infra.kubeconfig" \
+FLIGHTDECK="$PWD/target/release/flightdeck" KUBECTL="$kubectl_bin" INFRA_KUBECONFIG="$work/kube/infra.kubeconfig" \
   DEMO_KUBECONFIG="$work/kube/demo.kubeconfig" KUBECTL_CACHE_DIR="$work/kube-cache" \
   SIM_SPEED="$speed" PDB_BLOCKS_UNTIL="$(awk -v s="$serve_started" -v b="$pdb_block_wall_s" 'BEGIN { printf "%.3f", s + b }')" \
   python3 tests/conformance/kubectl_conformance.py || status=$?

@@ -324,6 +324,102 @@ def test_eviction_of_a_missing_pod_answers_404():
     assert 'pods "no-such-pod" not found' in err, err
 
 
+# The cluster `flightdeck up --kubevirt` builds for the userData checks, after the
+# fixture's checks: its control plane's user data fits inline, its worker's does not.
+UD_CLUSTER = "ud"
+UD_SMALL = "#cloud-config\nhostname: {{ machine }}\nwrite_files:\n- {path: /etc/flightdeck/cluster, content: '{{ cluster }} {{ role }}'}\n"
+UD_LARGE = UD_SMALL + "".join(f"# padding line {i:04d} to pass KubeVirt's 2,048-byte inline limit\n" for i in range(60))
+UP = {}
+
+
+def ud_vms():
+    vms = get_json(INFRA, "vm", "-A", "-l", f"flightdeck.dev/cluster={UD_CLUSTER}")["items"]
+    by_role = {}
+    for vm in vms:
+        machine = vm["metadata"]["labels"].get("flightdeck.dev/machine", "")
+        by_role["cp" if machine.startswith("cp-") else "worker"] = vm
+    return by_role
+
+
+def cloud_init_volume(vm):
+    for v in vm["spec"]["template"]["spec"].get("volumes", []):
+        if "cloudInitNoCloud" in v:
+            return v["cloudInitNoCloud"]
+    raise AssertionError(f"no cloudInitNoCloud volume on {vm['metadata']['name']}")
+
+
+def test_flightdeck_up_makes_vms_with_user_data():
+    """flightdeck itself makes the VMs the next checks read back."""
+    work = os.path.dirname(INFRA)
+    for name, text in (("small.yaml", UD_SMALL), ("large.yaml", UD_LARGE)):
+        with open(os.path.join(work, name), "w") as f:
+            f.write(text)
+    spec = f"""apiVersion: flightdeck.dev/v1alpha1
+kind: Cluster
+metadata: {{name: {UD_CLUSTER}}}
+spec:
+  controlPlane:
+    replicas: 1
+    version: v1.30.2
+    machine: {{flavor: u1.medium, image: quay.io/containerdisks/ubuntu:22.04, userData: small.yaml}}
+  nodePools:
+  - name: workers
+    replicas: 1
+    machine: {{flavor: u1.medium, image: quay.io/containerdisks/ubuntu:22.04, userData: large.yaml}}
+  network: {{podCIDR: 10.244.0.0/16}}
+  provider:
+    kubevirt:
+      namespace: default
+      infraKubeconfig: {INFRA}
+      workloadKubeconfig: {{file: {os.path.join(work, UD_CLUSTER + ".kubeconfig")}}}
+"""
+    path = os.path.join(work, "ud.yaml")
+    with open(path, "w") as f:
+        f.write(spec)
+    log = open(os.path.join(work, "up-ud.log"), "w")
+    UP["proc"] = subprocess.Popen(
+        [os.environ["FLIGHTDECK"], "up", "--kubevirt", "-f", path, "--state-dir",
+         os.path.join(work, "ud-state"), "--timeout", "10m", "--quiet"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )
+    wait(lambda: {"cp", "worker"} <= set(ud_vms()), "flightdeck's two VMs", virtual_seconds=600)
+
+
+def test_small_user_data_is_inline_in_the_vm():
+    vm = ud_vms()["cp"]
+    src = cloud_init_volume(vm)
+    import base64
+    text = base64.b64decode(src["userDataBase64"]).decode()
+    name = vm["metadata"]["name"]
+    assert f"hostname: {name}\n" in text, text
+    assert f"content: '{UD_CLUSTER} control-plane'" in text, text
+    assert "{{" not in text, "every variable is filled in: " + text
+
+
+def test_large_user_data_comes_from_a_secret_the_vm_owns():
+    vm = ud_vms()["worker"]
+    src = cloud_init_volume(vm)
+    assert "userDataBase64" not in src, src
+    secret_name = src["secretRef"]["name"]
+    ns = vm["metadata"]["namespace"]
+    secret = get_json(INFRA, "secret", secret_name, "-n", ns)
+    import base64
+    text = base64.b64decode(secret["data"]["userdata"]).decode()
+    assert len(text) > 2048, len(text)
+    assert f"hostname: {vm['metadata']['name']}\n" in text, text[:200]
+    assert f"content: '{UD_CLUSTER} worker'" in text, text[:300]
+    owners = secret["metadata"]["ownerReferences"]
+    eq([(o["kind"], o["name"], o["uid"]) for o in owners],
+       [("VirtualMachine", vm["metadata"]["name"], vm["metadata"]["uid"])], "the Secret's owner")
+
+
+def stop_up():
+    proc = UP.pop("proc", None)
+    if proc is not None:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def main():
     tests = [v for k, v in globals().items() if k.startswith("test_")]
     passed = failed = 0
@@ -340,6 +436,7 @@ def main():
             passed += 1
             print(f"ok   {t.__name__} ({time.monotonic() - t0:.1f}s)")
         sys.stdout.flush()
+    stop_up()
     print(f"{passed} passed, {failed} failed ({time.monotonic() - started:.1f}s)")
     return 1 if failed else 0
 

@@ -87,8 +87,7 @@ impl Fleet {
 
     /// Where the cluster's workload API is reached, as its spec says now.
     fn note_kubeconfig(&self, spec: &Cluster) {
-        let path = spec.spec.workload.as_ref().map(|w| w.kubeconfig.as_str());
-        self.kubeconfigs.set(spec.name().as_str(), path);
+        self.kubeconfigs.set_from(spec);
     }
 
     /// The embedded simulator keeps nothing across restarts: a cluster built on it is

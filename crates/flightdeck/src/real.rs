@@ -33,8 +33,7 @@ fn kubeconfigs(goal: &Goal) -> Arc<KubeconfigFiles> {
     let files = Arc::new(KubeconfigFiles::new());
     if let Goal::Ready(specs) = goal {
         for c in specs {
-            let path = c.spec.workload.as_ref().map(|w| w.kubeconfig.as_str());
-            files.set(c.name().as_str(), path);
+            files.set_from(c);
         }
     }
     files

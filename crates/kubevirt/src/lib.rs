@@ -48,6 +48,7 @@ pub mod labels;
 pub mod objects;
 pub mod provider;
 pub mod servers;
+pub mod userdata;
 
 pub use flightdeck_workload::{
     KubeconfigFile, KubeconfigSecret, WorkloadClients, WorkloadFn, errors, list,

@@ -123,7 +123,7 @@ pub struct Volume {
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub container_disk: Option<ContainerDisk>,
-    /// Cloud-init's NoCloud datasource (`userDataBase64`).
+    /// Cloud-init's NoCloud datasource (`userDataBase64`, or a Secret by `secretRef`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cloud_init_no_cloud: Option<CloudInitNoCloud>,
 }
@@ -133,6 +133,15 @@ pub struct Volume {
 pub struct CloudInitNoCloud {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub user_data_base64: Option<String>,
+    /// A Secret in the VM's namespace whose `userdata` key holds the user data.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<SecretRef>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SecretRef {
+    pub name: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

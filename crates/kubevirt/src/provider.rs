@@ -23,7 +23,7 @@ use flightdeck_cloud::{
     SecurityGroup, SecurityGroupRule, SecurityGroupRuleCreate, Server, ServerCreate, Templates,
     VirtualMachines, Vmi,
 };
-use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::core::v1::{Secret, Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{DeleteParams, ListParams, PostParams};
@@ -32,6 +32,7 @@ use kube::{Api, Client};
 use crate::labels::{control_plane_selector, labels_of, tags_of, uid_selector};
 use crate::objects::{VirtualMachine, VirtualMachineInstance};
 use crate::servers::{server_of, virtual_machine, vm_create_of, vmi_of};
+use crate::userdata;
 use flightdeck_workload::clients::{WorkloadClients, client_from_file};
 use flightdeck_workload::errors::{self, CallKind, INFRA};
 use flightdeck_workload::list::{ListError, list_all};
@@ -100,6 +101,34 @@ impl<W> KubeVirtCloud<W> {
 
     fn vms(&self) -> Api<VirtualMachine> {
         Api::namespaced(self.infra.clone(), &self.namespace)
+    }
+
+    fn secrets(&self) -> Api<Secret> {
+        Api::namespaced(self.infra.clone(), &self.namespace)
+    }
+
+    /// The Secret holding `vm`'s user data, owned by it (see [`crate::userdata`]). When
+    /// it cannot be made, the VM is deleted again and the Secret's error is answered.
+    async fn create_user_data_secret(&self, vm: &VirtualMachine, data: &str) -> Result<()> {
+        const OP: &str = "create secret";
+        let name = vm.metadata.name.clone().unwrap_or_default();
+        let made = match userdata::secret_for(vm, data) {
+            Ok(secret) => self
+                .secrets()
+                .create(&PostParams::default(), &secret)
+                .await
+                .map(drop)
+                .map_err(infra_error(OP)),
+            Err(e) => Err(permanent(OP, e)),
+        };
+        let Err(e) = made else {
+            tracing::debug!(vm = %name, "created the user-data Secret");
+            return Ok(());
+        };
+        if let Err(undo) = self.vms().delete(&name, &DeleteParams::foreground()).await {
+            tracing::warn!(vm = %name, error = %undo, "could not delete the VirtualMachine whose user-data Secret failed; it will never boot and is replaced as unregistered");
+        }
+        Err(e)
     }
 
     fn vmis(&self) -> Api<VirtualMachineInstance> {
@@ -215,6 +244,13 @@ impl<W: Send + Sync> Compute for KubeVirtCloud<W> {
             .await
             .map_err(infra_error(OP))?;
         tracing::debug!(vm = %req.name, namespace = %self.namespace, "created VirtualMachine");
+        if let Some(data) = req
+            .user_data
+            .as_deref()
+            .filter(|d| userdata::needs_secret(d))
+        {
+            self.create_user_data_secret(&created, data).await?;
+        }
         Ok(server_of(&created, None))
     }
 

@@ -26,9 +26,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::labels::{LABEL_CONTROL_PLANE, is_control_plane, labels_of, tags_of};
 use crate::objects::{
-    CloudInitNoCloud, Condition, ContainerDisk, Devices, Disk, DiskTarget, DomainSpec,
-    InstancetypeMatcher, ROOT_DISK, TemplateMeta, VirtualMachine, VirtualMachineInstance,
-    VirtualMachineInstanceSpec, VirtualMachineInstanceTemplate, VirtualMachineSpec, Volume,
+    Condition, ContainerDisk, Devices, Disk, DiskTarget, DomainSpec, InstancetypeMatcher,
+    ROOT_DISK, TemplateMeta, VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceSpec,
+    VirtualMachineInstanceTemplate, VirtualMachineSpec, Volume,
 };
 
 /// flightdeck's machines always run (KubeVirt restarts their VMI when it goes).
@@ -63,9 +63,7 @@ pub fn vm_create_of(req: &ServerCreate) -> VirtualMachineCreate {
 
 /// The volume and disk KubeVirt's cloud-init NoCloud datasource reads.
 pub const CLOUD_INIT_DISK: &str = "cloudinitdisk";
-/// KubeVirt refuses inline `cloudInitNoCloud` user data over 2,048 bytes (a Secret
-/// reference carries more; not built yet).
-pub const INLINE_USER_DATA_MAX: usize = 2048;
+pub use crate::userdata::INLINE_USER_DATA_MAX;
 
 /// The VirtualMachine object for `req` in `namespace`. Fails (with the reason) on a tag
 /// that has no label.
@@ -130,14 +128,6 @@ fn disks_and_volumes(req: &VirtualMachineCreate) -> Result<(Vec<Disk>, Vec<Volum
         cloud_init_no_cloud: None,
     }];
     if let Some(data) = &req.user_data {
-        use base64::Engine;
-        if data.len() > INLINE_USER_DATA_MAX {
-            return Err(format!(
-                "VirtualMachine {}: user data is {} bytes; KubeVirt takes at most {INLINE_USER_DATA_MAX} inline (a Secret for more is not built yet)",
-                req.name,
-                data.len()
-            ));
-        }
         disks.push(Disk {
             name: CLOUD_INIT_DISK.to_string(),
             disk: virtio(),
@@ -145,9 +135,7 @@ fn disks_and_volumes(req: &VirtualMachineCreate) -> Result<(Vec<Disk>, Vec<Volum
         volumes.push(Volume {
             name: CLOUD_INIT_DISK.to_string(),
             container_disk: None,
-            cloud_init_no_cloud: Some(CloudInitNoCloud {
-                user_data_base64: Some(base64::engine::general_purpose::STANDARD.encode(data)),
-            }),
+            cloud_init_no_cloud: Some(crate::userdata::cloud_init(&req.name, data)),
         });
     }
     Ok((disks, volumes))
@@ -348,11 +336,17 @@ mod tests {
     }
 
     #[test]
-    fn user_data_over_kubevirts_inline_limit_is_refused_with_the_reason() {
+    fn user_data_over_kubevirts_inline_limit_is_referenced_from_its_secret() {
         let mut r = req("cp-1");
         r.user_data = Some("x".repeat(INLINE_USER_DATA_MAX + 1));
-        let e = virtual_machine(&vm_create_of(&r), "infra").expect_err("too big");
-        assert!(e.contains("at most 2048 inline"), "{e}");
+        let vm = virtual_machine(&vm_create_of(&r), "infra").expect("vm");
+        let v = serde_json::to_value(&vm).expect("json");
+        let volume = &v["spec"]["template"]["spec"]["volumes"][1]["cloudInitNoCloud"];
+        assert_eq!(
+            volume["secretRef"]["name"], "demo-cp-1-userdata",
+            "{volume}"
+        );
+        assert!(volume.get("userDataBase64").is_none(), "{volume}");
     }
 
     #[test]

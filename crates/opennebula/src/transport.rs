@@ -97,6 +97,9 @@ fn permanent(operation: &str, message: String) -> CloudError {
     CloudError::new(ErrorClass::Permanent, SERVICE, operation, None, message)
 }
 
+/// The most bytes read from one XML-RPC answer (a VM pool of thousands of VMs fits).
+pub const RESPONSE_MAX_BYTES: usize = 64 * 1024 * 1024;
+
 impl HttpTransport {
     /// A transport to `endpoint` (an `http` or `https` URL). An endpoint that is no
     /// such URL is a Permanent `connect` error naming it.
@@ -115,6 +118,7 @@ impl HttpTransport {
         }
         ensure_crypto_provider();
         let http = reqwest::Client::builder()
+            .redirect(flightdeck_http::no_redirects())
             .user_agent(concat!("flightdeck/", env!("CARGO_PKG_VERSION")))
             .timeout(options.request_timeout)
             .connect_timeout(options.connect_timeout)
@@ -157,10 +161,17 @@ impl Transport for HttpTransport {
             .await
             .map_err(|e| transport_error(method, &self.endpoint, e))?;
         let status = resp.status().as_u16();
-        let text = resp
-            .text()
+        if let Some(why) = flightdeck_http::redirect_refused(&resp) {
+            return Err(permanent(method, why));
+        }
+        let text = flightdeck_http::read_text(resp, RESPONSE_MAX_BYTES)
             .await
-            .map_err(|e| transport_error(method, &self.endpoint, e))?;
+            .map_err(|e| match e {
+                flightdeck_http::BodyError::Transport(e) => {
+                    transport_error(method, &self.endpoint, e)
+                }
+                too_large => permanent(method, too_large.to_string()),
+            })?;
         if status != 200 {
             let class = match status {
                 500..=599 => ErrorClass::Transient,

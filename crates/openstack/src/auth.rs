@@ -336,13 +336,19 @@ impl Authenticator {
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
-        let text = resp.text().await.map_err(|e| {
-            self.fail(
-                ErrorClass::Transient,
-                Some(status),
-                format!("reading Keystone's answer: {}", errors::error_chain(&e)),
-            )
-        })?;
+        if let Some(why) = flightdeck_http::redirect_refused(&resp) {
+            return Err(self.fail(ErrorClass::Permanent, Some(status), why));
+        }
+        let text = flightdeck_http::read_text(resp, errors::RESPONSE_MAX_BYTES)
+            .await
+            .map_err(|e| {
+                let e = errors::body_error(Service::Keystone, OP_TOKENS, status, &e);
+                self.fail(
+                    e.class,
+                    Some(status),
+                    format!("reading Keystone's answer: {}", e.message),
+                )
+            })?;
         if !(200..300).contains(&status) {
             let e = errors::http_error(
                 Service::Keystone,

@@ -156,6 +156,7 @@ fn build_http(entry: &CloudEntry, options: &SessionOptions) -> Result<reqwest::C
         )
     };
     let mut b = reqwest::Client::builder()
+        .redirect(flightdeck_http::no_redirects())
         .user_agent(concat!("flightdeck/", env!("CARGO_PKG_VERSION")))
         .timeout(options.request_timeout)
         .connect_timeout(options.connect_timeout);
@@ -273,10 +274,12 @@ impl Session {
                 .get(reqwest::header::RETRY_AFTER)
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string);
-            let text = resp
-                .text()
+            if let Some(why) = flightdeck_http::redirect_refused(&resp) {
+                return Err(errors::redirect_error(call.service, call.op, why));
+            }
+            let text = flightdeck_http::read_text(resp, errors::RESPONSE_MAX_BYTES)
                 .await
-                .map_err(|e| errors::transport_error(call.service, call.op, &e))?;
+                .map_err(|e| errors::body_error(call.service, call.op, status, &e))?;
             if !(200..300).contains(&status) {
                 let e = errors::http_error(
                     call.service,

@@ -218,6 +218,35 @@ pub fn http_error(
 
 /// The [`CloudError`] for a request that got no answer: refused, reset, timed out.
 /// Always [`ErrorClass::Transient`].
+/// The most bytes read from one OpenStack answer (a page of a list included).
+pub const RESPONSE_MAX_BYTES: usize = 32 * 1024 * 1024;
+
+/// A redirect answer as a Permanent error naming where it pointed (none is followed).
+pub fn redirect_error(service: Service, operation: &str, why: String) -> CloudError {
+    CloudError::new(ErrorClass::Permanent, service.name(), operation, None, why)
+}
+
+/// An answer whose body could not be read: too large (Permanent: asking again gets the
+/// same), or the connection failed (Transient).
+pub fn body_error(
+    service: Service,
+    operation: &str,
+    status: u16,
+    err: &flightdeck_http::BodyError,
+) -> CloudError {
+    let class = match err {
+        flightdeck_http::BodyError::TooLarge { .. } => ErrorClass::Permanent,
+        flightdeck_http::BodyError::Transport(_) => ErrorClass::Transient,
+    };
+    CloudError::new(
+        class,
+        service.name(),
+        operation,
+        Some(status),
+        err.to_string(),
+    )
+}
+
 pub fn transport_error(service: Service, operation: &str, err: &reqwest::Error) -> CloudError {
     let what = if err.is_timeout() {
         "timed out"

@@ -513,7 +513,6 @@ impl Cluster {
                 format!("expected Cluster, got {:?}", self.kind),
             ));
         }
-        crate::userdata::check_supported(self)?;
         if let Some(w) = &self.spec.workload {
             w.validate()?;
             if self

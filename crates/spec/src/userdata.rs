@@ -203,49 +203,6 @@ pub fn resolve_cluster(
     Ok(())
 }
 
-/// KubeVirt takes at most this much user data inline (`cloudInitNoCloud`).
-pub const KUBEVIRT_INLINE_MAX: usize = 2048;
-
-/// userData reaches machines on OpenStack (Nova `user_data`), OpenNebula (the VM's
-/// `CONTEXT`, `USER_DATA` in base64) and KubeVirt (an inline `cloudInitNoCloud` volume,
-/// at most 2,048 bytes).
-pub fn check_supported(c: &crate::Cluster) -> Result<(), (String, String)> {
-    let p = &c.spec.provider;
-    if p.openstack.is_some() {
-        return Ok(());
-    }
-    let mut sets = vec![(
-        "spec.controlPlane.machine.userData".to_string(),
-        &c.spec.control_plane.machine,
-    )];
-    for (i, pool) in c.spec.node_pools.iter().enumerate() {
-        sets.push((
-            format!("spec.nodePools[{i}].machine.userData"),
-            &pool.machine,
-        ));
-    }
-    if p.kubevirt.is_some() {
-        for (path, m) in sets {
-            let len = m
-                .user_data
-                .as_ref()
-                .and_then(|u| u.content.as_ref())
-                .map_or(0, String::len);
-            if len > KUBEVIRT_INLINE_MAX {
-                return Err((
-                    path,
-                    format!(
-                        "user data is {len} bytes; KubeVirt takes at most {KUBEVIRT_INLINE_MAX} inline (a Secret for more is not built yet)"
-                    ),
-                ));
-            }
-        }
-        return Ok(());
-    }
-    // OpenNebula: the VM's CONTEXT carries it (base64), within the general limit.
-    Ok(())
-}
-
 /// Whether every userData file a cluster names has been read (a spec sent to the
 /// daemon must carry the content; `flightdeck apply` reads the files).
 pub fn unresolved(c: &crate::Cluster) -> Option<String> {

@@ -304,6 +304,12 @@ impl KubeconfigFiles {
 
     /// Records the kubeconfig `path` of `cluster` (`None`: it names none). A file that
     /// stays the same keeps its cached client.
+    /// The kubeconfig `spec.workload.kubeconfig` of `spec` names, for its cluster.
+    pub fn set_from(&self, spec: &flightdeck_spec::Cluster) {
+        let path = spec.spec.workload.as_ref().map(|w| w.kubeconfig.as_str());
+        self.set(spec.name().as_str(), path);
+    }
+
     pub fn set(&self, cluster: &str, path: Option<&str>) {
         let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
         match path {

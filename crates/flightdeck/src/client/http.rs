@@ -82,7 +82,7 @@ impl Api {
         let builder = || {
             reqwest::Client::builder()
                 .user_agent(concat!("flightdeck/", env!("CARGO_PKG_VERSION")))
-                .redirect(reqwest::redirect::Policy::none())
+                .redirect(flightdeck_http::no_redirects())
                 .connect_timeout(CONNECT_TIMEOUT)
         };
         let http = builder()

@@ -42,6 +42,8 @@ pub enum Answer {
     Raw(u16, String),
     /// Nothing for this long, then a success.
     Stall(Duration),
+    /// A redirect with this status to this Location.
+    Redirect(u16, String),
 }
 
 /// OpenNebula's success: `[true, value, 0]`.
@@ -179,6 +181,7 @@ async fn serve_one(mut stream: TcpStream, handler: &Handler, log: &Mutex<Vec<Cal
         body,
     };
     log.lock().expect("log").push(call.clone());
+    let mut location = String::new();
     let (status, text) = match handler(&call) {
         Answer::Value(v) => (200, response_xml(v)),
         Answer::Raw(status, text) => (status, text),
@@ -186,9 +189,13 @@ async fn serve_one(mut stream: TcpStream, handler: &Handler, log: &Mutex<Vec<Cal
             tokio::time::sleep(d).await;
             (200, response_xml(Value::Integer(0)))
         }
+        Answer::Redirect(status, to) => {
+            location = format!("Location: {to}\r\n");
+            (status, String::new())
+        }
     };
     let out = format!(
-        "HTTP/1.1 {status} X\r\nContent-Type: text/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+        "HTTP/1.1 {status} X\r\nContent-Type: text/xml\r\n{location}Content-Length: {}\r\nConnection: close\r\n\r\n{text}",
         text.len()
     );
     let _ = stream.write_all(out.as_bytes()).await;

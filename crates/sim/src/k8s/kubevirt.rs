@@ -145,6 +145,7 @@ pub(crate) fn reconcile(st: &mut State, now: Timestamp) {
             _ => {}
         }
     }
+    collect_owned_secrets(st);
     // Forget what belonged to VMIs that are gone (keeps the side tables bounded).
     let live: std::collections::BTreeSet<String> =
         vmis.iter().map(|v| uid_of(v).to_string()).collect();
@@ -231,6 +232,20 @@ pub(crate) fn step(st: &mut State, t: Timestamp, r: &VmiRef) {
                 );
             });
         }
+        "Scheduled" if missing_secret(st, &vmi).is_some() => {
+            // The launcher pod cannot mount the user-data Secret: it waits, as the
+            // kubelet does, and tries again.
+            let secret = missing_secret(st, &vmi).unwrap_or_default();
+            st.kube.infra.modify(Kind::Vmi, &r.ns, &r.name, |v| {
+                set_at(
+                    v,
+                    &["status", "conditions"],
+                    json!([{"type": "Ready", "status": "False", "reason": "FailedMount",
+                        "message": format!("MountVolume.SetUp failed for volume \"{CLOUD_INIT_DISK}\": secret \"{secret}\" not found")}]),
+                );
+            });
+            after(st, t, VMI_START_MS, Event::VmiStep(r.clone()));
+        }
         "Scheduled" => {
             st.kube.infra.modify(Kind::Vmi, &r.ns, &r.name, |v| {
                 set_at(v, &["status", "phase"], json!("Running"));
@@ -251,6 +266,58 @@ pub(crate) fn step(st: &mut State, t: Timestamp, r: &VmiRef) {
             }
         }
         _ => {}
+    }
+}
+
+/// The volume cloud-init reads.
+const CLOUD_INIT_DISK: &str = "cloudinitdisk";
+
+/// The Secret a VMI's `cloudInitNoCloud` volume names that does not exist (or lacks the
+/// `userdata` key), if one does.
+fn missing_secret(st: &State, vmi: &Value) -> Option<String> {
+    let ns = str_at(vmi, &["metadata", "namespace"]).unwrap_or("");
+    at(vmi, &["spec", "volumes"])?
+        .as_array()?
+        .iter()
+        .filter_map(|v| str_at(v, &["cloudInitNoCloud", "secretRef", "name"]))
+        .find(|name| {
+            st.kube.infra.get(Kind::Secret, ns, name).is_none_or(|s| {
+                at(s, &["data", "userdata"]).is_none() && at(s, &["data", "userData"]).is_none()
+            })
+        })
+        .map(str::to_string)
+}
+
+/// The garbage collector, for Secrets: one owned by a VirtualMachine that no longer
+/// exists (by uid) goes.
+fn collect_owned_secrets(st: &mut State) {
+    let orphans: Vec<(String, String)> = st
+        .kube
+        .infra
+        .list(Kind::Secret, None)
+        .filter(|s| {
+            let ns = str_at(s, &["metadata", "namespace"]).unwrap_or("");
+            let owners = at(s, &["metadata", "ownerReferences"]).and_then(Value::as_array);
+            owners.is_some_and(|os| {
+                os.iter()
+                    .filter(|o| o.get("kind").and_then(Value::as_str) == Some("VirtualMachine"))
+                    .any(|o| {
+                        let name = o.get("name").and_then(Value::as_str).unwrap_or("");
+                        let uid = o.get("uid").and_then(Value::as_str).unwrap_or("");
+                        st.kube
+                            .infra
+                            .get(Kind::Vm, ns, name)
+                            .is_none_or(|vm| uid_of(vm) != uid)
+                    })
+            })
+        })
+        .map(|s| {
+            let ns = str_at(s, &["metadata", "namespace"]).unwrap_or("");
+            (ns.to_string(), name_of(s).to_string())
+        })
+        .collect();
+    for (ns, name) in orphans {
+        st.kube.infra.remove(Kind::Secret, &ns, &name);
     }
 }
 

@@ -1,0 +1,88 @@
+//! What every HTTP client flightdeck points at a cloud shares:
+//! - **no redirects**: a redirect would carry a password, a token or a request body to
+//!   wherever the server says, so none is followed; a 3xx answer is an error that names
+//!   where the server wanted to send the request (see [`redirect_refused`]);
+//! - **bounded bodies**: an answer is read up to a limit and no further
+//!   ([`read_body`]), so a broken or hostile server cannot take the process's memory.
+
+/// The redirect policy of every cloud client: none is followed.
+pub fn no_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::none()
+}
+
+/// Why an answer's body could not be read.
+#[derive(Debug)]
+pub enum BodyError {
+    /// It was longer than the limit.
+    TooLarge { limit: usize },
+    /// The connection failed while reading it.
+    Transport(reqwest::Error),
+}
+
+impl std::fmt::Display for BodyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BodyError::TooLarge { limit } => write!(
+                f,
+                "the answer is larger than {limit} bytes, the most flightdeck reads from one response"
+            ),
+            BodyError::Transport(e) => write!(f, "the answer could not be read: {e}"),
+        }
+    }
+}
+
+/// The body of `resp`, at most `limit` bytes: a longer body is [`BodyError::TooLarge`]
+/// as soon as it passes the limit (a `Content-Length` over it is refused before
+/// reading anything).
+pub async fn read_body(mut resp: reqwest::Response, limit: usize) -> Result<Vec<u8>, BodyError> {
+    if resp
+        .content_length()
+        .is_some_and(|n| n > u64::try_from(limit).unwrap_or(u64::MAX))
+    {
+        return Err(BodyError::TooLarge { limit });
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(BodyError::Transport)? {
+        if body.len() + chunk.len() > limit {
+            return Err(BodyError::TooLarge { limit });
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// The body of `resp` as text (invalid UTF-8 replaced), at most `limit` bytes.
+pub async fn read_text(resp: reqwest::Response, limit: usize) -> Result<String, BodyError> {
+    let body = read_body(resp, limit).await?;
+    Ok(String::from_utf8(body).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into()))
+}
+
+/// For a redirect (3xx) answer, why it is refused: it names where the server wanted the
+/// request to go, with any credentials in that URL left out. `None` for any other status.
+pub fn redirect_refused(resp: &reqwest::Response) -> Option<String> {
+    let status = resp.status();
+    if !status.is_redirection() {
+        return None;
+    }
+    let location = resp
+        .headers()
+        .get(reqwest::header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .map(|l| match resp.url().join(l) {
+            Ok(mut u) => {
+                let _ = u.set_password(None);
+                let _ = u.set_username("");
+                u.to_string()
+            }
+            Err(_) => "an unreadable Location".to_string(),
+        })
+        .unwrap_or_else(|| "no Location".to_string());
+    let mut from = resp.url().clone();
+    let _ = from.set_password(None);
+    let _ = from.set_username("");
+    from.set_query(None);
+    Some(format!(
+        "{from} answered HTTP {} redirecting to {location}; flightdeck follows no redirects, so that credentials never leave the endpoint they were given for: configure the final URL",
+        status.as_u16()
+    ))
+}
