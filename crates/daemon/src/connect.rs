@@ -9,8 +9,6 @@ use flightdeck_kubevirt::{KubeVirtCloud, KubeconfigFile};
 use flightdeck_opennebula::{HttpOptions, HttpTransport, OpenNebulaCloud};
 use flightdeck_openstack::OpenStackProvider;
 use flightdeck_openstack::{CloudEntry, OpenStackCloud, SessionOptions, config_error};
-#[cfg(feature = "sim")]
-use flightdeck_sim::SimCloud;
 use flightdeck_workload::{KubeGuest, KubeconfigFiles, ProviderIdFormat};
 
 use crate::error::Failure;
@@ -31,8 +29,8 @@ impl Clock for SystemClock {
 }
 
 #[cfg(feature = "sim")]
-pub fn sim_openstack(sim: &SimHost) -> Arc<SimCloud> {
-    sim.cloud.clone()
+pub fn sim_openstack(sim: &SimHost) -> Arc<flightdeck_embedded::InProcessOpenStack> {
+    flightdeck_embedded::in_process_openstack(sim.cloud.clone())
 }
 
 #[cfg(feature = "sim")]

@@ -15,6 +15,7 @@ use flightdeck_cloud::provider::Result as CloudResult;
 use flightdeck_cloud::{CloudError, Ownership};
 use flightdeck_kubevirt::KubeVirtCloud;
 use flightdeck_opennebula::{OneClient, OneCredentials, OpenNebulaCloud, Secret, Transport};
+use flightdeck_openstack::OpenStackProvider;
 use flightdeck_sim::{INFRA_CLUSTER, KubeRequest, SimCloud, SimConfig};
 use flightdeck_workload::{KubeGuest, ProviderIdFormat, WorkloadFn};
 
@@ -102,6 +103,17 @@ pub fn simulated_nodes(cloud: Arc<SimCloud>, format: ProviderIdFormat) -> Simula
         Ok(Some(in_process_client(cloud.clone(), &owner.cluster)))
     });
     KubeGuest::new(WorkloadFn::new(source), format)
+}
+
+/// The OpenStack provider over the in-process simulator: Nova, Neutron and Octavia are
+/// the simulator's own calls, and the workload cluster's nodes come through kube-rs from
+/// its simulated Kubernetes API, as they do from a real cluster.
+pub type InProcessOpenStack = OpenStackProvider<SimulatedNodes, SimCloud>;
+
+/// The provider the engine uses against the in-process simulated OpenStack.
+pub fn in_process_openstack(cloud: Arc<SimCloud>) -> Arc<InProcessOpenStack> {
+    let nodes = simulated_nodes(cloud.clone(), ProviderIdFormat::OpenStack);
+    Arc::new(OpenStackProvider::shared(cloud, nodes))
 }
 
 /// The runner's simulators are built with the default configuration, whose password

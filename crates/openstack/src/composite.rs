@@ -15,21 +15,36 @@ use flightdeck_cloud::{
     SecurityGroupRuleCreate, Server, ServerCreate,
 };
 
+use std::sync::Arc;
+
 use crate::OpenStackCloud;
 
-/// The OpenStack provider for the cloud, and the source of the workload cluster's nodes.
-pub struct OpenStackProvider<G> {
-    openstack: OpenStackCloud,
+/// The OpenStack provider for the cloud (`C`: [`OpenStackCloud`] over the wire, or the
+/// in-process simulator), and the source of the workload cluster's nodes (`G`).
+pub struct OpenStackProvider<G, C = OpenStackCloud> {
+    openstack: Arc<C>,
     guest: G,
 }
 
-impl<G> OpenStackProvider<G> {
-    pub fn new(openstack: OpenStackCloud, guest: G) -> Self {
+impl<G, C> OpenStackProvider<G, C> {
+    pub fn new(openstack: C, guest: G) -> Self {
+        OpenStackProvider {
+            openstack: Arc::new(openstack),
+            guest,
+        }
+    }
+
+    /// Over a cloud that is shared with others (the simulator its test bed also reads).
+    pub fn shared(openstack: Arc<C>, guest: G) -> Self {
         OpenStackProvider { openstack, guest }
     }
 }
 
-impl<G: GuestCluster + Send + Sync> Compute for OpenStackProvider<G> {
+/// What the cloud side of [`OpenStackProvider`] must do.
+pub trait OpenStackApis: Compute + Network + LoadBalancing + Send + Sync {}
+impl<T: Compute + Network + LoadBalancing + Send + Sync> OpenStackApis for T {}
+
+impl<G: GuestCluster + Send + Sync, C: OpenStackApis> Compute for OpenStackProvider<G, C> {
     async fn list_servers(&self, owner: &Ownership) -> Result<Vec<Server>> {
         self.openstack.list_servers(owner).await
     }
@@ -44,7 +59,7 @@ impl<G: GuestCluster + Send + Sync> Compute for OpenStackProvider<G> {
     }
 }
 
-impl<G: GuestCluster + Send + Sync> Network for OpenStackProvider<G> {
+impl<G: GuestCluster + Send + Sync, C: OpenStackApis> Network for OpenStackProvider<G, C> {
     async fn list_security_groups(&self, owner: &Ownership) -> Result<Vec<SecurityGroup>> {
         self.openstack.list_security_groups(owner).await
     }
@@ -71,7 +86,7 @@ impl<G: GuestCluster + Send + Sync> Network for OpenStackProvider<G> {
     }
 }
 
-impl<G: GuestCluster + Send + Sync> LoadBalancing for OpenStackProvider<G> {
+impl<G: GuestCluster + Send + Sync, C: OpenStackApis> LoadBalancing for OpenStackProvider<G, C> {
     async fn list_load_balancers(&self, owner: &Ownership) -> Result<Vec<LoadBalancer>> {
         self.openstack.list_load_balancers(owner).await
     }
@@ -111,13 +126,22 @@ impl<G: GuestCluster + Send + Sync> LoadBalancing for OpenStackProvider<G> {
 }
 
 /// OpenStack has no VM templates: the default methods answer so.
-impl<G: GuestCluster + Send + Sync> flightdeck_cloud::Templates for OpenStackProvider<G> {}
+impl<G: GuestCluster + Send + Sync, C: OpenStackApis> flightdeck_cloud::Templates
+    for OpenStackProvider<G, C>
+{
+}
 /// OpenStack has no KubeVirt: the default methods answer so.
-impl<G: GuestCluster + Send + Sync> flightdeck_cloud::VirtualMachines for OpenStackProvider<G> {}
+impl<G: GuestCluster + Send + Sync, C: OpenStackApis> flightdeck_cloud::VirtualMachines
+    for OpenStackProvider<G, C>
+{
+}
 /// OpenStack clusters are not drained through flightdeck (F9 is KubeVirt's).
-impl<G: GuestCluster + Send + Sync> flightdeck_cloud::GuestDrain for OpenStackProvider<G> {}
+impl<G: GuestCluster + Send + Sync, C: OpenStackApis> flightdeck_cloud::GuestDrain
+    for OpenStackProvider<G, C>
+{
+}
 
-impl<G: GuestCluster + Send + Sync> GuestCluster for OpenStackProvider<G> {
+impl<G: GuestCluster + Send + Sync, C: OpenStackApis> GuestCluster for OpenStackProvider<G, C> {
     async fn list_nodes(&self, owner: &Ownership) -> Result<Option<Vec<Node>>> {
         self.guest.list_nodes(owner).await
     }

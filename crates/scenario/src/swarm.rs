@@ -20,7 +20,7 @@ use flightdeck_spec::{
 };
 use serde::Serialize;
 
-use crate::dispatch::run;
+use crate::dispatch::run_swarm_case as run;
 use crate::engine_faults::EngineFaultProfile;
 use crate::load::LoadedScenario;
 use crate::report::{Report, TimelineEntry};

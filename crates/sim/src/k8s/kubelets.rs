@@ -124,15 +124,16 @@ impl NodeLog {
     }
 
     /// Records the nodes as they are now: an event for each that appeared, changed or
-    /// went since the last request.
-    fn record(&mut self, now: Vec<(Node, Value)>) {
+    /// went since the last request. `object` makes a node's object, only for those that
+    /// changed.
+    fn record(&mut self, now: Vec<Node>, object: impl Fn(&Node) -> Value) {
         let mut seen = BTreeMap::new();
-        for (node, object) in now {
+        for node in now {
             let name = node.name.clone();
             let object = match self.current.remove(&name) {
                 Some((old, old_object)) if old == node => old_object,
-                Some(_) => self.push("MODIFIED", object),
-                None => self.push("ADDED", object),
+                Some(_) => self.push("MODIFIED", object(&node)),
+                None => self.push("ADDED", object(&node)),
             };
             seen.insert(name, (node, object));
         }
@@ -202,19 +203,19 @@ pub(crate) fn handle(st: &mut State, now: Timestamp, cluster: &str, req: &KubeRe
     let Some(nodes) = nodes(st, now, cluster) else {
         return unavailable();
     };
-    let served: Vec<(Node, Value)> = nodes
-        .into_iter()
-        .map(|n| {
-            let v = node_json(st, &n, now);
-            (n, v)
-        })
-        .collect();
-    let log = st.kube.kubelet_logs.entry(cluster.to_string()).or_default();
-    log.record(served);
-    let params = query(&req.query);
-    match segs.as_slice() {
-        ["api", "v1", "watch", "nodes"] => watch(log, &params),
-        ["api", "v1", "nodes"] if is_watch(&params) => watch(log, &params),
+    let mut logs = std::mem::take(&mut st.kube.kubelet_logs);
+    let log = logs.entry(cluster.to_string()).or_default();
+    log.record(nodes, |n| node_json(st, n, now));
+    let answer = answer(log, &segs, &query(&req.query));
+    st.kube.kubelet_logs = logs;
+    answer
+}
+
+/// The answer to a read of `log`'s nodes at `segs` (already recorded).
+fn answer(log: &NodeLog, segs: &[&str], params: &BTreeMap<String, String>) -> Answer {
+    match segs {
+        ["api", "v1", "watch", "nodes"] => watch(log, params),
+        ["api", "v1", "nodes"] if is_watch(params) => watch(log, params),
         ["api", "v1", "nodes"] => {
             let items: Vec<&Value> = log.current.values().map(|(_, v)| v).collect();
             let list = json!({
@@ -242,8 +243,8 @@ pub(crate) fn handle(st: &mut State, now: Timestamp, cluster: &str, req: &KubeRe
 mod tests {
     use super::*;
 
-    fn node(name: &str, ready: bool) -> (Node, Value) {
-        let n = Node {
+    fn node(name: &str, ready: bool) -> Node {
+        Node {
             name: name.into(),
             server_id: Some(format!("{name}-id")),
             ready,
@@ -251,8 +252,11 @@ mod tests {
             created_at: Timestamp(0),
             pod_cidr: None,
             internal_ip: None,
-        };
-        (n, json!({"metadata": {"name": name}, "ready": ready}))
+        }
+    }
+
+    fn object(n: &Node) -> Value {
+        json!({"metadata": {"name": n.name}, "ready": n.ready})
     }
 
     fn kinds(log: &NodeLog, since: u64) -> Vec<(u64, &'static str)> {
@@ -266,11 +270,11 @@ mod tests {
     #[test]
     fn a_watch_sees_nodes_register_change_and_go() {
         let mut log = NodeLog::default();
-        log.record(vec![node("a", true)]);
-        log.record(vec![node("a", true)]);
+        log.record(vec![node("a", true)], object);
+        log.record(vec![node("a", true)], object);
         assert_eq!(log.version, 1, "nothing changed, nothing recorded");
-        log.record(vec![node("a", false), node("b", true)]);
-        log.record(vec![node("b", true)]);
+        log.record(vec![node("a", false), node("b", true)], object);
+        log.record(vec![node("b", true)], object);
         assert_eq!(
             kinds(&log, 1),
             [(2, "MODIFIED"), (3, "ADDED"), (4, "DELETED")]
@@ -284,7 +288,7 @@ mod tests {
     fn a_watch_from_a_version_no_longer_kept_must_list_again() {
         let mut log = NodeLog::default();
         for i in 0..NODE_EVENTS_MAX + 5 {
-            log.record(vec![node("a", i % 2 == 0)]);
+            log.record(vec![node("a", i % 2 == 0)], object);
         }
         assert_eq!(log.events.len(), NODE_EVENTS_MAX);
         assert!(log.after(1).is_err(), "events after 1 were dropped");
