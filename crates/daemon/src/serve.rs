@@ -71,6 +71,25 @@ fn check_options(o: &ServeOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How often the daemon adds a backup of its store to the rotation (one is taken at
+/// start too).
+pub const BACKUP_EVERY: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Backs the store up at start and every [`BACKUP_EVERY`], off the async threads. A
+/// failed backup is logged and tried again at the next turn; it never stops the daemon.
+async fn rolling_backups(store: Arc<Store>, dir: std::path::PathBuf) {
+    let mut every = tokio::time::interval(BACKUP_EVERY);
+    loop {
+        every.tick().await;
+        let (store, dir) = (store.clone(), dir.clone());
+        match tokio::task::spawn_blocking(move || store.rolling_backup(&dir)).await {
+            Ok(Ok(path)) => tracing::info!(path = %path.display(), "store backed up"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "store backup failed"),
+            Err(e) => tracing::warn!(error = %e, "store backup task failed"),
+        }
+    }
+}
+
 fn open_store(dir: &Path) -> anyhow::Result<Store> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     Store::open(dir).map_err(|e| {
@@ -100,6 +119,7 @@ pub async fn serve_until(
     check_options(&options)?;
     let dir = &options.state_dir;
     let store = Arc::new(open_store(dir)?);
+    let backups = tokio::spawn(rolling_backups(store.clone(), dir.clone()));
     let tokens = Arc::new(Tokens::load_or_create(dir)?);
     let sim = if options.no_sim {
         None
@@ -190,6 +210,7 @@ pub async fn serve_until(
     server.await.context("the API server failed")?;
     fleet.stopped().await;
     signals.abort();
+    backups.abort();
     // No daemon answers there any more: the CLI must not try it.
     let _ = std::fs::remove_file(dir.join(URL_FILE));
     eprintln!("flightdeck serve: stopped");

@@ -13,6 +13,7 @@ mod serve_cmd;
 mod sim_cmd;
 #[cfg(feature = "sim")]
 mod sim_kubelets;
+mod store_cmd;
 #[cfg(feature = "sim")]
 mod swarm_cmd;
 mod up;
@@ -66,6 +67,9 @@ enum Command {
     /// Print what happened to the clusters (times UTC, on the cluster's clock; `!` marks
     /// a warning).
     Events(client::EventsArgs),
+    /// The state store: check it, back it up, restore a backup (with no daemon running).
+    #[command(subcommand)]
+    Store(store_cmd::StoreCommand),
     /// The built-in cloud simulator: scenarios, faults and invariants.
     #[command(subcommand)]
     Sim(SimCommand),
@@ -446,6 +450,7 @@ fn main() -> ExitCode {
             Command::Get(args) => client::get(args).await,
             Command::Describe(args) => client::describe(args).await,
             Command::Events(args) => client::events(args).await,
+            Command::Store(command) => store_cmd::run(command),
             #[cfg(feature = "sim")]
             Command::Sim(SimCommand::Scenarios) => sim_cmd::list(),
             #[cfg(feature = "sim")]

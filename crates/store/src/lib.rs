@@ -3,6 +3,17 @@
 //!
 //! The store knows nothing about what it keeps: records are JSON documents under a table
 //! and a key, and events are append-only per key with a bounded history.
+//!
+//! A damaged file is an error that names it, never a panic: redb's integrity check runs
+//! on open, and a panic inside redb (its answer to some damage it cannot report) is
+//! caught and turned into [`StoreError::Damaged`]. [`Store::check`] reads every record
+//! and event; [`Store::backup_to`] writes a consistent copy (see `backup.rs`).
+
+mod backup;
+mod check;
+
+pub use backup::{BACKUPS_KEPT, backup_path};
+pub use check::CheckReport;
 
 use std::path::{Path, PathBuf};
 
@@ -22,6 +33,10 @@ const EVENTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("events
 pub enum StoreError {
     #[error("state store {path}: {message}")]
     Backend { path: String, message: String },
+    #[error(
+        "state store {path} is damaged ({message}); `flightdeck store check` reads all of it, and README \"Recovering the store\" says how to restore a backup"
+    )]
+    Damaged { path: String, message: String },
     #[error("state store {path}: record {table}/{key} is not readable: {message}")]
     Corrupt {
         path: String,
@@ -71,6 +86,25 @@ impl Write {
     }
 }
 
+/// Runs `f`, turning a panic inside redb (how it answers some damage) into
+/// [`StoreError::Damaged`] naming the file.
+fn guarded<T>(path: &str, f: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "redb failed reading it".to_string());
+            Err(StoreError::Damaged {
+                path: path.to_string(),
+                message,
+            })
+        }
+    }
+}
+
 /// An in-memory disk image for [`Store::on_memory_disk`]. Clones share the image.
 #[derive(Clone, Debug, Default)]
 pub struct MemoryDisk(std::sync::Arc<redb::backends::InMemoryBackend>);
@@ -114,20 +148,50 @@ impl std::fmt::Debug for Store {
 impl Store {
     /// Opens (or creates) the store in `dir`, creating the directory if needed.
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
-        let path = dir.join(STORE_FILE);
+        Store::open_file(&dir.join(STORE_FILE))
+    }
+
+    /// Opens (or creates) the store file at `path`, checking its integrity first.
+    pub fn open_file(path: &Path) -> Result<Store, StoreError> {
+        let shown = path.display().to_string();
         let err = |message: String| StoreError::Backend {
-            path: path.display().to_string(),
+            path: shown.clone(),
             message,
         };
-        std::fs::create_dir_all(dir).map_err(|e| err(format!("cannot create directory: {e}")))?;
-        let db = Database::create(&path).map_err(|e| err(e.to_string()))?;
-        let store = Store {
-            db,
-            path: path.clone(),
-            durable: true,
-        };
-        store.init_tables()?;
-        Ok(store)
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| err(format!("cannot create directory: {e}")))?;
+        }
+        guarded(&shown, || {
+            let mut db = Database::create(path).map_err(|e| match e {
+                redb::DatabaseError::Storage(redb::StorageError::Corrupted(m)) => {
+                    StoreError::Damaged {
+                        path: shown.clone(),
+                        message: m,
+                    }
+                }
+                e => err(e.to_string()),
+            })?;
+            match db.check_integrity() {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::warn!(path = %shown, "the state store failed its integrity check and was repaired by redb");
+                }
+                Err(e) => {
+                    return Err(StoreError::Damaged {
+                        path: shown.clone(),
+                        message: format!("integrity check: {e}"),
+                    });
+                }
+            }
+            let store = Store {
+                db,
+                path: path.to_path_buf(),
+                durable: true,
+            };
+            store.init_tables()?;
+            Ok(store)
+        })
     }
 
     /// A store in memory, for tests and throw-away runs.
@@ -177,6 +241,10 @@ impl Store {
         &self.path
     }
 
+    fn guarded<T>(&self, f: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
+        guarded(&self.path.display().to_string(), f)
+    }
+
     fn backend<E: std::fmt::Display>(&self, e: E) -> StoreError {
         StoreError::Backend {
             path: self.path.display().to_string(),
@@ -193,6 +261,14 @@ impl Store {
 
     /// Reads one record.
     pub fn get<T: DeserializeOwned>(
+        &self,
+        table: &str,
+        key: &str,
+    ) -> Result<Option<T>, StoreError> {
+        self.guarded(|| self.get_unguarded(table, key))
+    }
+
+    fn get_unguarded<T: DeserializeOwned>(
         &self,
         table: &str,
         key: &str,
@@ -214,6 +290,10 @@ impl Store {
 
     /// The keys of a table, in order.
     pub fn keys(&self, table: &str) -> Result<Vec<String>, StoreError> {
+        self.guarded(|| self.keys_unguarded(table))
+    }
+
+    fn keys_unguarded(&self, table: &str) -> Result<Vec<String>, StoreError> {
         let txn = self.db.begin_read().map_err(|e| self.backend(e))?;
         let t = txn.open_table(RECORDS).map_err(|e| self.backend(e))?;
         let mut keys = Vec::new();
@@ -230,6 +310,10 @@ impl Store {
 
     /// The events kept under `key`, oldest first.
     pub fn events<T: DeserializeOwned>(&self, key: &str) -> Result<Vec<T>, StoreError> {
+        self.guarded(|| self.events_unguarded(key))
+    }
+
+    fn events_unguarded<T: DeserializeOwned>(&self, key: &str) -> Result<Vec<T>, StoreError> {
         let txn = self.db.begin_read().map_err(|e| self.backend(e))?;
         let t = txn.open_table(EVENTS).map_err(|e| self.backend(e))?;
         let mut out = Vec::new();
@@ -255,6 +339,10 @@ impl Store {
         if writes.is_empty() {
             return Ok(());
         }
+        self.guarded(|| self.commit_unguarded(&writes))
+    }
+
+    fn commit_unguarded(&self, writes: &[Write]) -> Result<(), StoreError> {
         let mut txn = self.db.begin_write().map_err(|e| self.backend(e))?;
         if !self.durable {
             txn.set_durability(Durability::None)
@@ -263,7 +351,7 @@ impl Store {
         {
             let mut records = txn.open_table(RECORDS).map_err(|e| self.backend(e))?;
             let mut events = txn.open_table(EVENTS).map_err(|e| self.backend(e))?;
-            for w in &writes {
+            for w in writes {
                 match w {
                     Write::Put { table, key, json } => {
                         records

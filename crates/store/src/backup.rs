@@ -1,0 +1,71 @@
+//! Backups: a consistent copy of the store (one read transaction, written into a fresh
+//! file that is renamed into place only when complete), kept as a short rotation next to
+//! the store: `flightdeck.redb.backup-1` the newest, up to [`BACKUPS_KEPT`].
+
+use std::path::{Path, PathBuf};
+
+use redb::{Database, ReadableDatabase, ReadableTable};
+
+use crate::{EVENTS, RECORDS, STORE_FILE, Store, StoreError};
+
+/// How many backups the rotation keeps.
+pub const BACKUPS_KEPT: usize = 3;
+
+/// Backup number `n` (1 is the newest) of the store in `dir`.
+pub fn backup_path(dir: &Path, n: usize) -> PathBuf {
+    dir.join(format!("{STORE_FILE}.backup-{n}"))
+}
+
+impl Store {
+    /// Writes a consistent copy of the store to `path` (replacing what is there only
+    /// once the copy is complete and synced).
+    pub fn backup_to(&self, path: &Path) -> Result<(), StoreError> {
+        self.guarded(|| self.backup_unguarded(path))
+    }
+
+    fn backup_unguarded(&self, path: &Path) -> Result<(), StoreError> {
+        let fail = |e: &dyn std::fmt::Display| StoreError::Backend {
+            path: path.display().to_string(),
+            message: format!("backup: {e}"),
+        };
+        let tmp = path.with_extension("tmp");
+        let _ = std::fs::remove_file(&tmp);
+        let txn = self.db.begin_read().map_err(|e| self.backend(e))?;
+        let records = txn.open_table(RECORDS).map_err(|e| self.backend(e))?;
+        let events = txn.open_table(EVENTS).map_err(|e| self.backend(e))?;
+        let copy = Database::create(&tmp).map_err(|e| fail(&e))?;
+        let w = copy.begin_write().map_err(|e| fail(&e))?;
+        {
+            let mut to = w.open_table(RECORDS).map_err(|e| fail(&e))?;
+            for item in records.iter().map_err(|e| self.backend(e))? {
+                let (k, v) = item.map_err(|e| self.backend(e))?;
+                to.insert(k.value(), v.value()).map_err(|e| fail(&e))?;
+            }
+            let mut to = w.open_table(EVENTS).map_err(|e| fail(&e))?;
+            for item in events.iter().map_err(|e| self.backend(e))? {
+                let (k, v) = item.map_err(|e| self.backend(e))?;
+                to.insert(k.value(), v.value()).map_err(|e| fail(&e))?;
+            }
+        }
+        w.commit().map_err(|e| fail(&e))?;
+        drop(copy);
+        std::fs::rename(&tmp, path).map_err(|e| fail(&e))
+    }
+
+    /// Shifts the rotation in `dir` by one and writes a new newest backup.
+    pub fn rolling_backup(&self, dir: &Path) -> Result<PathBuf, StoreError> {
+        let fail = |e: std::io::Error| StoreError::Backend {
+            path: dir.display().to_string(),
+            message: format!("backup rotation: {e}"),
+        };
+        for n in (1..BACKUPS_KEPT).rev() {
+            let from = backup_path(dir, n);
+            if from.exists() {
+                std::fs::rename(&from, backup_path(dir, n + 1)).map_err(fail)?;
+            }
+        }
+        let newest = backup_path(dir, 1);
+        self.backup_to(&newest)?;
+        Ok(newest)
+    }
+}
