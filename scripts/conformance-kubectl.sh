@@ -69,6 +69,8 @@ done
 for f in infra demo; do
   [ "$(stat -c %a "$work/kube/$f.kubeconfig")" = 600 ] || { echo "$f.kubeconfig is not mode 0600"; exit 1; }
 done
+# The clouds.yaml holds the simulator's password.
+[ "$(stat -c %a "$work/clouds.yaml")" = 600 ] || { echo "clouds.yaml is not mode 0600"; exit 1; }
 echo "simulated Kubernetes at $(cat "$url_file") (ready after $(($(date +%s) - began))s)"
 
 status=0

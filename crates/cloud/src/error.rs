@@ -62,8 +62,33 @@ impl CloudError {
             service,
             operation: operation.into(),
             status,
-            message: message.into(),
+            message: bounded_message(message.into()),
         }
+    }
+}
+
+/// The longest message kept from a cloud (or written to an event or a condition): a
+/// broken cloud's 100 KB answer must not go into every event and the store.
+pub const MESSAGE_MAX_BYTES: usize = 2048;
+
+/// `message` cut to [`MESSAGE_MAX_BYTES`] (at a character boundary), saying how long it was.
+pub fn bounded_message(message: String) -> String {
+    if message.len() <= MESSAGE_MAX_BYTES {
+        return message;
+    }
+    let mut end = MESSAGE_MAX_BYTES;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… (cut: {} bytes in all)", &message[..end], message.len())
+}
+
+/// For `#[serde(serialize_with)]`: a message field written bounded.
+pub fn serialize_bounded<S: serde::Serializer>(message: &str, s: S) -> Result<S::Ok, S::Error> {
+    if message.len() <= MESSAGE_MAX_BYTES {
+        s.serialize_str(message)
+    } else {
+        s.serialize_str(&bounded_message(message.to_string()))
     }
 }
 
@@ -76,5 +101,33 @@ impl fmt::Display for CloudError {
             write!(f, " failed")?;
         }
         write!(f, " ({}): {}", self.class.as_str(), self.message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_huge_cloud_message_is_cut_and_says_so() {
+        let e = CloudError::new(
+            ErrorClass::Transient,
+            "nova",
+            "list",
+            Some(500),
+            "é".repeat(60_000),
+        );
+        assert!(
+            e.message.len() < MESSAGE_MAX_BYTES + 64,
+            "{}",
+            e.message.len()
+        );
+        assert!(
+            e.message.ends_with("(cut: 120000 bytes in all)"),
+            "{}",
+            &e.message[2000..]
+        );
+        let short = CloudError::new(ErrorClass::Transient, "nova", "list", None, "busy");
+        assert_eq!(short.message, "busy");
     }
 }

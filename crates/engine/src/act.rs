@@ -325,10 +325,10 @@ pub async fn act<P: Provider>(
             }
             _ => ActOutcome::Failed(CloudError {
                 class: ErrorClass::Permanent,
-                message: format!(
+                message: flightdeck_cloud::error::bounded_message(format!(
                     "{} (an object flightdeck did not create is in the way; remove it or adopt it by tagging it)",
                     e.message
-                ),
+                )),
                 ..e
             }),
         },

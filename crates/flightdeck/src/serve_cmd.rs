@@ -127,9 +127,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     };
     let base = format!("http://{}", listener.local_addr()?);
     let options = ServeOptions::default();
-    std::fs::write(
+    // It holds the simulator's password: readable by its owner only, like the kubeconfigs.
+    write_private(
         &args.clouds_file,
-        options.clouds_yaml("flightdeck-sim", &base),
+        &options.clouds_yaml("flightdeck-sim", &base),
     )
     .with_context(|| format!("cannot write {}", args.clouds_file.display()))?;
     println!("simulated OpenStack at {base} (Keystone: {base}/identity/v3)");

@@ -38,6 +38,7 @@ pub struct Condition {
     pub kind: String,
     pub status: bool,
     pub reason: String,
+    #[serde(serialize_with = "flightdeck_cloud::error::serialize_bounded")]
     pub message: String,
     /// When `status` last changed; kept by the engine.
     #[serde(default)]
@@ -65,6 +66,7 @@ pub struct Event {
     pub severity: Severity,
     /// Stable, machine-readable: `CreateServer`, `LoadBalancerMemberStuck`, ...
     pub reason: String,
+    #[serde(serialize_with = "flightdeck_cloud::error::serialize_bounded")]
     pub message: String,
 }
 
@@ -79,6 +81,7 @@ pub enum Severity {
 pub struct PlanEvent {
     pub severity: Severity,
     pub reason: String,
+    #[serde(serialize_with = "flightdeck_cloud::error::serialize_bounded")]
     pub message: String,
 }
 

@@ -563,6 +563,7 @@ impl Cluster {
                 ),
             ));
         }
+        crate::capacity::check_cluster(self)?;
         let mut seen = std::collections::BTreeSet::new();
         for (i, pool) in self.spec.node_pools.iter().enumerate() {
             if !seen.insert(pool.name.as_str()) {

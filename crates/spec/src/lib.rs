@@ -2,6 +2,7 @@
 //! validation. Parsing errors name the field path and, where the YAML parser knows it,
 //! the line.
 
+pub mod capacity;
 pub mod cidr;
 pub mod cluster;
 pub mod duration;
@@ -12,6 +13,7 @@ pub mod opennebula;
 pub mod scenario;
 pub mod userdata;
 pub mod workload;
+pub mod yaml_shape;
 
 pub use cidr::Cidr;
 pub use cluster::{Cluster, ClusterSpec, Flight, MachineTemplate, NodePool, Provider};

@@ -94,6 +94,16 @@ pub fn load_file(path: &Path) -> Result<Vec<Document>, SpecError> {
 pub fn load_documents(text: &str, source: &str) -> Result<Vec<Document>, SpecError> {
     // Pass one finds each document's kind; pass two parses it as that type, which keeps
     // the parser's line numbers and the field paths in errors.
+    if let Err((line, column, why)) = crate::yaml_shape::check(text) {
+        return Err(SpecError {
+            source: source.to_string(),
+            document: 0,
+            path: String::new(),
+            line: Some(line),
+            column: Some(column),
+            message: why,
+        });
+    }
     let mut kinds = Vec::new();
     for (i, doc) in yaml_serde::Deserializer::from_str(text).enumerate() {
         if i >= DOCUMENTS_MAX {
@@ -134,6 +144,7 @@ pub fn load_documents(text: &str, source: &str) -> Result<Vec<Document>, SpecErr
     }
 
     let mut docs = Vec::new();
+    let mut doc_index = Vec::new();
     for (i, doc) in yaml_serde::Deserializer::from_str(text).enumerate() {
         let Some(Some(kind)) = kinds.get(i) else {
             continue;
@@ -161,10 +172,21 @@ pub fn load_documents(text: &str, source: &str) -> Result<Vec<Document>, SpecErr
             }
         };
         docs.push(parsed);
+        doc_index.push(i);
     }
     if docs.is_empty() {
         return Err(plain(source, 0, "", "the file holds no documents".into()));
     }
+    let clusters: Vec<(usize, &Cluster)> = docs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| match d {
+            Document::Cluster(c) => Some((doc_index[i], c.as_ref())),
+            Document::Scenario(_) => None,
+        })
+        .collect();
+    crate::capacity::check_file(&clusters)
+        .map_err(|(i, path, msg)| plain(source, i, &path, msg))?;
     Ok(docs)
 }
 
