@@ -8,7 +8,8 @@ use flightdeck_store::StoreError;
 
 use crate::backoff::BackoffPolicy;
 
-pub(crate) const T_SPEC: &str = "spec";
+/// The store table that holds each cluster's spec, by name.
+pub const T_SPEC: &str = "spec";
 pub(crate) const T_MEMORY: &str = "memory";
 pub(crate) const T_STATUS: &str = "status";
 

@@ -24,7 +24,9 @@ pub mod queue;
 mod reconcile;
 pub mod timeline;
 
-pub use config::{CLUSTERS_MAX, CONFLICTS_BEFORE_BACKOFF, EngineConfig, EngineError};
+pub use config::{
+    CLUSTERS_MAX, CONFLICTS_BEFORE_BACKOFF, EngineConfig, EngineError, T_SPEC as SPEC_TABLE,
+};
 pub use driver::{Finished, Preview, Reconcile};
 pub use engine::{ClusterRecord, Engine, ReconcileStats};
 pub use faults::{EngineFaults, RequeueFate};

@@ -47,10 +47,37 @@ pub async fn run(
     goal: Goal,
     timeout: Duration,
 ) -> anyhow::Result<ExitCode> {
+    if let Goal::Deleted(name) = &goal {
+        check_built_on(state_dir, name, cloud)?;
+    }
     let provider = connect::openstack(cloud, &kubeconfigs(&goal))
         .await
         .map_err(|f| anyhow::anyhow!(f.message))?;
     drive(provider, Arc::new(SystemClock), state_dir, goal, timeout).await
+}
+
+/// A cluster is deleted only through the cloud entry it was built on (its stored spec
+/// names it): another entry would see none of its objects, and "nothing left" there is
+/// no proof of anything, while the cluster would be forgotten with all it owns standing.
+fn check_built_on(state_dir: &Path, name: &str, cloud: &str) -> anyhow::Result<()> {
+    let store = Store::open(state_dir)?;
+    let Some(spec) = store.get::<Cluster>(flightdeck_engine::SPEC_TABLE, name)? else {
+        bail!(
+            "cluster {name} is not in the store at {}: nothing is known of it to delete",
+            state_dir.display()
+        );
+    };
+    match &spec.spec.provider.openstack {
+        Some(o) if o.cloud.as_str() == cloud => Ok(()),
+        Some(o) => bail!(
+            "cluster {name} was built on cloud entry {:?}, not {cloud:?}: flightdeck deletes a cluster only through the cloud it was built on (give --cloud {})",
+            o.cloud.as_str(),
+            o.cloud.as_str()
+        ),
+        None => bail!(
+            "cluster {name} is not an OpenStack cluster: delete it through its own cloud (--opennebula, or the daemon)"
+        ),
+    }
 }
 
 /// Connects to the OpenNebula at `xmlrpc` (else `$ONE_XMLRPC`) with the credentials in
@@ -200,5 +227,43 @@ async fn drive<P: Provider + 'static>(
             .map_or(1000, |t| t.millis().saturating_sub(clock.now().millis()))
             .clamp(100, 2000);
         tokio::time::sleep(StdDuration::from_millis(wait)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(dir: &Path, cloud: &str) {
+        let text = format!(
+            "apiVersion: flightdeck.dev/v1alpha1\nkind: Cluster\nmetadata: {{name: demo}}\nspec:\n  controlPlane: {{replicas: 1, version: v1.30.2, machine: {{flavor: m1, image: img}}}}\n  network: {{podCIDR: 10.244.0.0/16, securityGroup: demo}}\n  provider:\n    openstack: {{cloud: {cloud}, network: n, subnet: s}}\n"
+        );
+        let docs = flightdeck_spec::load_documents(&text, "t.yaml").expect("spec");
+        let [flightdeck_spec::Document::Cluster(c)] = docs.as_slice() else {
+            panic!("one cluster")
+        };
+        let store = Store::open(dir).expect("store");
+        store
+            .commit(vec![flightdeck_store::Write::put(
+                flightdeck_engine::SPEC_TABLE,
+                "demo",
+                c.as_ref(),
+            )])
+            .expect("commit");
+    }
+
+    #[test]
+    fn a_cluster_is_deleted_only_through_the_cloud_it_was_built_on() {
+        let dir = tempfile::tempdir().expect("dir");
+        stored(dir.path(), "fdstack");
+        check_built_on(dir.path(), "demo", "fdstack").expect("its own cloud");
+        let e = check_built_on(dir.path(), "demo", "elsewhere").expect_err("another cloud");
+        let text = e.to_string();
+        assert!(
+            text.contains("built on cloud entry \"fdstack\", not \"elsewhere\""),
+            "{text}"
+        );
+        let e = check_built_on(dir.path(), "ghost", "fdstack").expect_err("unknown");
+        assert!(e.to_string().contains("not in the store"), "{e}");
     }
 }
