@@ -44,6 +44,9 @@ pub struct SessionOptions {
     pub connect_timeout: Duration,
     /// A token with less than this left is replaced before use.
     pub token_refresh_margin: Duration,
+    /// The longest one list may take, all its pages together: a cloud that serves
+    /// pages slowly cannot hold a reconcile for hours (1,000 pages of 30 s each).
+    pub list_deadline: Duration,
 }
 
 impl Default for SessionOptions {
@@ -53,6 +56,7 @@ impl Default for SessionOptions {
             request_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(10),
             token_refresh_margin: Duration::from_secs(60),
+            list_deadline: Duration::from_secs(120),
         }
     }
 }
@@ -126,6 +130,7 @@ pub struct Session {
     http: reqwest::Client,
     auth: Authenticator,
     limiter: Arc<RateLimiter>,
+    list_deadline: Duration,
 }
 
 impl std::fmt::Debug for Session {
@@ -213,6 +218,7 @@ impl Session {
             http,
             auth,
             limiter,
+            list_deadline: options.list_deadline,
         })
     }
 
@@ -350,7 +356,21 @@ impl Session {
     ) -> Result<Vec<T>, CloudError> {
         let mut items = Vec::new();
         let mut page_query: Option<String> = None;
-        for _ in 0..PAGES_MAX {
+        // Wall time on purpose: this bounds how long the real cloud keeps us waiting.
+        let started = std::time::Instant::now();
+        for page in 0..PAGES_MAX {
+            if page > 0 && started.elapsed() > self.list_deadline {
+                return Err(CloudError::new(
+                    ErrorClass::Transient,
+                    call.service.name(),
+                    call.op,
+                    None,
+                    format!(
+                        "listing {key} took longer than {}s ({page} pages); giving up on this pass",
+                        self.list_deadline.as_secs()
+                    ),
+                ));
+            }
             let (reply, url) = self.send_page(call, page_query.as_deref()).await?;
             let status = reply.status;
             let next = next_query(&reply.body, key, &url);

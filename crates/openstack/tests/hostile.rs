@@ -67,6 +67,7 @@ async fn an_oversized_answer_is_refused_with_the_limit() {
             status: 200,
             headers: vec![("Content-Type".into(), "application/json".into())],
             body: big.clone(),
+            delay: None,
         },
     })
     .await;
@@ -76,4 +77,42 @@ async fn an_oversized_answer_is_refused_with_the_limit() {
     let e = cloud.list_servers(&owner()).await.expect_err("too large");
     assert_eq!(e.class, ErrorClass::Permanent, "{e}");
     assert!(e.message.contains("larger than"), "{e}");
+}
+
+#[tokio::test]
+async fn a_list_whose_pages_come_slowly_ends_at_its_deadline() {
+    let fake = Fake::start(|req, base| match req.path.as_str() {
+        "/identity/v3/auth/tokens" => token_reply(base, "tok-1", FAR_FUTURE),
+        _ => {
+            // Every page links to one more: an endless list, served slowly.
+            let n: u32 = req
+                .query
+                .split('&')
+                .find_map(|kv| kv.strip_prefix("marker=s"))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            let next = format!("{base}/nova/v2.1/servers/detail?marker=s{}", n + 1);
+            Resp::json(
+                200,
+                json!({"servers": [{"id": format!("s{n}"), "name": "x", "status": "ACTIVE", "tags": ["flightdeck-uid=u1"],
+                    "image": "", "flavor": {"original_name": "m1"}, "created": "2026-01-01T00:00:00Z"}],
+                    "servers_links": [{"rel": "next", "href": next}]}),
+            )
+            .delayed(std::time::Duration::from_millis(200))
+        }
+    })
+    .await;
+    let options = SessionOptions {
+        list_deadline: std::time::Duration::from_millis(500),
+        rate_limit: None,
+        ..SessionOptions::default()
+    };
+    let cloud = OpenStackCloud::connect(&fake.entry(), options)
+        .await
+        .expect("connect");
+    let e = cloud.list_servers(&owner()).await.expect_err("deadline");
+    assert_eq!(e.class, ErrorClass::Transient, "{e}");
+    assert!(e.message.contains("took longer than"), "{e}");
+    let pages = fake.count("/");
+    assert!(pages < 10, "stopped after a few pages, not 1,000: {pages}");
 }

@@ -47,6 +47,8 @@ pub struct Resp {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: String,
+    /// How long the server waits before it answers.
+    pub delay: Option<std::time::Duration>,
 }
 
 impl Resp {
@@ -55,6 +57,7 @@ impl Resp {
             status,
             headers: vec![("Content-Type".into(), "application/json".into())],
             body: body.to_string(),
+            delay: None,
         }
     }
     pub fn empty(status: u16) -> Resp {
@@ -62,7 +65,12 @@ impl Resp {
             status,
             headers: vec![],
             body: String::new(),
+            delay: None,
         }
+    }
+    pub fn delayed(mut self, d: std::time::Duration) -> Resp {
+        self.delay = Some(d);
+        self
     }
     pub fn header(mut self, k: &str, v: &str) -> Resp {
         self.headers.push((k.into(), v.into()));
@@ -180,6 +188,9 @@ async fn serve_one(mut stream: TcpStream, handler: &Handler, base: &str, log: &M
     };
     log.lock().expect("log").push(req.clone());
     let resp = handler(&req, base);
+    if let Some(d) = resp.delay {
+        tokio::time::sleep(d).await;
+    }
     let mut out = format!("HTTP/1.1 {} X\r\n", resp.status);
     for (k, v) in &resp.headers {
         out.push_str(&format!("{k}: {v}\r\n"));
