@@ -12,6 +12,7 @@ pub mod clients;
 pub mod errors;
 pub mod guest;
 pub mod list;
+pub mod node;
 pub mod provider_id;
 pub mod watch;
 

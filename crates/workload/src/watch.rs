@@ -30,7 +30,7 @@ use k8s_openapi::api::core::v1 as core;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
 
-use crate::guest::node_of;
+use crate::node::node_of;
 use crate::provider_id::ProviderIdFormat;
 
 /// How soon after a break a new watch may start.
