@@ -81,7 +81,13 @@ pub struct NodeWatches {
     clock: Arc<dyn Clock>,
     format: ProviderIdFormat,
     seen: Mutex<HashMap<Ownership, Arc<Mutex<Seen>>>>,
+    /// When [`NodeWatches::forget_idle`] last swept: it walks every cluster, so it runs
+    /// at most once per [`SWEEP_EVERY`], not on every read.
+    swept_at: Mutex<Timestamp>,
 }
+
+/// How often idle clusters are swept out.
+const SWEEP_EVERY: Duration = Duration::from_mins(1);
 
 impl std::fmt::Debug for NodeWatches {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -102,6 +108,7 @@ impl NodeWatches {
             clock,
             format,
             seen: Mutex::new(HashMap::new()),
+            swept_at: Mutex::new(Timestamp(0)),
         }
     }
 
@@ -147,9 +154,17 @@ impl NodeWatches {
     }
 
     /// Drops what is kept for clusters nobody read for [`IDLE_MAX`] and whose watch has
-    /// ended, so a deleted cluster leaves nothing behind.
+    /// ended, so a deleted cluster leaves nothing behind. Sweeps at most once per
+    /// [`SWEEP_EVERY`].
     pub fn forget_idle(&self) {
         let now = self.clock.now();
+        {
+            let mut swept = lock(&self.swept_at);
+            if now.since(*swept) < SWEEP_EVERY {
+                return;
+            }
+            *swept = now;
+        }
         lock(&self.seen).retain(|_, seen| {
             let s = lock(seen);
             s.running || now.since(s.read_at) < IDLE_MAX
