@@ -3,6 +3,7 @@
 //! taxonomy every provider maps its failures into. No I/O lives here.
 
 pub mod error;
+pub mod identity;
 pub mod kubevirt;
 pub mod model;
 pub mod opennebula;
@@ -12,6 +13,7 @@ pub mod rng;
 pub mod time;
 
 pub use error::{CloudError, ErrorClass};
+pub use identity::{ForeignObject, Identity};
 pub use kubevirt::{
     EndpointService, EvictionStrategy, GuestDrain, Pod, VirtualMachineCreate, VirtualMachines, Vmi,
 };

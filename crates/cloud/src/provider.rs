@@ -120,6 +120,7 @@ pub trait Provider:
     + Network
     + LoadBalancing
     + GuestCluster
+    + crate::Identity
     + crate::Templates
     + crate::VirtualMachines
     + crate::GuestDrain
@@ -133,6 +134,7 @@ impl<T> Provider for T where
         + Network
         + LoadBalancing
         + GuestCluster
+        + crate::Identity
         + crate::Templates
         + crate::VirtualMachines
         + crate::GuestDrain

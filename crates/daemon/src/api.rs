@@ -116,6 +116,18 @@ fn fresh(s: &ApiState, mut d: ClusterDetail) -> ClusterDetail {
 struct ApplyQuery {
     /// The file name the spec came from, used in error messages.
     source: Option<String>,
+    /// A new cluster takes over what one earlier cluster of its name left in the cloud
+    /// (objects tagged with its name under another UID), instead of holding.
+    #[serde(default)]
+    adopt: bool,
+}
+
+#[derive(Deserialize, IntoParams)]
+struct DeleteQuery {
+    /// The deletion may end although the cloud shows none of the cluster's recorded
+    /// objects (an operator checked they are gone).
+    #[serde(default)]
+    forget: bool,
 }
 
 /// Applies one or more `kind: Cluster` documents (YAML or JSON): creates new clusters,
@@ -176,7 +188,7 @@ async fn apply(State(s): S, Query(q): Query<ApplyQuery>, body: String) -> Respon
         return Failure::unprocessable(format!("{source}: holds no kind: Cluster document"))
             .into_response();
     }
-    match s.fleet.apply(specs).await {
+    match s.fleet.apply(specs, q.adopt).await {
         Ok(items) => Json(ApplyResult { items }).into_response(),
         Err(f) => f.into_response(),
     }
@@ -213,12 +225,17 @@ async fn get_cluster(
 /// Starts deleting a cluster (F12). It shows `Deleting` until the cloud confirms that
 /// everything it owned is gone, then disappears.
 #[utoipa::path(delete, path = "/api/v1/clusters/{name}", tag = "clusters",
-    params(("name" = String, Path, description = "The cluster's name")),
-    responses((status = 202, body = ClusterSummary), (status = 404, body = ApiError)))]
-async fn delete_cluster(State(s): S, Path(name): Path<String>) -> Response {
+    params(("name" = String, Path, description = "The cluster's name"), DeleteQuery),
+    responses((status = 202, body = ClusterSummary), (status = 404, body = ApiError),
+        (status = 409, body = ApiError)))]
+async fn delete_cluster(
+    State(s): S,
+    Path(name): Path<String>,
+    Query(q): Query<DeleteQuery>,
+) -> Response {
     let done = s
         .fleet
-        .command(&name, |r| Command::Delete(name.clone(), r))
+        .command(&name, |r| Command::Delete(name.clone(), q.forget, r))
         .await;
     match done {
         Err(f) => f.into_response(),

@@ -29,8 +29,11 @@ pub const COMMANDS_MAX: usize = 256;
 type Reply<T> = oneshot::Sender<Result<T, Failure>>;
 
 pub enum Command {
-    Apply(Box<Cluster>, Reply<Applied>),
-    Delete(String, Reply<()>),
+    /// A spec, and whether a new cluster adopts what an earlier one of its name left.
+    Apply(Box<Cluster>, bool, Reply<Applied>),
+    /// A cluster to delete, and whether its deletion may end without seeing its
+    /// recorded objects (`--forget`).
+    Delete(String, bool, Reply<()>),
     Resume(String, Reply<()>),
     Plan(String, Reply<PlanView>),
 }
@@ -221,14 +224,21 @@ impl<P: Provider + 'static> Backend<P> {
 
     fn handle(&mut self, cmd: Command) {
         match cmd {
-            Command::Apply(spec, reply) => {
+            Command::Apply(spec, adopt, reply) => {
                 let name = spec.name().to_string();
-                let result = self.apply(*spec);
+                let result = self.apply(*spec, adopt);
                 self.publish(&name);
                 let _ = reply.send(result);
             }
-            Command::Delete(name, reply) => {
-                let result = self.engine.delete(&name).map_err(engine_failure);
+            Command::Delete(name, forget, reply) => {
+                let result = self
+                    .engine
+                    .delete(&name)
+                    .and_then(|()| match forget {
+                        true => self.engine.forget(&name),
+                        false => Ok(()),
+                    })
+                    .map_err(engine_failure);
                 self.publish(&name);
                 let _ = reply.send(result);
             }
@@ -261,15 +271,20 @@ impl<P: Provider + 'static> Backend<P> {
         }
     }
 
-    fn apply(&mut self, spec: Cluster) -> Result<Applied, Failure> {
+    fn apply(&mut self, spec: Cluster, adopt: bool) -> Result<Applied, Failure> {
         let name = spec.name().to_string();
         let result = match self.engine.cluster(&name) {
             None => "created",
             Some(c) if c.spec == spec => "unchanged",
             Some(_) => "configured",
         };
+        if result == "unchanged" && adopt {
+            self.engine.adopt(&name).map_err(engine_failure)?;
+        }
         if result != "unchanged" {
-            self.engine.apply(spec).map_err(engine_failure)?;
+            self.engine
+                .apply_with(spec, adopt)
+                .map_err(engine_failure)?;
             let g = self.generations.entry(name.clone()).or_default();
             if result == "configured" {
                 g.spec += 1;
@@ -300,6 +315,7 @@ fn engine_failure(e: EngineError) -> Failure {
             Failure::conflict(e.to_string())
         }
         EngineError::TooManyClusters => Failure::unprocessable(e.to_string()),
+        EngineError::NotDeleting(_) => Failure::conflict(e.to_string()),
         EngineError::Store(_) | EngineError::Crashed(_) => Failure::internal(e.to_string()),
     }
 }

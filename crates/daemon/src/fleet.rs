@@ -247,7 +247,7 @@ impl Fleet {
 
     /// Applies cluster specs: each goes to its cloud's backend. Every route is decided
     /// before anything is applied, so a bad document applies nothing.
-    pub async fn apply(&self, specs: Vec<Cluster>) -> Result<Vec<Applied>, Failure> {
+    pub async fn apply(&self, specs: Vec<Cluster>, adopt: bool) -> Result<Vec<Applied>, Failure> {
         let mut routed = Vec::new();
         for spec in specs {
             let r = route(&spec, self.sim.is_some())?;
@@ -271,7 +271,7 @@ impl Fleet {
             }
             self.note_kubeconfig(&spec);
             let b = self.backend(&r).await?;
-            let result = ask(&b, |reply| Command::Apply(Box::new(spec), reply)).await?;
+            let result = ask(&b, |reply| Command::Apply(Box::new(spec), adopt, reply)).await?;
             self.owners
                 .write()
                 .unwrap_or_else(|e| e.into_inner())

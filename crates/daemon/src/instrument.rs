@@ -238,6 +238,13 @@ impl<P: Compute + Send + Sync, H: CallHook> Compute for Instrumented<P, H> {
     forward!(compute, add_security_group(server_id: &str, group: &str) -> (), None);
 }
 
+impl<P: flightdeck_cloud::Identity + Send + Sync, H: CallHook> flightdeck_cloud::Identity
+    for Instrumented<P, H>
+{
+    forward!(compute, list_foreign(owner: &Ownership) -> Vec<flightdeck_cloud::ForeignObject>,
+        Some(owner.cluster.clone()));
+}
+
 impl<P: Network + Send + Sync, H: CallHook> Network for Instrumented<P, H> {
     forward!(network, list_security_groups(owner: &Ownership) -> Vec<SecurityGroup>,
         Some(owner.cluster.clone()));

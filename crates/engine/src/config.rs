@@ -62,6 +62,10 @@ pub enum EngineError {
         from: String,
         to: String,
     },
+    #[error(
+        "cluster {0} is not being deleted: --forget only lets a deletion end that sees none of the cluster's recorded objects"
+    )]
+    NotDeleting(String),
     #[error("this flightdeck already manages {CLUSTERS_MAX} clusters")]
     TooManyClusters,
     /// An injected crash (see [`crate::EngineFaults`]); the engine must be dropped and
@@ -77,6 +81,10 @@ pub(crate) struct InFlight {
     pub delete: Option<Timestamp>,
     /// Its churn breakers are to be closed.
     pub resume: bool,
+    /// It is to adopt what an earlier cluster of its name left.
+    pub adopt: bool,
+    /// Its deletion may end without seeing its recorded objects.
+    pub forget: bool,
     /// Something asked for a reconcile now (a new spec).
     pub again: bool,
 }

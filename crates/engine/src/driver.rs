@@ -143,8 +143,14 @@ impl<P: Provider + 'static> Engine<P> {
         if asked.resume {
             self.resume(cluster)?;
         }
+        if asked.adopt {
+            self.adopt(cluster)?;
+        }
         if asked.delete.is_some() {
             self.delete(cluster)?;
+        }
+        if asked.forget {
+            self.forget(cluster)?;
         }
         if asked.again {
             self.schedule_now(cluster);

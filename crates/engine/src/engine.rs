@@ -2,7 +2,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use flightdeck_cloud::{Clock, ErrorClass, Provider, Rng, Timestamp};
-use flightdeck_plan::{ClusterStatus, Event, Memory, Severity};
+use flightdeck_plan::{ClusterStatus, Event, IdentityCheck, Memory, Severity};
 use flightdeck_spec::{Cluster, Duration};
 use flightdeck_store::{Store, Write};
 use serde::{Deserialize, Serialize};
@@ -162,6 +162,12 @@ impl<P: Provider> Engine<P> {
     /// Applies a cluster spec: a new cluster gets a UID; a known one picks up the change
     /// at its next reconcile, which is scheduled now.
     pub fn apply(&mut self, spec: Cluster) -> Result<(), EngineError> {
+        self.apply_with(spec, false)
+    }
+
+    /// [`Engine::apply`]; with `adopt`, a new cluster (or one held by the identity gate)
+    /// takes over what one earlier cluster of its name left in the cloud, by its UID.
+    pub fn apply_with(&mut self, spec: Cluster, adopt: bool) -> Result<(), EngineError> {
         let name = spec.name().to_string();
         let now = self.clock.now();
         let memory = match self.clusters.get(&name) {
@@ -177,7 +183,13 @@ impl<P: Provider> Engine<P> {
                     return Err(EngineError::TooManyClusters);
                 }
                 let uid = format!("{:016x}", self.rng.next_u64());
-                Memory::new(uid)
+                let mut memory = Memory::new(uid);
+                memory.identity = if adopt {
+                    IdentityCheck::Adopt
+                } else {
+                    IdentityCheck::Pending
+                };
+                memory
             }
         };
         let is_new = !self.clusters.contains_key(&name);
@@ -223,6 +235,9 @@ impl<P: Provider> Engine<P> {
         }
         self.clusters.insert(name.clone(), record);
         self.schedule_now(&name);
+        if adopt && !is_new {
+            self.adopt(&name)?;
+        }
         Ok(())
     }
 
@@ -248,7 +263,7 @@ impl<P: Provider> Engine<P> {
         self.commit_memory_change(name, "Resumed", message)
     }
 
-    fn cluster_mut(&mut self, name: &str) -> Result<&mut ClusterRecord, EngineError> {
+    pub(crate) fn cluster_mut(&mut self, name: &str) -> Result<&mut ClusterRecord, EngineError> {
         self.clusters
             .get_mut(name)
             .ok_or_else(|| EngineError::UnknownCluster(name.to_string()))
@@ -256,7 +271,7 @@ impl<P: Provider> Engine<P> {
 
     /// Persists the cluster's memory with an event saying why it changed, and looks at
     /// the cluster again at once.
-    fn commit_memory_change(
+    pub(crate) fn commit_memory_change(
         &mut self,
         name: &str,
         reason: &str,

@@ -16,6 +16,7 @@ use crate::act::{ActOutcome, act};
 use crate::config::{EngineConfig, EngineError, T_MEMORY, T_STATUS};
 use crate::events::{condition_events, progress_events};
 use crate::faults::EngineFaults;
+use crate::identity::{self, Gate};
 use crate::observe::observe_cluster;
 
 /// The result of one reconcile, applied to the engine afterwards.
@@ -85,17 +86,22 @@ pub(crate) async fn reconcile<P: Provider>(
         status: prev,
         previous,
     } = job;
-    let job_memory = memory.clone();
     let now = ctx.clock.now();
-    let owner = Ownership {
-        cluster: name.clone(),
-        uid: memory.uid.clone(),
-    };
+    let mut events = Vec::new();
+    // A new cluster creates nothing before the cloud shows no object of its name under
+    // another UID (or it adopts them): see `identity.rs`.
+    let owner = owner_of(&name, &memory);
+    match identity::gate(ctx.provider, &owner, &mut memory, &prev).await {
+        Ok(Gate::Go(told)) => events.extend(told.into_iter().map(|e| stamp(now, &name, e))),
+        Ok(Gate::Hold(status)) => return hold(ctx, name, memory, prev, *status, now),
+        Err(e) => return observe_failed(ctx, name, memory, events, e),
+    }
+    let job_memory = memory.clone();
+    let owner = owner_of(&name, &memory);
     // The injected fault is the Sieve class: a list older than this cluster's last write.
     let stale = previous
         .filter(|prev| prev.after_write < memory.write_seq)
         .filter(|_| with_faults(ctx, |f| f.stale_observation(&name)).unwrap_or(false));
-    let mut events = Vec::new();
     // Never plan from a list older than our own last write: it would show objects we
     // just created as missing and objects we just deleted as present. Such a list is
     // thrown away and a fresh one taken at once.
@@ -120,30 +126,7 @@ pub(crate) async fn reconcile<P: Provider>(
         });
     let observed = match observed {
         Ok(o) => o,
-        Err(e) => {
-            events.push(Event {
-                at: ctx.clock.now(),
-                cluster: name.clone(),
-                severity: Severity::Warning,
-                reason: "ObserveFailed".into(),
-                message: e.to_string(),
-            });
-            ctx.store
-                .commit(events.iter().map(|e| Write::event(&name, e)).collect())?;
-            return Ok(Outcome {
-                name,
-                memory,
-                status: None,
-                events,
-                requeue_after: None,
-                failure: Some(e.class),
-                deleted: false,
-                actions: 0,
-                action_failures: 0,
-                observe_failed: true,
-                observed: None,
-            });
-        }
+        Err(e) => return observe_failed(ctx, name, memory, events, e),
     };
     let plan = plan_now(ctx, &name, &spec, &observed, &memory, now);
     events.extend(plan.events.iter().cloned().map(|e| stamp(now, &name, e)));
@@ -240,6 +223,77 @@ pub(crate) async fn reconcile<P: Provider>(
         action_failures,
         observe_failed: false,
         observed: Some(observed),
+    })
+}
+
+fn owner_of(name: &str, memory: &Memory) -> Ownership {
+    Ownership {
+        cluster: name.to_string(),
+        uid: memory.uid.clone(),
+    }
+}
+
+/// A reconcile that could not look at the cloud: its events are kept, nothing else.
+fn observe_failed<P>(
+    ctx: &Ctx<'_, P>,
+    name: String,
+    memory: Memory,
+    mut events: Vec<Event>,
+    e: flightdeck_cloud::CloudError,
+) -> Result<Outcome, EngineError> {
+    events.push(Event {
+        at: ctx.clock.now(),
+        cluster: name.clone(),
+        severity: Severity::Warning,
+        reason: "ObserveFailed".into(),
+        message: e.to_string(),
+    });
+    ctx.store
+        .commit(events.iter().map(|e| Write::event(&name, e)).collect())?;
+    Ok(Outcome {
+        name,
+        memory,
+        status: None,
+        events,
+        requeue_after: None,
+        failure: Some(e.class),
+        deleted: false,
+        actions: 0,
+        action_failures: 0,
+        observe_failed: true,
+        observed: None,
+    })
+}
+
+/// A new cluster held by the identity gate: its status says why; it looks again at the
+/// next resync.
+fn hold<P>(
+    ctx: &Ctx<'_, P>,
+    name: String,
+    memory: Memory,
+    prev: ClusterStatus,
+    mut status: ClusterStatus,
+    now: Timestamp,
+) -> Result<Outcome, EngineError> {
+    let mut conditions = std::mem::take(&mut status.conditions);
+    conditions.sort_by(|a, b| a.kind.cmp(&b.kind));
+    let events = condition_events(&prev.conditions, &mut conditions, now, &name);
+    status.conditions = conditions;
+    let mut writes = vec![Write::put(T_STATUS, &name, &status)];
+    writes.extend(events.iter().map(|e| Write::event(&name, e)));
+    ctx.store.commit(writes)?;
+    Ok(Outcome {
+        name,
+        memory,
+        status: Some(status),
+        events,
+        requeue_after: Some(identity::HELD_RECHECK),
+        failure: None,
+        deleted: false,
+        actions: 0,
+        action_failures: 0,
+        observe_failed: false,
+        observed: None,
     })
 }
 

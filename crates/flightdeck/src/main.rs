@@ -119,6 +119,10 @@ pub struct UpArgs {
     /// --state-dir; nothing is simulated.
     #[arg(long, conflicts_with_all = ["openstack", "opennebula"])]
     kubevirt: bool,
+    /// A real cloud that holds objects named for a new cluster under another UID (left
+    /// by a lost store or another state directory): take them over instead of stopping.
+    #[arg(long)]
+    adopt: bool,
 }
 
 #[derive(Args)]
@@ -199,6 +203,11 @@ pub struct DeleteArgs {
     /// progress; exit 1 at --timeout.
     #[arg(long)]
     wait: bool,
+    /// Let the deletion end although the cloud shows none of the objects the cluster
+    /// recorded (check first that they are gone: another cloud entry, project or
+    /// namespace would show none either).
+    #[arg(long)]
+    forget: bool,
     #[command(flatten)]
     server: client::ServerArgs,
 }

@@ -21,17 +21,19 @@ use crate::output::progress_line;
 use flightdeck_daemon::{SystemClock, connect};
 
 pub enum Goal {
-    /// Apply the specs and wait until every cluster is Ready.
-    Ready(Vec<Cluster>),
-    /// Delete the named cluster and wait until nothing it owned is left.
-    Deleted(String),
+    /// Apply the specs and wait until every cluster is Ready; `adopt`: new clusters take
+    /// over what earlier clusters of their names left in the cloud.
+    Ready { specs: Vec<Cluster>, adopt: bool },
+    /// Delete the named cluster and wait until nothing it owned is left; `forget`: the
+    /// deletion may end without seeing the cluster's recorded objects.
+    Deleted { name: String, forget: bool },
 }
 
 /// Each cluster's workload kubeconfig, from the specs of `goal` (a deletion needs no
 /// nodes: nothing it does is judged by them).
 fn kubeconfigs(goal: &Goal) -> Arc<KubeconfigFiles> {
     let files = Arc::new(KubeconfigFiles::new());
-    if let Goal::Ready(specs) = goal {
+    if let Goal::Ready { specs, .. } = goal {
         for c in specs {
             files.set_from(c);
         }
@@ -47,7 +49,7 @@ pub async fn run(
     goal: Goal,
     timeout: Duration,
 ) -> anyhow::Result<ExitCode> {
-    if let Goal::Deleted(name) = &goal {
+    if let Goal::Deleted { name, .. } = &goal {
         check_built_on(state_dir, name, cloud)?;
     }
     let provider = connect::openstack(cloud, &kubeconfigs(&goal))
@@ -179,12 +181,17 @@ async fn drive<P: Provider + 'static>(
         EngineConfig::default(),
     )?;
     match &goal {
-        Goal::Ready(specs) => {
+        Goal::Ready { specs, adopt } => {
             for spec in specs {
-                engine.apply(spec.clone())?;
+                engine.apply_with(spec.clone(), *adopt)?;
             }
         }
-        Goal::Deleted(name) => engine.delete(name)?,
+        Goal::Deleted { name, forget } => {
+            engine.delete(name)?;
+            if *forget {
+                engine.forget(name)?;
+            }
+        }
     }
     let started = Instant::now();
     let origin = clock.now();
@@ -201,13 +208,16 @@ async fn drive<P: Provider + 'static>(
             eprintln!("{}", progress_line(&entry));
         }
         let done = match &goal {
-            Goal::Ready(specs) => specs.iter().all(|s| {
+            Goal::Ready { specs, .. } => specs.iter().all(|s| {
                 engine
                     .cluster(s.name().as_str())
                     .is_some_and(|c| c.status.ready)
             }),
-            Goal::Deleted(name) => engine.cluster(name).is_none(),
+            Goal::Deleted { name, .. } => engine.cluster(name).is_none(),
         };
+        if let Some(why) = needs_operator(&engine) {
+            bail!("{why}");
+        }
         if done {
             let phases: BTreeMap<String, String> = engine
                 .clusters()
@@ -228,6 +238,23 @@ async fn drive<P: Provider + 'static>(
             .clamp(100, 2000);
         tokio::time::sleep(StdDuration::from_millis(wait)).await;
     }
+}
+
+/// A condition no waiting can clear: objects of an earlier cluster of the same name
+/// (adopt them, or remove them), or a deletion that sees none of its recorded objects
+/// (check, then `--forget`). The state is kept: the same command with the flag goes on.
+fn needs_operator<P: Provider>(engine: &Engine<P>) -> Option<String> {
+    use flightdeck_plan::condition::kind;
+    engine.clusters().find_map(|(name, c)| {
+        c.status
+            .conditions
+            .iter()
+            .find(|x| {
+                x.status
+                    && (x.kind == kind::FOREIGN_OBJECTS || x.kind == kind::DELETION_UNCONFIRMED)
+            })
+            .map(|x| format!("cluster {name}: {}: {}", x.kind, x.message))
+    })
 }
 
 #[cfg(test)]

@@ -53,7 +53,10 @@ async fn run_real(args: &UpArgs) -> anyhow::Result<ExitCode> {
         return crate::real::run_kubevirt(
             block,
             state_dir,
-            crate::real::Goal::Ready(clusters),
+            crate::real::Goal::Ready {
+                specs: clusters,
+                adopt: args.adopt,
+            },
             args.timeout,
         )
         .await;
@@ -77,7 +80,10 @@ async fn run_real(args: &UpArgs) -> anyhow::Result<ExitCode> {
         return crate::real::run_opennebula(
             endpoint.as_deref(),
             state_dir,
-            crate::real::Goal::Ready(clusters),
+            crate::real::Goal::Ready {
+                specs: clusters,
+                adopt: args.adopt,
+            },
             args.timeout,
         )
         .await;
@@ -98,7 +104,10 @@ async fn run_real(args: &UpArgs) -> anyhow::Result<ExitCode> {
     crate::real::run(
         cloud,
         state_dir,
-        crate::real::Goal::Ready(clusters),
+        crate::real::Goal::Ready {
+            specs: clusters,
+            adopt: args.adopt,
+        },
         args.timeout,
     )
     .await

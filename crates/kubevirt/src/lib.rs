@@ -44,6 +44,7 @@
 //! [`flightdeck_workload::KubeGuest`], which every cloud shares). How a workload cluster
 //! is reached, bounded lists and kube errors live in `flightdeck-workload` as well.
 
+pub mod identity;
 pub mod labels;
 pub mod objects;
 pub mod provider;

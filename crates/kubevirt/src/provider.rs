@@ -99,7 +99,7 @@ impl<W> KubeVirtCloud<W> {
         self.guest.clients()
     }
 
-    fn vms(&self) -> Api<VirtualMachine> {
+    pub(crate) fn vms(&self) -> Api<VirtualMachine> {
         Api::namespaced(self.infra.clone(), &self.namespace)
     }
 
@@ -135,7 +135,7 @@ impl<W> KubeVirtCloud<W> {
         Api::namespaced(self.infra.clone(), &self.namespace)
     }
 
-    fn services(&self) -> Api<Service> {
+    pub(crate) fn services(&self) -> Api<Service> {
         Api::namespaced(self.infra.clone(), &self.namespace)
     }
 }
@@ -148,7 +148,7 @@ fn infra_error(operation: &str) -> impl FnOnce(kube::Error) -> CloudError + '_ {
     move |e| errors::cloud_error(INFRA, operation, CallKind::Plain, e)
 }
 
-fn infra_list_error(operation: &str) -> impl FnOnce(ListError) -> CloudError + '_ {
+pub(crate) fn infra_list_error(operation: &str) -> impl FnOnce(ListError) -> CloudError + '_ {
     move |e| e.into_cloud(INFRA, operation)
 }
 

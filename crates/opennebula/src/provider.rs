@@ -186,12 +186,18 @@ fn allocate_text(operation: &str, name: &str, content: &str) -> Result<String> {
     Ok(text)
 }
 
+impl<T: Transport, G> OpenNebulaCloud<T, G> {
+    /// Every VM in the pool that is not DONE, with its user template.
+    async fn live_vms(&self) -> Result<Vec<VmDoc>> {
+        self.client
+            .vmpool_info_extended(VM_STATE_ANY_BUT_DONE)
+            .await
+    }
+}
+
 impl<T: Transport, G: Send + Sync> Compute for OpenNebulaCloud<T, G> {
     async fn list_servers(&self, owner: &Ownership) -> Result<Vec<Server>> {
-        let vms = self
-            .client
-            .vmpool_info_extended(VM_STATE_ANY_BUT_DONE)
-            .await?;
+        let vms = self.live_vms().await?;
         Ok(vms
             .iter()
             .filter(|vm| vm.user_template.single("FLIGHTDECK_UID") == Some(owner.uid.as_str()))
@@ -224,6 +230,27 @@ const NO_NEUTRON: &str = "OpenNebula clusters have no Neutron; the control-plane
                           is spec.provider.opennebula.endpoint";
 const NO_OCTAVIA: &str = "OpenNebula clusters have no Octavia; the control-plane endpoint \
                           is spec.provider.opennebula.endpoint";
+
+/// VMs that carry the cluster's name (`FLIGHTDECK_CLUSTER`) under another UID: what an
+/// earlier cluster of that name left (see [`flightdeck_cloud::identity`]). Templates and
+/// images are shared by content and held by record, never by tag, so they are not
+/// looked at.
+impl<T: Transport, G: Send + Sync> flightdeck_cloud::Identity for OpenNebulaCloud<T, G> {
+    async fn list_foreign(
+        &self,
+        owner: &Ownership,
+    ) -> Result<Vec<flightdeck_cloud::ForeignObject>> {
+        let vms = self.live_vms().await?;
+        Ok(vms
+            .iter()
+            .filter_map(|vm| {
+                let tags = tags_from_user_template(&vm.user_template);
+                let id = vm.common.id.to_string();
+                flightdeck_cloud::identity::foreign_of(owner, "VM", &id, &vm.common.name, &tags)
+            })
+            .collect())
+    }
+}
 
 impl<T: Transport, G: Send + Sync> Network for OpenNebulaCloud<T, G> {
     async fn list_security_groups(&self, _owner: &Ownership) -> Result<Vec<SecurityGroup>> {

@@ -9,9 +9,9 @@
 
 use flightdeck_cloud::provider::Result;
 use flightdeck_cloud::{
-    Compute, GuestCluster, HealthMonitor, HealthMonitorCreate, Listener, ListenerCreate,
-    LoadBalancer, LoadBalancerCreate, LoadBalancing, Member, MemberCreate, Network, Node,
-    Ownership, Pool, PoolCreate, Route, Router, SecurityGroup, SecurityGroupRule,
+    Compute, ForeignObject, GuestCluster, HealthMonitor, HealthMonitorCreate, Identity, Listener,
+    ListenerCreate, LoadBalancer, LoadBalancerCreate, LoadBalancing, Member, MemberCreate, Network,
+    Node, Ownership, Pool, PoolCreate, Route, Router, SecurityGroup, SecurityGroupRule,
     SecurityGroupRuleCreate, Server, ServerCreate,
 };
 
@@ -41,8 +41,14 @@ impl<G, C> OpenStackProvider<G, C> {
 }
 
 /// What the cloud side of [`OpenStackProvider`] must do.
-pub trait OpenStackApis: Compute + Network + LoadBalancing + Send + Sync {}
-impl<T: Compute + Network + LoadBalancing + Send + Sync> OpenStackApis for T {}
+pub trait OpenStackApis: Compute + Network + LoadBalancing + Identity + Send + Sync {}
+impl<T: Compute + Network + LoadBalancing + Identity + Send + Sync> OpenStackApis for T {}
+
+impl<G: Send + Sync, C: OpenStackApis> Identity for OpenStackProvider<G, C> {
+    async fn list_foreign(&self, owner: &Ownership) -> Result<Vec<ForeignObject>> {
+        self.openstack.list_foreign(owner).await
+    }
+}
 
 impl<G: GuestCluster + Send + Sync, C: OpenStackApis> Compute for OpenStackProvider<G, C> {
     async fn list_servers(&self, owner: &Ownership) -> Result<Vec<Server>> {

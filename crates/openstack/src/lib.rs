@@ -20,6 +20,7 @@ pub mod client;
 pub mod clouds;
 pub mod composite;
 pub mod errors;
+pub mod identity;
 pub mod neutron;
 pub mod nova;
 pub mod octavia;

@@ -20,6 +20,12 @@ pub mod kind {
     pub const REMEDIATING: &str = "Remediating";
     pub const ROUTE_LIMIT_REACHED: &str = "RouteLimitReached";
     pub const ROUTER_NOT_FOUND: &str = "RouterNotFound";
+    /// Objects of the cluster's name under another UID stand in the cloud; nothing is
+    /// created until they are adopted or removed.
+    pub const FOREIGN_OBJECTS: &str = "ForeignObjects";
+    /// Deletion sees none of the objects the cluster recorded and deleted none of them:
+    /// it stops instead of forgetting the cluster.
+    pub const DELETION_UNCONFIRMED: &str = "DeletionUnconfirmed";
 }
 
 /// Reasons of the `Ready` condition.

@@ -16,6 +16,7 @@ use crate::{POLL_MACHINES, POLL_OCTAVIA, Planner};
 pub(crate) fn plan_deletion(p: &mut Planner<'_>) {
     let o = p.observed;
     let mut remaining = Vec::new();
+    note_seen(p);
 
     for lb in &o.load_balancers {
         remaining.push(format!("load balancer {}", lb.id));
@@ -95,6 +96,31 @@ pub(crate) fn plan_deletion(p: &mut Planner<'_>) {
         }
     }
 
+    if remaining.is_empty()
+        && let Some(unseen) = unconfirmed(p)
+    {
+        p.status.phase = Phase::Deleting;
+        p.wait(UNCONFIRMED_RECHECK);
+        p.condition(Condition::new(
+            kind::READY,
+            false,
+            reason::DELETING,
+            "deletion stopped: the cloud shows none of the cluster's recorded objects",
+        ));
+        p.condition(Condition::new(
+            kind::DELETION_UNCONFIRMED,
+            true,
+            kind::DELETION_UNCONFIRMED,
+            format!(
+                "the cloud shows none of the {} this cluster recorded ({}), and flightdeck deleted none of them: this may not be the cloud, project or namespace the cluster was built on, so the cluster is not forgotten. If they are gone, let the deletion end with --forget (`flightdeck delete cluster {} --forget`; API: ?forget=true)",
+                if unseen.len() == 1 { "object".to_string() } else { format!("{} objects", unseen.len()) },
+                listing(&unseen),
+                p.spec.name()
+            ),
+        ));
+        return;
+    }
+
     if remaining.is_empty() {
         p.deleted = true;
         p.memory.machines.clear();
@@ -117,4 +143,64 @@ pub(crate) fn plan_deletion(p: &mut Planner<'_>) {
             format!("waiting for {} to be gone", remaining.join(", "))
         },
     ));
+}
+
+/// How soon a deletion that sees none of its recorded objects looks again.
+const UNCONFIRMED_RECHECK: flightdeck_spec::Duration = flightdeck_spec::Duration::from_secs(60);
+
+/// How many recorded objects a condition names.
+const LISTED_MAX: usize = 10;
+
+/// The IDs of the objects the cluster recorded creating: servers (VMs), the security
+/// group and the load balancer (its children go with it).
+fn recorded(p: &Planner<'_>) -> Vec<String> {
+    let m = &p.memory;
+    let mut ids: Vec<String> = m
+        .machines
+        .values()
+        .filter_map(|r| r.server_id.clone())
+        .collect();
+    ids.extend(m.ids.security_group.clone());
+    ids.extend(m.ids.load_balancer.clone());
+    ids
+}
+
+/// Records which recorded objects this deletion has seen in the cloud (any it deletes
+/// it has seen first).
+fn note_seen(p: &mut Planner<'_>) {
+    let o = p.observed;
+    let listed: std::collections::BTreeSet<&str> = o
+        .servers
+        .iter()
+        .map(|s| s.id.as_str())
+        .chain(o.security_groups.iter().map(|g| g.id.as_str()))
+        .chain(o.load_balancers.iter().map(|l| l.id.as_str()))
+        .collect();
+    let seen: Vec<String> = recorded(p)
+        .into_iter()
+        .filter(|id| listed.contains(id.as_str()))
+        .collect();
+    p.memory.deletion_proof.seen.extend(seen);
+}
+
+/// The recorded objects, when the deletion has seen none of them and no operator said
+/// they are gone: a cloud that shows none of them proves nothing.
+fn unconfirmed(p: &Planner<'_>) -> Option<Vec<String>> {
+    let proof = &p.memory.deletion_proof;
+    if proof.forget {
+        return None;
+    }
+    let ids = recorded(p);
+    if ids.is_empty() || ids.iter().any(|id| proof.seen.contains(id)) {
+        return None;
+    }
+    Some(ids)
+}
+
+fn listing(ids: &[String]) -> String {
+    let mut text: Vec<&str> = ids.iter().take(LISTED_MAX).map(String::as_str).collect();
+    let more = ids.len().saturating_sub(LISTED_MAX);
+    let tail = (more > 0).then(|| format!("and {more} more"));
+    text.extend(tail.as_deref());
+    text.join(", ")
 }

@@ -37,7 +37,10 @@ pub use action::{Action, PlannedAction};
 pub use condition::{Condition, Event, PlanEvent, Severity};
 pub use drain::DrainPolicy;
 pub use member_gate::MemberGate;
-pub use memory::{Held, MachineRecord, MachineRole, MachineTemplate, Memory, OneHoldings};
+pub use memory::{
+    DeletionProof, Held, IdentityCheck, MachineRecord, MachineRole, MachineTemplate, Memory,
+    OneHoldings,
+};
 pub use opennebula::{Shared, TemplatePolicy};
 pub use remediation::RemediationPolicy;
 pub use status::ClusterStatus;

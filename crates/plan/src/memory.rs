@@ -2,7 +2,7 @@
 //! records (written before a machine is created, so a crash cannot create it twice),
 //! and deadlines. Persisted by the engine after every plan.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use flightdeck_cloud::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -145,6 +145,52 @@ pub struct Memory {
     /// KubeVirt: guest drains under way, by machine name (F9).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub drains: BTreeMap<String, DrainRecord>,
+    /// Whether the cloud was searched for objects an earlier cluster of this name left.
+    #[serde(default, skip_serializing_if = "IdentityCheck::is_confirmed")]
+    pub identity: IdentityCheck,
+    /// While deleting: what deletion has seen of the recorded objects (F12).
+    #[serde(default, skip_serializing_if = "DeletionProof::is_empty")]
+    pub deletion_proof: DeletionProof,
+}
+
+/// Where a cluster stands on its identity in the cloud (see `flightdeck_cloud::identity`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum IdentityCheck {
+    /// Checked; or stored before the check existed, when the cluster made its objects.
+    #[default]
+    Confirmed,
+    /// New: nothing is created until the cloud shows no object of the cluster's name
+    /// under another UID.
+    Pending,
+    /// New, and asked (`--adopt`) to take over what one earlier cluster of its name left.
+    Adopt,
+}
+
+impl IdentityCheck {
+    pub fn is_confirmed(&self) -> bool {
+        *self == IdentityCheck::Confirmed
+    }
+}
+
+/// What a deletion has seen of the objects the cluster recorded. A cloud that shows none
+/// of them, when flightdeck deleted none of them, is no proof that they are gone: it may
+/// be another cloud, project or namespace. Deletion then stops and asks (F12).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeletionProof {
+    /// Recorded objects this deletion saw in the cloud or asked the cloud to delete.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub seen: BTreeSet<String>,
+    /// An operator said the recorded objects are gone (`delete --forget`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub forget: bool,
+}
+
+impl DeletionProof {
+    pub fn is_empty(&self) -> bool {
+        self.seen.is_empty() && !self.forget
+    }
 }
 
 /// A guest drain (F9): KubeVirt asked to evacuate a machine's VMI. The start is kept, so
@@ -242,6 +288,8 @@ impl Memory {
             route_limit: None,
             one: OneHoldings::default(),
             drains: BTreeMap::new(),
+            identity: IdentityCheck::Confirmed,
+            deletion_proof: DeletionProof::default(),
         }
     }
 }

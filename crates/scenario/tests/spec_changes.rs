@@ -5,17 +5,10 @@ use std::sync::Arc;
 use flightdeck_cloud::{SeededRng, SimClock, Timestamp};
 use flightdeck_engine::{Engine, EngineConfig, EngineError};
 use flightdeck_sim::{SimCloud, SimConfig};
-use flightdeck_spec::{Cluster, Document, load_file};
+mod common;
+use common::example;
+use flightdeck_spec::Cluster;
 use flightdeck_store::Store;
-
-fn example() -> Cluster {
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/openstack.yaml");
-    match load_file(&path).expect("example parses").pop() {
-        Some(Document::Cluster(c)) => *c,
-        _ => panic!("the example is a cluster"),
-    }
-}
 
 fn engine() -> Engine<SimCloud> {
     let clock = SimClock::new(Timestamp::SIM_EPOCH);

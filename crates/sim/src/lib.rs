@@ -20,6 +20,7 @@
 //!   one does at quota (403/409), never by growing without end.
 
 mod faults;
+mod identity;
 mod ids;
 mod k8s;
 mod kube;

@@ -14,7 +14,7 @@ use crate::faults::SimFault;
 use crate::neutron::{self, Lookup};
 use crate::{Event as SimEvent, MutationKind, Result, SimCloud, State, faults, kube};
 
-const NOVA: &str = "nova";
+pub(crate) const NOVA: &str = "nova";
 
 /// The most servers (of any owner, deleting ones included) the cloud holds: Nova's
 /// instance quota.

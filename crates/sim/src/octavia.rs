@@ -17,7 +17,7 @@ use flightdeck_cloud::{
 use crate::members::{self, create_member, delete_member};
 use crate::{Event as SimEvent, MutationKind, Result, SimCloud, State};
 
-const OCTAVIA: &str = "octavia";
+pub(crate) const OCTAVIA: &str = "octavia";
 
 /// The most load balancers the cloud holds.
 pub const LOAD_BALANCERS_MAX: usize = 1_000;

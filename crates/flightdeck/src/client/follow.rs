@@ -189,7 +189,10 @@ pub async fn delete(name: &str, args: &crate::DeleteArgs) -> anyhow::Result<Exit
         server: args.server.clone(),
         state_dir: args.state_dir.clone(),
     })?;
-    let url = api.endpoint(&["clusters", name]);
+    let mut url = api.endpoint(&["clusters", name]);
+    if args.forget {
+        url.query_pairs_mut().append_pair("forget", "true");
+    }
     let v = api.send_json(api.request(Method::DELETE, url)).await?;
     let s: ClusterSummary = api.typed(v, "cluster")?;
     outln!("cluster/{} deleting ({})", s.name, s.cloud);

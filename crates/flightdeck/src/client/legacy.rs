@@ -73,7 +73,10 @@ pub async fn delete_offline(args: &DeleteArgs) -> anyhow::Result<ExitCode> {
     let Some(state_dir) = &args.state_dir else {
         return Err(anyhow!("the offline `delete` needs --state-dir"));
     };
-    let goal = real::Goal::Deleted(args.cluster.clone());
+    let goal = real::Goal::Deleted {
+        name: args.cluster.clone(),
+        forget: args.forget,
+    };
     match &args.cloud {
         Some(cloud) => real::run(cloud, state_dir, goal, args.timeout).await,
         None => real::run_opennebula(args.xmlrpc.as_deref(), state_dir, goal, args.timeout).await,

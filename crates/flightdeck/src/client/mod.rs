@@ -93,6 +93,10 @@ pub struct ApplyArgs {
     /// Print the daemon's answer as JSON or YAML instead of one line per cluster.
     #[arg(short = 'o', long, value_enum)]
     pub output: Option<DocFormat>,
+    /// A new cluster takes over what one earlier cluster of its name left in the cloud
+    /// (objects tagged with its name under another UID) instead of holding.
+    #[arg(long)]
+    pub adopt: bool,
     #[command(flatten)]
     pub connect: ConnectArgs,
 }

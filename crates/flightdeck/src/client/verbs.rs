@@ -81,6 +81,9 @@ pub async fn apply(args: super::ApplyArgs) -> anyhow::Result<ExitCode> {
     let api = connect(&args.connect)?;
     let mut url = api.endpoint(&["clusters"]);
     url.query_pairs_mut().append_pair("source", &source);
+    if args.adopt {
+        url.query_pairs_mut().append_pair("adopt", "true");
+    }
     let rb = api
         .request(Method::POST, url)
         .header(CONTENT_TYPE, content_type)

@@ -7,6 +7,69 @@ fn deleting(w: &mut World) {
     w.memory.deletion_requested = Some(Timestamp(T0.0 - 1000));
 }
 
+/// A deletion pass over the world as it stands, so its recorded objects count as seen.
+fn saw_everything(w: &mut World) {
+    deleting(w);
+    let p = w.plan();
+    w.memory.deletion_proof = p.memory.deletion_proof;
+    assert!(!w.memory.deletion_proof.seen.is_empty());
+}
+
+#[test]
+fn a_deletion_that_sees_none_of_the_recorded_objects_stops_instead_of_forgetting_the_cluster() {
+    let mut w = World::cluster(spec(V1, 2), V1, 2);
+    deleting(&mut w);
+    // Another cloud entry, project or namespace: none of the recorded objects is listed.
+    let nodes = w.observed.nodes.clone();
+    w.observed = Observed {
+        nodes,
+        ..Observed::default()
+    };
+    let p = w.plan();
+    assert!(!p.deleted, "nothing seen is no proof of deletion");
+    assert!(p.actions.is_empty(), "{:#?}", p.actions);
+    assert_eq!(p.status.phase, Phase::Deleting);
+    assert!(!p.memory.machines.is_empty(), "records are kept");
+    let c = p
+        .conditions
+        .iter()
+        .find(|c| c.kind == "DeletionUnconfirmed")
+        .expect("DeletionUnconfirmed");
+    assert!(c.status);
+    assert!(c.message.contains("--forget"), "{}", c.message);
+    assert!(
+        c.message.contains(LB),
+        "names the recorded objects: {}",
+        c.message
+    );
+    assert!(p.requeue_after.is_some(), "looks again");
+
+    // An operator checked: the objects are gone.
+    w.memory.deletion_proof.forget = true;
+    let p = w.plan();
+    assert!(p.deleted);
+    assert!(p.events.iter().any(|e| e.reason == "ClusterDeleted"));
+}
+
+#[test]
+fn a_deletion_that_saw_some_recorded_objects_ends_when_the_rest_vanished_outside_flightdeck() {
+    let mut w = World::cluster(spec(V1, 2), V1, 2);
+    deleting(&mut w);
+    // This pass sees only the load balancer; the servers were deleted by hand.
+    w.observed.servers.clear();
+    w.observed.security_groups.clear();
+    let p = w.plan();
+    assert!(!p.deleted, "the load balancer is still there");
+    w.memory = p.memory;
+    let nodes = w.observed.nodes.clone();
+    w.observed = Observed {
+        nodes,
+        ..Observed::default()
+    };
+    let p = w.plan();
+    assert!(p.deleted, "{:#?}", p.conditions);
+}
+
 #[test]
 fn deletion_deletes_the_load_balancer_with_cascade_and_every_server_but_not_the_security_group() {
     let mut w = World::cluster(spec(V1, 2), V1, 2);
@@ -128,6 +191,8 @@ fn deletion_is_done_only_when_nothing_is_observed() {
     ];
     for (left, setup) in rows {
         let mut w = World::cluster(spec(V1, 2), V1, 2);
+        // An earlier pass of this deletion saw the cluster's objects.
+        saw_everything(&mut w);
         let nodes = w.observed.nodes.clone();
         w.observed = Observed {
             nodes, // nodes belong to the workload cluster, not to the cloud

@@ -1,0 +1,108 @@
+//! Cluster identity in the cloud. A cluster's UID lives in flightdeck's store, and every
+//! object it makes carries it; the cluster's name is on every object too. Objects that
+//! carry the cluster's name under another UID are what an earlier cluster of that name
+//! left behind: a lost or truncated store, another `--state-dir`, another replica. A new
+//! cluster looks for them before it creates anything, so a lost store never means a
+//! second copy of a cluster standing next to the first.
+
+use std::future::Future;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ownership::{Ownership, TAG_CLUSTER, TAG_UID};
+use crate::provider::Result;
+
+/// An object tagged with a cluster's name that does not carry the cluster's UID.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ForeignObject {
+    /// `server`, `security group`, `load balancer`, `VM`, ...
+    pub kind: String,
+    pub id: String,
+    pub name: String,
+    /// The UID it carries; empty when it carries the name and no UID at all.
+    pub uid: String,
+}
+
+impl std::fmt::Display for ForeignObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let uid = if self.uid.is_empty() {
+            "no UID"
+        } else {
+            &self.uid
+        };
+        write!(f, "{} {} ({}, UID {uid})", self.kind, self.name, self.id)
+    }
+}
+
+/// Finding what other clusters of the same name left in the cloud.
+pub trait Identity {
+    /// Every object tagged with `owner.cluster`'s name whose UID is not `owner.uid`, of
+    /// every kind the cloud makes for a cluster (servers or VMs first).
+    fn list_foreign(
+        &self,
+        owner: &Ownership,
+    ) -> impl Future<Output = Result<Vec<ForeignObject>>> + Send;
+}
+
+/// The tag every object of the cluster named `cluster` carries.
+pub fn cluster_tag(cluster: &str) -> String {
+    format!("{TAG_CLUSTER}{cluster}")
+}
+
+/// `Some(object)` when tags that name `owner.cluster` carry another UID.
+pub fn foreign_of(
+    owner: &Ownership,
+    kind: &str,
+    id: &str,
+    name: &str,
+    tags: &[String],
+) -> Option<ForeignObject> {
+    if !tags.contains(&cluster_tag(&owner.cluster)) || owner.owns(tags) {
+        return None;
+    }
+    let uid = tags
+        .iter()
+        .find_map(|t| t.strip_prefix(TAG_UID))
+        .unwrap_or_default();
+    Some(ForeignObject {
+        kind: kind.to_string(),
+        id: id.to_string(),
+        name: name.to_string(),
+        uid: uid.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Role;
+
+    #[test]
+    fn an_object_of_the_same_name_under_another_uid_is_foreign() {
+        let mine = Ownership {
+            cluster: "demo".into(),
+            uid: "new".into(),
+        };
+        let earlier = Ownership {
+            cluster: "demo".into(),
+            uid: "old".into(),
+        };
+        let other_name = Ownership {
+            cluster: "prod".into(),
+            uid: "old".into(),
+        };
+        let role = Role::Machine("demo-cp-1".into());
+        let f =
+            foreign_of(&mine, "server", "s1", "demo-cp-1", &earlier.tags(&role)).expect("foreign");
+        assert_eq!(f.uid, "old");
+        assert_eq!(f.to_string(), "server demo-cp-1 (s1, UID old)");
+        assert_eq!(
+            foreign_of(&mine, "server", "s1", "x", &mine.tags(&role)),
+            None
+        );
+        assert_eq!(
+            foreign_of(&mine, "server", "s1", "x", &other_name.tags(&role)),
+            None
+        );
+    }
+}
