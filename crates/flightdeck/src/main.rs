@@ -430,6 +430,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<ExitCode> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    flightdeck_store::quiet_guarded_panics();
     if let Err(e) = init_logs() {
         eprintln!("flightdeck: {e}");
         return ExitCode::from(2);

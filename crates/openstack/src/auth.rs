@@ -41,6 +41,8 @@ pub struct Token {
     value: String,
     /// When Keystone says the token stops working.
     pub expires_at: SystemTime,
+    /// How long it works in all, from when it was issued.
+    pub lifetime: Duration,
     /// The project the token is scoped to, when Keystone says.
     pub project_id: Option<String>,
     /// Base URL of each service, versioned (`…/v2.1`, `…/v2.0`, `…/v2`), or why there
@@ -87,8 +89,11 @@ impl Token {
         }
     }
 
-    /// Whether the token has less than `margin` left at `now`.
+    /// Whether the token has less than `margin` left at `now`. The margin is at most a
+    /// quarter of the token's lifetime: a token that lives under a minute would
+    /// otherwise be renewed before every other call.
     pub fn expires_within(&self, margin: Duration, now: SystemTime) -> bool {
+        let margin = margin.min(self.lifetime / 4);
         match self.expires_at.duration_since(now) {
             Ok(left) => left < margin,
             Err(_) => true,
@@ -394,11 +399,11 @@ impl Authenticator {
             ),
             _ => None,
         };
-        let expires_at = SystemTime::now()
-            + lifetime.unwrap_or_else(|| {
-                tracing::warn!(cloud = %entry.name, "token without a readable expires_at; assuming one hour");
-                Duration::from_secs(3600)
-            });
+        let lifetime = lifetime.unwrap_or_else(|| {
+            tracing::warn!(cloud = %entry.name, "token without a readable expires_at; assuming one hour");
+            Duration::from_secs(3600)
+        });
+        let expires_at = SystemTime::now() + lifetime;
         let region = entry.region_name.as_deref();
         let endpoints = SERVICES
             .iter()
@@ -416,6 +421,7 @@ impl Authenticator {
         Ok(Token {
             value,
             expires_at,
+            lifetime,
             project_id: body.token.project.map(|p| p.id),
             endpoints,
         })
@@ -514,6 +520,7 @@ mod tests {
         let t = Token {
             value: "t".into(),
             expires_at: now + Duration::from_secs(90),
+            lifetime: Duration::from_secs(3600),
             project_id: None,
             endpoints: BTreeMap::new(),
         };
@@ -521,5 +528,21 @@ mod tests {
         assert!(t.expires_within(Duration::from_secs(60), now + Duration::from_secs(31)));
         assert!(t.expires_within(Duration::from_secs(60), now + Duration::from_secs(100)));
         assert!(!format!("{t:?}").contains("value: \"t\""));
+    }
+
+    #[test]
+    fn a_token_that_lives_under_a_minute_is_used_for_three_quarters_of_its_life() {
+        let now = SystemTime::now();
+        let t = Token {
+            value: "t".into(),
+            expires_at: now + Duration::from_secs(40),
+            lifetime: Duration::from_secs(40),
+            project_id: None,
+            endpoints: BTreeMap::new(),
+        };
+        let margin = Duration::from_secs(60);
+        assert!(!t.expires_within(margin, now), "fresh: used, not renewed");
+        assert!(!t.expires_within(margin, now + Duration::from_secs(29)));
+        assert!(t.expires_within(margin, now + Duration::from_secs(31)));
     }
 }

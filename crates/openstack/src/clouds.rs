@@ -315,7 +315,17 @@ fn check(raw: &RawCloud, source: &Path, cloud: &str) -> Result<CloudEntry, Confi
     if !(auth_url.starts_with("http://") || auth_url.starts_with("https://")) {
         return Err(invalid(
             "auth.auth_url",
-            format!("{auth_url:?} is not an http(s) URL"),
+            format!("{:?} is not an http(s) URL", without_userinfo(&auth_url)),
+        ));
+    }
+    if without_userinfo(&auth_url) != auth_url {
+        // Never echoed: the part before `@` is a user name and, likely, a password.
+        return Err(invalid(
+            "auth.auth_url",
+            format!(
+                "{:?} carries credentials before its host (user:password@); give them as auth.username and auth.password",
+                without_userinfo(&auth_url)
+            ),
         ));
     }
     let username = given(&auth.username).ok_or_else(|| missing("auth.username"))?;
@@ -362,6 +372,20 @@ fn check(raw: &RawCloud, source: &Path, cloud: &str) -> Result<CloudEntry, Confi
         cacert: raw.cacert.clone(),
         verify: raw.verify.unwrap_or(true),
     })
+}
+
+/// `url` with anything between its scheme and an `@` before its path cut out (a user
+/// name and password), so that it can be shown.
+pub fn without_userinfo(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((s, r)) => (format!("{s}://"), r),
+        None => (String::new(), url),
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}***@{}", &rest[at + 1..]),
+        None => url.to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -147,3 +147,29 @@ fn a_numeric_password_is_read_as_text_and_never_quoted() {
     assert_eq!(e.auth.password.expose(), "987654321");
     assert!(!format!("{e:?}").contains("987654321"));
 }
+
+#[test]
+fn a_password_inside_the_auth_url_is_refused_and_never_shown() {
+    let text = r#"
+clouds:
+  a:
+    auth: {auth_url: "https://admin:s3cret@keystone.example:5000/v3", username: u, password: p, project_name: x}
+  b:
+    auth: {auth_url: "admin:s3cret@keystone.example:5000", username: u, password: p, project_name: x}
+"#;
+    for name in ["a", "b"] {
+        let e = parse(text, &path(), Some(name)).expect_err("refused");
+        let shown = e.to_string();
+        assert!(shown.contains("auth.auth_url"), "{shown}");
+        assert!(!shown.contains("s3cret"), "the password is shown: {shown}");
+        assert!(!shown.contains("admin"), "the user is shown: {shown}");
+    }
+    assert_eq!(
+        crate::clouds::without_userinfo("https://u:p@k:5000/v3?x=a@b"),
+        "https://***@k:5000/v3?x=a@b"
+    );
+    assert_eq!(
+        crate::clouds::without_userinfo("http://k/v3"),
+        "http://k/v3"
+    );
+}

@@ -6,6 +6,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::cluster::Cluster;
+use crate::kind_probe::{KindValue, Probe};
 use crate::scenario::Scenario;
 
 /// The largest spec file flightdeck reads; anything bigger is a mistake, not a spec.
@@ -107,32 +108,39 @@ pub fn load_documents(text: &str, source: &str) -> Result<Vec<Document>, SpecErr
     let mut kinds = Vec::new();
     for (i, doc) in yaml_serde::Deserializer::from_str(text).enumerate() {
         if i >= DOCUMENTS_MAX {
-            return Err(plain(
+            return Err(located(
+                text,
                 source,
                 i,
                 "",
                 format!("more than {DOCUMENTS_MAX} documents"),
             ));
         }
-        let value =
-            yaml_serde::Value::deserialize(doc).map_err(|e| yaml_error(source, i, "", &e))?;
-        if value.is_null() {
+        let probe = match Option::<Probe>::deserialize(doc) {
+            Ok(p) => p,
+            Err(e) if e.to_string().contains("expected struct Probe") => {
+                return Err(located(
+                    text,
+                    source,
+                    i,
+                    "",
+                    "a document must be a mapping with apiVersion, kind, metadata and spec".into(),
+                ));
+            }
+            Err(e) => return Err(yaml_error(source, i, "", &e)),
+        };
+        let Some(probe) = probe else {
             kinds.push(None);
             continue;
-        }
-        let Some(map) = value.as_mapping() else {
-            return Err(plain(
-                source,
-                i,
-                "",
-                "a document must be a mapping with apiVersion, kind, metadata and spec".into(),
-            ));
         };
-        let kind = match map.get("kind") {
-            Some(yaml_serde::Value::String(k)) => k.clone(),
-            Some(_) => return Err(plain(source, i, "kind", "must be a string".into())),
+        let kind = match probe.kind {
+            Some(KindValue::Text(k)) => k,
+            Some(KindValue::Other) => {
+                return Err(located(text, source, i, "kind", "must be a string".into()));
+            }
             None => {
-                return Err(plain(
+                return Err(located(
+                    text,
                     source,
                     i,
                     "kind",
@@ -153,17 +161,18 @@ pub fn load_documents(text: &str, source: &str) -> Result<Vec<Document>, SpecErr
             "Cluster" => {
                 let c: Cluster = typed(doc, source, i)?;
                 c.validate()
-                    .map_err(|(path, msg)| plain(source, i, &path, msg))?;
+                    .map_err(|(path, msg)| located(text, source, i, &path, msg))?;
                 Document::Cluster(Box::new(c))
             }
             "Scenario" => {
                 let s: Scenario = typed(doc, source, i)?;
                 s.validate()
-                    .map_err(|(path, msg)| plain(source, i, &path, msg))?;
+                    .map_err(|(path, msg)| located(text, source, i, &path, msg))?;
                 Document::Scenario(Box::new(s))
             }
             other => {
-                return Err(plain(
+                return Err(located(
+                    text,
                     source,
                     i,
                     "kind",
@@ -186,7 +195,7 @@ pub fn load_documents(text: &str, source: &str) -> Result<Vec<Document>, SpecErr
         })
         .collect();
     crate::capacity::check_file(&clusters)
-        .map_err(|(i, path, msg)| plain(source, i, &path, msg))?;
+        .map_err(|(i, path, msg)| located(text, source, i, &path, msg))?;
     Ok(docs)
 }
 
@@ -216,6 +225,19 @@ fn yaml_error(source: &str, document: usize, path: &str, e: &yaml_serde::Error) 
     {
         message = rest.to_string();
     }
+    // An integer past 64 bits reaches serde as a u128 no field takes, and the parser's
+    // words for it ("as u128, expected any YAML value") say nothing to a user.
+    if let Some((number, rest)) = message
+        .strip_prefix("invalid type: integer `")
+        .and_then(|r| r.split_once("` as u128"))
+    {
+        let wanted = rest
+            .strip_prefix(", expected ")
+            .filter(|w| *w != "any YAML value")
+            .map(|w| format!(" ({w})"))
+            .unwrap_or_default();
+        message = format!("the number {number} is too large{wanted}");
+    }
     SpecError {
         source: source.to_string(),
         document,
@@ -223,6 +245,16 @@ fn yaml_error(source: &str, document: usize, path: &str, e: &yaml_serde::Error) 
         line: location.as_ref().map(|l| l.line()),
         column: location.as_ref().map(|l| l.column()),
         message,
+    }
+}
+
+/// An error found after parsing, placed at its field's line (see [`crate::locate`]).
+fn located(text: &str, source: &str, document: usize, path: &str, message: String) -> SpecError {
+    let at = crate::locate::locate(text, document, path);
+    SpecError {
+        line: at.map(|a| a.0),
+        column: at.map(|a| a.1),
+        ..plain(source, document, path, message)
     }
 }
 

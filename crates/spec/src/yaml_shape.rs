@@ -14,6 +14,11 @@ pub const INDENT_MAX: usize = 512;
 /// The most aliases (`*name`) a spec file may use.
 pub const ALIASES_MAX: usize = 256;
 
+/// The YAML tags a spec may carry: the core schema's scalar tags, which only say what the
+/// field says already. Any other tag (`!custom`, `!!python/object`) is refused rather
+/// than silently dropped.
+pub const TAGS_KNOWN: [&str; 5] = ["!!str", "!!int", "!!float", "!!bool", "!!null"];
+
 /// Where the text goes past a limit: `(line, column, why)`, both from 1.
 pub fn check(text: &str) -> Result<(), (usize, usize, String)> {
     let (mut line, mut col) = (1usize, 0usize);
@@ -22,7 +27,7 @@ pub fn check(text: &str) -> Result<(), (usize, usize, String)> {
     let mut at_line_start = true;
     let mut indent = 0usize;
     let mut prev = '\n';
-    for c in text.chars() {
+    for (at, c) in text.char_indices() {
         col += 1;
         if c == '\n' {
             line += 1;
@@ -84,6 +89,23 @@ pub fn check(text: &str) -> Result<(), (usize, usize, String)> {
                 }
             }
             ']' | '}' => depth = depth.saturating_sub(1),
+            '!' if token_start => {
+                let tag = text[at..]
+                    .split(|c: char| c.is_whitespace() || matches!(c, ',' | ']' | '}'))
+                    .next()
+                    .unwrap_or_default();
+                if !TAGS_KNOWN.contains(&tag) {
+                    return Err((
+                        line,
+                        col,
+                        format!(
+                            "YAML tag {:?} is not one flightdeck reads: a value's type comes from its field (only {} may be written)",
+                            tag.chars().take(40).collect::<String>(),
+                            TAGS_KNOWN.join(", ")
+                        ),
+                    ));
+                }
+            }
             '*' if token_start => {
                 aliases += 1;
                 if aliases > ALIASES_MAX {
@@ -114,6 +136,15 @@ mod tests {
         let (line, col, why) = check(&text).expect_err("too deep");
         assert_eq!((line, col), (2, 6 + NESTING_MAX + 1), "{why}");
         assert!(why.contains("nested deeper"), "{why}");
+    }
+
+    #[test]
+    fn unknown_tags_are_refused_and_core_scalar_tags_pass() {
+        assert_eq!(check("a: !!str 1.30\nb: 'x!y'\nc: \"!z\"\n"), Ok(()));
+        let (line, col, why) = check("a: 1\nreplicas: !custom 3\n").expect_err("tag");
+        assert_eq!((line, col), (2, 11));
+        assert!(why.contains("\"!custom\""), "{why}");
+        assert!(check("a: [!!python/object:os.system x]\n").is_err());
     }
 
     #[test]

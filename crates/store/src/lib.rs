@@ -86,10 +86,32 @@ impl Write {
     }
 }
 
+thread_local! {
+    /// Set while this thread runs redb under [`guarded`].
+    static IN_GUARD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Installs a panic hook that keeps quiet about panics [`guarded`] turns into
+/// [`StoreError::Damaged`] (redb's "entered unreachable code" on some damaged files), so
+/// a damaged store is reported once, as the clear error, and not also as a panic
+/// message; every other panic goes to the hook that was there before. Binaries call it
+/// once at start.
+pub fn quiet_guarded_panics() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !IN_GUARD.with(|g| g.get()) {
+            previous(info);
+        }
+    }));
+}
+
 /// Runs `f`, turning a panic inside redb (how it answers some damage) into
 /// [`StoreError::Damaged`] naming the file.
 fn guarded<T>(path: &str, f: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+    let was = IN_GUARD.with(|g| g.replace(true));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    IN_GUARD.with(|g| g.set(was));
+    match result {
         Ok(r) => r,
         Err(panic) => {
             let message = panic
