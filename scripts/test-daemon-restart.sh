@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `kill -9` of the daemon in the middle of a rollout, then `serve` again: the rollout
-# completes, and the cloud holds no duplicate object. The cloud must outlive the daemon,
+# completes, and the cloud holds no duplicate object. Then the store is lost (a fresh state
+# directory): the new daemon holds the cluster on ForeignObjects and creates nothing, and
+# `apply --adopt` takes the earlier cluster's UID, and so its objects, over. The cloud must outlive the daemon,
 # so it is the simulator served over HTTP (`flightdeck sim serve`), reached as a real
 # OpenStack through clouds.yaml, and its workload cluster through the kubeconfig the
 # simulator writes (`spec.workload.kubeconfig`), as a real one would be; its servers are
@@ -51,7 +53,8 @@ echo "ok: serve killed with SIGKILL in the middle of the rollout"
 start_serve --no-sim
 wait_for 900 up_to_date demo ubuntu-2204-kube-v1.30.3 || fail "the rollout did not complete after the restart"
 echo "ok: the rollout completed after the restart"
-"$venv/bin/python" - <<'PY'
+no_duplicates() {
+  "$venv/bin/python" - <<'PY'
 import collections, openstack
 c = openstack.connect(cloud="flightdeck-sim")
 servers = list(c.compute.servers(details=True, tags="flightdeck-cluster=demo"))
@@ -67,7 +70,32 @@ groups = list(c.network.security_groups(tags="flightdeck-cluster=demo"))
 assert len(groups) == 1, [g.name for g in groups]
 print(f"ok: no duplicate object: {sorted(names)}, 1 load balancer, 1 security group")
 PY
+}
+no_duplicates
 "$fd" events demo --limit 1000 > "$work/events.txt"
 grep -q "SimulatorRestarted" "$work/events.txt" && fail "a real cloud's cluster was rebuilt"
+uid=$("$fd" get cluster demo -o json | python3 -c "import json,sys; print(json.load(sys.stdin)['uid'])")
 stop_serve
-echo "3 passed, 0 failed"
+
+echo "== the store is lost: serve on a fresh state directory, the same spec applied"
+export FLIGHTDECK_STATE_DIR=$work/state-lost
+start_serve --no-sim
+"$fd" apply -f "$work/v2.yaml"
+held() {
+  "$fd" get cluster demo -o json | python3 -c "
+import json,sys; d=json.load(sys.stdin)
+c=[c for c in d['status']['conditions'] if c['type']=='ForeignObjects' and c['status']]
+sys.exit(0 if c and '$uid' in c[0]['message'] and not d['ready'] else 1)"
+}
+wait_for 120 held || fail "the new cluster did not hold on the earlier cluster's objects"
+sleep 3
+no_duplicates
+echo "ok: held on ForeignObjects naming UID $uid; nothing was created"
+"$fd" apply -f "$work/v2.yaml" --adopt
+wait_for 300 phase_is demo Ready || fail "the adopted cluster did not become Ready"
+adopted=$("$fd" get cluster demo -o json | python3 -c "import json,sys; print(json.load(sys.stdin)['uid'])")
+[ "$adopted" = "$uid" ] || fail "adopted UID $adopted, not $uid"
+"$fd" events demo --limit 1000 | grep -q ClusterAdopted || fail "no ClusterAdopted event"
+echo "ok: --adopt took UID $uid over"
+stop_serve
+echo "5 passed, 0 failed"

@@ -273,15 +273,19 @@ impl<P: Provider + 'static> Backend<P> {
 
     fn apply(&mut self, spec: Cluster, adopt: bool) -> Result<Applied, Failure> {
         let name = spec.name().to_string();
+        let held = |c: &flightdeck_engine::ClusterRecord| {
+            c.memory.identity == flightdeck_plan::IdentityCheck::Pending
+        };
         let result = match self.engine.cluster(&name) {
             None => "created",
+            Some(c) if c.spec == spec && adopt && held(c) => "adopting",
             Some(c) if c.spec == spec => "unchanged",
             Some(_) => "configured",
         };
-        if result == "unchanged" && adopt {
+        if result == "adopting" {
             self.engine.adopt(&name).map_err(engine_failure)?;
         }
-        if result != "unchanged" {
+        if result == "created" || result == "configured" {
             self.engine
                 .apply_with(spec, adopt)
                 .map_err(engine_failure)?;

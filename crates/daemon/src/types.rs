@@ -85,7 +85,8 @@ pub struct ClusterList {
 pub struct Applied {
     pub name: String,
     pub uid: String,
-    /// `created`, `configured` (the spec changed) or `unchanged`.
+    /// `created`, `configured` (the spec changed), `unchanged`, or `adopting` (`?adopt=true`
+    /// on a cluster held by objects of an earlier cluster of its name).
     pub result: String,
     pub cloud: String,
 }
