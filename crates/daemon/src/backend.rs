@@ -319,7 +319,9 @@ fn engine_failure(e: EngineError) -> Failure {
             Failure::conflict(e.to_string())
         }
         EngineError::TooManyClusters => Failure::unprocessable(e.to_string()),
-        EngineError::NotDeleting(_) => Failure::conflict(e.to_string()),
+        EngineError::NotDeleting(_) | EngineError::RoutesCollide(_) => {
+            Failure::conflict(e.to_string())
+        }
         EngineError::Store(_) | EngineError::Crashed(_) => Failure::internal(e.to_string()),
     }
 }

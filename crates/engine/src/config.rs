@@ -66,6 +66,10 @@ pub enum EngineError {
         "cluster {0} is not being deleted: --forget only lets a deletion end that sees none of the cluster's recorded objects"
     )]
     NotDeleting(String),
+    /// Two clusters whose pod CIDRs overlap route pods on one router: each would take
+    /// the other's routes for its own (F7).
+    #[error("{0}; give one of them a pod CIDR of its own")]
+    RoutesCollide(String),
     #[error("this flightdeck already manages {CLUSTERS_MAX} clusters")]
     TooManyClusters,
     /// An injected crash (see [`crate::EngineFaults`]); the engine must be dropped and

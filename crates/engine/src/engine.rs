@@ -170,6 +170,14 @@ impl<P: Provider> Engine<P> {
     pub fn apply_with(&mut self, spec: Cluster, adopt: bool) -> Result<(), EngineError> {
         let name = spec.name().to_string();
         let now = self.clock.now();
+        if let Some(why) = self
+            .clusters
+            .iter()
+            .filter(|(other, _)| **other != name)
+            .find_map(|(_, c)| flightdeck_spec::capacity::routes_collide(&spec, &c.spec))
+        {
+            return Err(EngineError::RoutesCollide(why));
+        }
         let memory = match self.clusters.get(&name) {
             Some(c) if c.memory.deletion_requested.is_some() => {
                 return Err(EngineError::Deleting(name));

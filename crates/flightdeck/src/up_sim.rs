@@ -81,8 +81,7 @@ pub async fn run_up(args: &UpArgs) -> anyhow::Result<(bool, flightdeck_scenario:
                 restarts: Vec::new(),
                 expect: Expectations {
                     invariants: None,
-                    conditions: Vec::new(),
-                    final_state: Vec::new(),
+                    ..Expectations::default()
                 },
             },
         },

@@ -96,6 +96,10 @@ pub(crate) fn plan_deletion(p: &mut Planner<'_>) {
         }
     }
 
+    remaining.extend(release_routes(p));
+    if !remaining.is_empty() {
+        p.memory.deletion_proof.empty_since = None;
+    }
     if remaining.is_empty()
         && let Some(unseen) = unconfirmed(p)
     {
@@ -117,6 +121,21 @@ pub(crate) fn plan_deletion(p: &mut Planner<'_>) {
                 listing(&unseen),
                 p.spec.name()
             ),
+        ));
+        return;
+    }
+
+    // One empty answer could be a list that lost its objects; a later one confirms it.
+    if remaining.is_empty() && p.memory.deletion_proof.empty_since.is_none() {
+        p.memory.deletion_proof.empty_since = Some(p.now);
+        remaining.push("a second list to confirm that nothing is left".into());
+        p.wait(POLL_MACHINES);
+        p.status.phase = Phase::Deleting;
+        p.condition(Condition::new(
+            kind::READY,
+            false,
+            reason::DELETING,
+            "nothing is listed any more; confirming with a second list",
         ));
         return;
     }
@@ -203,4 +222,46 @@ fn listing(ids: &[String]) -> String {
     let tail = (more > 0).then(|| format!("and {more} more"));
     text.extend(tail.as_deref());
     text.join(", ")
+}
+
+/// F7/F12: the routes the cluster added to its router (memory records them), and any to
+/// its pod network via one of its servers, are removed with it. What is left to remove.
+fn release_routes(p: &mut Planner<'_>) -> Vec<String> {
+    let o = p.observed;
+    let Some(router) = &o.router else {
+        return Vec::new();
+    };
+    let pod = p.spec.spec.network.pod_cidr;
+    let hops: std::collections::BTreeSet<std::net::IpAddr> = o
+        .servers
+        .iter()
+        .filter_map(|s| s.address)
+        .chain(p.memory.routes.iter().map(|r| r.nexthop))
+        .collect();
+    let ours: Vec<flightdeck_cloud::Route> = router
+        .routes
+        .iter()
+        .filter(|r| {
+            p.memory.routes.contains(*r)
+                || (hops.contains(&r.nexthop)
+                    && r.destination
+                        .parse::<flightdeck_spec::Cidr>()
+                        .is_ok_and(|d| pod.covers(&d)))
+        })
+        .cloned()
+        .collect();
+    if ours.is_empty() {
+        return Vec::new();
+    }
+    let left = format!("{} route(s) on router {}", ours.len(), router.name);
+    p.act(
+        Action::RemoveRoutes {
+            router_id: router.id.clone(),
+            routes: ours,
+            pod_cidr: pod.to_string(),
+        },
+        "the cluster is being deleted; the routes to its pod networks go with it",
+    );
+    p.wait(POLL_MACHINES);
+    vec![left]
 }

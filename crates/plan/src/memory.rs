@@ -139,6 +139,10 @@ pub struct Memory {
     /// The smallest route limit a router answered with (F8), and when.
     #[serde(default)]
     pub route_limit: Option<(usize, Timestamp)>,
+    /// The routes flightdeck added to the cluster's router and has not removed (F7):
+    /// with the cluster's live machines, they say which routes are the cluster's.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub routes: BTreeSet<flightdeck_cloud::Route>,
     /// OpenNebula: the templates and images this cluster holds (F1).
     #[serde(default, skip_serializing_if = "OneHoldings::is_empty")]
     pub one: OneHoldings,
@@ -185,11 +189,15 @@ pub struct DeletionProof {
     /// An operator said the recorded objects are gone (`delete --forget`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub forget: bool,
+    /// When a list first showed nothing left: one empty answer is not enough, a later
+    /// list must confirm it, as every deleted object is confirmed by the cloud.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub empty_since: Option<Timestamp>,
 }
 
 impl DeletionProof {
     pub fn is_empty(&self) -> bool {
-        self.seen.is_empty() && !self.forget
+        self.seen.is_empty() && !self.forget && self.empty_since.is_none()
     }
 }
 
@@ -286,6 +294,7 @@ impl Memory {
             write_seq: 0,
             churn: ChurnLedger::default(),
             route_limit: None,
+            routes: BTreeSet::new(),
             one: OneHoldings::default(),
             drains: BTreeMap::new(),
             identity: IdentityCheck::Confirmed,

@@ -1,11 +1,17 @@
 //! F7 and F8: the router's routes to the nodes' pod networks.
 //!
-//! A route whose destination lies in the cluster's pod network belongs to the cluster.
-//! It is stale when its next hop is no live machine of the cluster, or when another node
-//! now owns its destination (pod networks are recycled at once, so an old route can
-//! hijack a new node's traffic: the ASR story of seed 002). Stale routes are removed
-//! before any route is added, and when the router's limit (Neutron `max_routes`, 30 by
-//! default) would still be exceeded, `RouteLimitReached` names the limit instead of a
+//! A route belongs to the cluster when its destination lies in the cluster's pod network
+//! *and* its next hop is one of the cluster's machines, or flightdeck added it (memory
+//! records the routes it added); a pod CIDR alone proves nothing on a router other
+//! clusters share. One more route is the cluster's to judge: one to a pod network a
+//! live node of the cluster holds now, via any other next hop, since it hijacks that
+//! node's traffic (pod networks are recycled at once: the ASR story of seed 002).
+//!
+//! A route of the cluster is stale when its next hop is no live machine, or when no node
+//! of the cluster holds its destination. A machine being removed keeps its route while
+//! its node lives. Stale routes are removed before any route is added. The router's
+//! limit is the one it answered with (Neutron `max_routes`); until it has answered
+//! with one, none is assumed, and `RouteLimitReached` names a learned limit instead of a
 //! stream of failing calls.
 
 use std::collections::BTreeMap;
@@ -19,8 +25,6 @@ use crate::action::Action;
 use crate::condition::{Condition, kind};
 use crate::machines::{MachineView, ServerPhase};
 
-/// Neutron's default `max_routes`.
-pub const ROUTES_MAX_DEFAULT: usize = 30;
 /// How long a limit a router answered with is trusted before it is tried again.
 pub const LEARNED_LIMIT_TTL: Duration = Duration::from_mins(30);
 
@@ -62,11 +66,12 @@ pub(crate) fn plan_routes(p: &mut Planner<'_>, all: &[MachineView<'_>], blind: O
         })
         .filter_map(|m| Some((m.server?.address?, m.name())))
         .collect();
-    // Where each pod network should go, as the (trusted) node list says.
+    // Where each pod network should go, as the (trusted) node list says. A machine being
+    // removed keeps its route while its node lives: it still runs pods.
     let trusted = blind.is_none();
     let mut desired: BTreeMap<String, (IpAddr, &str)> = BTreeMap::new();
     if trusted {
-        for m in all.iter().filter(|m| !m.removing()) {
+        for m in all {
             let (Some(node), Some(server)) = (m.node, m.server) else {
                 continue;
             };
@@ -79,40 +84,10 @@ pub(crate) fn plan_routes(p: &mut Planner<'_>, all: &[MachineView<'_>], blind: O
             }
         }
     }
-    let mut stale = Vec::new();
-    let mut why = Vec::new();
-    for r in &router.routes {
-        let ours = r.destination.parse::<Cidr>().is_ok_and(|c| pod.covers(&c));
-        if !ours {
-            continue;
-        }
-        if !live.contains_key(&r.nexthop) {
-            why.push(format!(
-                "{} via {}: no live machine has that address",
-                r.destination, r.nexthop
-            ));
-            stale.push(r.clone());
-        } else if trusted {
-            match desired.get(&r.destination) {
-                Some((address, _)) if *address == r.nexthop => {}
-                Some((_, owner)) => {
-                    why.push(format!(
-                        "{} via {}: that pod network belongs to {owner} now",
-                        r.destination, r.nexthop
-                    ));
-                    stale.push(r.clone());
-                }
-                None => {
-                    why.push(format!(
-                        "{} via {}: no node owns that pod network",
-                        r.destination, r.nexthop
-                    ));
-                    stale.push(r.clone());
-                }
-            }
-        }
-    }
+    let (stale, why) = stale_routes(p, &router.routes, pod, &live, trusted.then_some(&desired));
     if !stale.is_empty() {
+        // The record keeps a route until the router no longer lists it: a removal that
+        // never reached the cloud (a crash after the write-ahead) is tried again.
         p.act(
             Action::RemoveRoutes {
                 router_id: router.id.clone(),
@@ -122,6 +97,14 @@ pub(crate) fn plan_routes(p: &mut Planner<'_>, all: &[MachineView<'_>], blind: O
             format!("stale routes hijack pod traffic: {}", why.join("; ")),
         );
     }
+    // What the record holds of routes no longer on the router (and not about to be
+    // added) is forgotten.
+    p.memory.routes.retain(|r| {
+        router.routes.contains(r)
+            || desired
+                .get(&r.destination)
+                .is_some_and(|d| d.0 == r.nexthop)
+    });
     let missing: Vec<Route> = desired
         .iter()
         .map(|(destination, (nexthop, _))| Route {
@@ -141,11 +124,10 @@ pub(crate) fn plan_routes(p: &mut Planner<'_>, all: &[MachineView<'_>], blind: O
     if learned.is_none() {
         p.memory.route_limit = None;
     }
-    let limit = learned
-        .unwrap_or(ROUTES_MAX_DEFAULT)
-        .min(ROUTES_MAX_DEFAULT);
     let after_cleanup = router.routes.len() - stale.len();
-    let room = limit.saturating_sub(after_cleanup);
+    // No limit is assumed before the router answers with one (F8).
+    let room = learned.map_or(usize::MAX, |limit| limit.saturating_sub(after_cleanup));
+    let limit = learned.unwrap_or(usize::MAX);
     let (fits, over) = missing.split_at(room.min(missing.len()));
     if !over.is_empty() {
         p.condition(Condition::new(
@@ -161,6 +143,7 @@ pub(crate) fn plan_routes(p: &mut Planner<'_>, all: &[MachineView<'_>], blind: O
         ));
     }
     if !fits.is_empty() {
+        p.memory.routes.extend(fits.iter().cloned());
         let names: Vec<String> = fits
             .iter()
             .filter_map(|r| {
@@ -178,4 +161,44 @@ pub(crate) fn plan_routes(p: &mut Planner<'_>, all: &[MachineView<'_>], blind: O
             format!("pod traffic must reach {}", names.join(", ")),
         );
     }
+}
+
+/// The routes of the router that are the cluster's and stale, with why: see the module
+/// documentation for which routes are the cluster's. `desired` is where each pod network
+/// of a live node should go (`None` while the node list cannot be trusted).
+fn stale_routes(
+    p: &Planner<'_>,
+    routes: &[Route],
+    pod: Cidr,
+    live: &BTreeMap<IpAddr, &str>,
+    desired: Option<&BTreeMap<String, (IpAddr, &str)>>,
+) -> (Vec<Route>, Vec<String>) {
+    let recorded_hops: std::collections::BTreeSet<IpAddr> =
+        p.memory.routes.iter().map(|r| r.nexthop).collect();
+    let mut stale = Vec::new();
+    let mut why = Vec::new();
+    for r in routes {
+        if !r.destination.parse::<Cidr>().is_ok_and(|c| pod.covers(&c)) {
+            continue;
+        }
+        let holder = desired.and_then(|d| d.get(&r.destination));
+        let ours = live.contains_key(&r.nexthop)
+            || p.memory.routes.contains(r)
+            || recorded_hops.contains(&r.nexthop);
+        let verdict = match holder {
+            Some((address, _)) if *address == r.nexthop => None,
+            Some((_, owner)) => Some(format!("that pod network belongs to {owner} now")),
+            None if !ours => None,
+            None if !live.contains_key(&r.nexthop) => {
+                Some("no live machine has that address".into())
+            }
+            None if desired.is_some() => Some("no node owns that pod network".into()),
+            None => None,
+        };
+        if let Some(v) = verdict {
+            why.push(format!("{} via {}: {v}", r.destination, r.nexthop));
+            stale.push(r.clone());
+        }
+    }
+    (stale, why)
 }

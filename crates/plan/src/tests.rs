@@ -10,6 +10,7 @@ mod infra;
 mod nodes;
 mod opennebula;
 mod rollout;
+mod routes;
 mod userdata;
 
 use std::net::{IpAddr, Ipv4Addr};
@@ -252,6 +253,17 @@ impl World {
             },
             shared: &crate::Shared::default(),
         })
+    }
+
+    /// Plans, and when a deletion saw nothing left and asks for a second list to
+    /// confirm it, plans again from that memory (the second list shows the same).
+    fn plan_confirmed(&mut self) -> Plan {
+        let p = self.plan();
+        if p.deleted || p.memory.deletion_proof.empty_since.is_none() {
+            return p;
+        }
+        self.memory = p.memory;
+        self.plan()
     }
 
     /// Adds machine number `n` (older for smaller `n`): record, ACTIVE server, and the

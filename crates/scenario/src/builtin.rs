@@ -52,6 +52,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../../scenarios/f8-route-limit.yaml"),
     ),
     (
+        "scenarios/f8-router-takes-more.yaml",
+        include_str!("../../../scenarios/f8-router-takes-more.yaml"),
+    ),
+    (
         "scenarios/f10-empty-node-list.yaml",
         include_str!("../../../scenarios/f10-empty-node-list.yaml"),
     ),

@@ -6,7 +6,9 @@ use flightdeck_cloud::Provider;
 use flightdeck_cloud::Timestamp;
 use flightdeck_engine::Engine;
 use flightdeck_sim::World;
-use flightdeck_spec::scenario::{ConditionExpectation, FinalExpectation, FinalState};
+use flightdeck_spec::scenario::{
+    ConditionExpectation, CountExpectation, FinalExpectation, FinalState,
+};
 
 use crate::invariants::{ClusterTrack, leaks};
 use crate::report::ExpectationResult;
@@ -87,13 +89,11 @@ pub(crate) fn final_expectations<P: Provider>(
                         false,
                         format!("still there, phase {}", c.status.phase.as_str()),
                     ),
-                    None => {
-                        let uid = tracks.get(&name).map(|t| t.uid.clone()).unwrap_or_default();
-                        match leaks(world, &uid) {
-                            Some(left) => (false, format!("deleted, but {left} remain")),
-                            None => (true, "deleted; nothing it owned remains".into()),
-                        }
-                    }
+                    None => match tracks.get(&name).map(|t| leaks(world, t)) {
+                        Some(Some(left)) => (false, format!("deleted, but {left} remain")),
+                        Some(None) => (true, "deleted; nothing it owned remains".into()),
+                        None => (false, "never tracked".into()),
+                    },
                 },
                 FinalState::Ready => match engine.cluster(&name) {
                     None => (false, "not there".into()),
@@ -134,4 +134,80 @@ pub(crate) fn final_expectations<P: Provider>(
             }
         })
         .collect()
+}
+
+/// The mutations the cloud accepted, counted by operation and by the cluster named in
+/// the target's tags, as the runner reads them from the simulator's log.
+#[derive(Default)]
+pub(crate) struct MutationCounts(BTreeMap<(String, String), u64>);
+
+impl MutationCounts {
+    pub(crate) fn add(&mut self, batch: &[flightdeck_sim::Mutation]) {
+        for m in batch.iter().filter(|m| m.ok) {
+            let cluster = m
+                .target_tags
+                .iter()
+                .find_map(|t| t.strip_prefix(flightdeck_cloud::ownership::TAG_CLUSTER))
+                .unwrap_or_default();
+            *self
+                .0
+                .entry((m.operation.clone(), cluster.to_string()))
+                .or_default() += 1;
+        }
+    }
+
+    fn count(&self, operation: &str, cluster: Option<&str>) -> u64 {
+        self.0
+            .iter()
+            .filter(|((op, c), _)| op == operation && cluster.is_none_or(|x| x == c))
+            .map(|(_, n)| n)
+            .sum()
+    }
+}
+
+/// Judges the counted expectations: events by reason from the timeline, mutations by
+/// operation from the simulator's log.
+pub(crate) fn count_expectations(
+    events: &[CountExpectation],
+    mutations: &[CountExpectation],
+    timeline: &[flightdeck_engine::TimelineEntry],
+    counts: &MutationCounts,
+) -> Vec<ExpectationResult> {
+    let judge = |kind: &str, c: &CountExpectation, n: u64| {
+        let within = n >= c.min && c.max.is_none_or(|max| n <= max);
+        let bounds = match c.max {
+            Some(max) if max == c.min => format!("exactly {max}"),
+            Some(max) => format!("{}..={max}", c.min),
+            None => format!("at least {}", c.min),
+        };
+        ExpectationResult {
+            expectation: format!(
+                "{kind} {}{} seen {bounds} time(s)",
+                c.what,
+                c.cluster
+                    .as_ref()
+                    .map(|x| format!(" of {x}"))
+                    .unwrap_or_default()
+            ),
+            met: within,
+            at_seconds: None,
+            detail: format!("seen {n} time(s)"),
+        }
+    };
+    let mut out: Vec<ExpectationResult> = events
+        .iter()
+        .map(|c| {
+            let n = timeline
+                .iter()
+                .filter(|e| e.reason == c.what)
+                .filter(|e| c.cluster.as_ref().is_none_or(|x| e.source == x.as_str()))
+                .count() as u64;
+            judge("event", c, n)
+        })
+        .collect();
+    out.extend(mutations.iter().map(|c| {
+        let n = counts.count(&c.what, c.cluster.as_ref().map(|x| x.as_str()));
+        judge("mutation", c, n)
+    }));
+    out
 }

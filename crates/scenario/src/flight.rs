@@ -29,6 +29,8 @@ pub struct FlightChecks {
     rule_missing_since: BTreeMap<String, Timestamp>,
     route_stale_since: BTreeMap<String, Timestamp>,
     reported: BTreeSet<(Invariant, String)>,
+    /// Every address a server of each cluster UID has had, as the world showed it.
+    addresses: BTreeMap<String, BTreeSet<std::net::IpAddr>>,
 }
 
 impl FlightChecks {
@@ -139,10 +141,19 @@ impl FlightChecks {
                 && inv.enabled(Invariant::RoutesConsistent)
                 && spec.flight.repairs.routes
             {
-                let stale = if self.blind_at(name, now).is_some() {
+                let blind = self.blind_at(name, now).is_some();
+                let had = self.addresses.entry(track.uid.clone()).or_default();
+                had.extend(
+                    world
+                        .servers
+                        .iter()
+                        .filter(|s| owned(&s.tags, &track.uid))
+                        .filter_map(|s| s.address),
+                );
+                let stale = if blind {
                     None
                 } else {
-                    stale_routes(world, &track.uid, pod, router.as_str())
+                    stale_routes(world, &track.uid, pod, router.as_str(), had)
                 };
                 let v = self.episode(Invariant::RoutesConsistent, name, now, stale, bound, |s| {
                     format!("cluster {name}: stale route(s) {s} on router {router} for longer than {bound}")
@@ -206,7 +217,18 @@ fn rules_missing(world: &World, uid: &str, pod: Cidr) -> Option<String> {
     (!missing.is_empty()).then(|| missing.join(", "))
 }
 
-fn stale_routes(world: &World, uid: &str, pod: Cidr, router: &str) -> Option<String> {
+/// The cluster's stale routes on `router`: a route to a pod network a live node of the
+/// cluster holds, via anything but that node's server; or a route in the cluster's pod
+/// network via an address one of its servers had, which no live server of it has now.
+/// (A route in the pod network via an address the cluster never had is not its own:
+/// another cluster's, or an operator's, and harmless until it hijacks a held network.)
+fn stale_routes(
+    world: &World,
+    uid: &str,
+    pod: Cidr,
+    router: &str,
+    had: &BTreeSet<std::net::IpAddr>,
+) -> Option<String> {
     let router = world
         .routers
         .iter()
@@ -227,11 +249,14 @@ fn stale_routes(world: &World, uid: &str, pod: Cidr, router: &str) -> Option<Str
         .routes
         .iter()
         .filter(|r| r.destination.parse::<Cidr>().is_ok_and(|d| pod.covers(&d)))
-        .filter(|r| match live.get(&r.nexthop) {
-            None => true,
-            Some(server) => owners
-                .get(r.destination.as_str())
-                .is_some_and(|owner| owner != server),
+        .filter(|r| {
+            let holder = owners.get(r.destination.as_str());
+            match (live.get(&r.nexthop), holder) {
+                (Some(server), Some(owner)) => owner != server,
+                (None, Some(_)) => true,
+                (None, None) => had.contains(&r.nexthop),
+                (Some(_), None) => false,
+            }
         })
         .map(|r| format!("{} via {}", r.destination, r.nexthop))
         .collect();

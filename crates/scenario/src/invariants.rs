@@ -25,6 +25,24 @@ pub struct ClusterTrack {
     pub external_endpoint: bool,
     /// KubeVirt: how long a guest drain may take (F9).
     pub drain_timeout: Option<flightdeck_spec::Duration>,
+    /// The cluster's pod network (the routes to it are the cluster's, via its servers).
+    pub pod_cidr: flightdeck_spec::Cidr,
+    /// Every address a server of the cluster has had, as the world showed it.
+    pub addresses: std::collections::BTreeSet<std::net::IpAddr>,
+}
+
+impl ClusterTrack {
+    /// Notes the addresses the cluster's servers have in `world`.
+    pub fn note_addresses(&mut self, world: &World) {
+        let uid = self.uid.clone();
+        self.addresses.extend(
+            world
+                .servers
+                .iter()
+                .filter(|s| owned_by(&s.tags, &uid))
+                .filter_map(|s| s.address),
+        );
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -300,7 +318,7 @@ impl Invariants {
         }
         if self.enabled.contains(&Invariant::NoLeaks) {
             for c in clusters.values().filter(|c| c.deleted_at.is_some()) {
-                let v = leaks(world, &c.uid)
+                let v = leaks(world, c)
                     .map(|left| format!("cluster {} was deleted but {left} remain", c.name));
                 self.record(Invariant::NoLeaks, now, v);
             }
@@ -575,13 +593,28 @@ fn api_endpoint_serving(world: &World, c: &ClusterTrack) -> Option<String> {
 }
 
 /// What of the cluster `uid` still exists, if anything.
-pub fn leaks(world: &World, uid: &str) -> Option<String> {
+pub fn leaks(world: &World, track: &ClusterTrack) -> Option<String> {
+    let uid = track.uid.as_str();
     let mut left = Vec::new();
     let mut count = |what: &str, n: usize| {
         if n > 0 {
             left.push(format!("{n} {what}"));
         }
     };
+    count(
+        "route(s) to its pod network via its servers",
+        world
+            .routers
+            .iter()
+            .flat_map(|r| &r.routes)
+            .filter(|r| {
+                track.addresses.contains(&r.nexthop)
+                    && r.destination
+                        .parse::<flightdeck_spec::Cidr>()
+                        .is_ok_and(|d| track.pod_cidr.covers(&d))
+            })
+            .count(),
+    );
     count(
         "server(s)",
         world

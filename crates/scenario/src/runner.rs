@@ -15,7 +15,7 @@ use flightdeck_spec::{Cluster, Duration, FaultKind, Invariant};
 use flightdeck_store::{MemoryDisk, Store, StoreError};
 
 use crate::engine_faults::{EngineFaultProfile, Fired, InjectedEngineFaults, STORE_RESTART};
-use crate::expect::{ConditionWatch, final_expectations};
+use crate::expect::{ConditionWatch, MutationCounts, count_expectations, final_expectations};
 use crate::flight::{BlindWindow, FlightChecks};
 use crate::invariants::{CallBudget, ClusterTrack, Invariants};
 use crate::load::LoadedScenario;
@@ -135,6 +135,7 @@ struct Driver<'a, P: Provider> {
     specs: BTreeMap<String, Cluster>,
     invariants: Invariants,
     watches: Vec<ConditionWatch>,
+    mutation_counts: MutationCounts,
     workload_failures: Vec<String>,
     steps: u64,
     converged_at: Option<Timestamp>,
@@ -281,6 +282,7 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
             specs: BTreeMap::new(),
             invariants: Invariants::new(&enabled, start, options.call_budget.clone()),
             watches,
+            mutation_counts: MutationCounts::default(),
             workload_failures: Vec::new(),
             steps: 0,
             converged_at: None,
@@ -327,7 +329,11 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
             let now = self.clock.now();
             self.track_clusters(now);
             let world = self.cloud.snapshot();
+            for t in self.tracks.values_mut() {
+                t.note_addresses(&world);
+            }
             let fresh = self.cloud.mutations_since(self.invariants.mutations_seen());
+            self.mutation_counts.add(&fresh.0);
             self.invariants.check(&world, fresh, &self.tracks);
             self.flight.check(
                 &mut self.invariants,
@@ -553,6 +559,8 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
                         .kubevirt
                         .as_ref()
                         .map(|k| k.drain_timeout),
+                    pod_cidr: c.spec.spec.network.pod_cidr,
+                    addresses: Default::default(),
                 });
             t.ready_since = c.memory.ready_since;
             t.deletion_requested |= c.memory.deletion_requested.is_some();
@@ -633,6 +641,13 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
             &self.tracks,
             &self.cloud.snapshot(),
             now.since(start).as_secs_f64(),
+        ));
+        let expect = &self.loaded.scenario.spec.expect;
+        expectations.extend(count_expectations(
+            &expect.events,
+            &expect.mutations,
+            &self.timeline,
+            &self.mutation_counts,
         ));
         for failure in std::mem::take(&mut self.workload_failures) {
             expectations.push(ExpectationResult {

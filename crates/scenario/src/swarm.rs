@@ -247,6 +247,8 @@ spec:
                 invariants: Some(Invariant::ALL.to_vec()),
                 conditions: Vec::new(),
                 final_state: Vec::new(),
+                events: Vec::new(),
+                mutations: Vec::new(),
             },
         },
     };

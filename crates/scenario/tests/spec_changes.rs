@@ -62,3 +62,25 @@ fn fields_the_cloud_objects_are_built_from_are_refused_by_name_once_the_cluster_
     e.apply(upgraded)
         .expect("version and replica changes are accepted");
 }
+
+#[test]
+fn f7_a_cluster_whose_pod_cidr_overlaps_another_on_the_same_router_is_refused_naming_both() {
+    let mut e = engine();
+    e.apply(example()).expect("demo");
+    let mut twin = example();
+    twin.metadata.name = flightdeck_spec::Name::new("twin").expect("name");
+    twin.spec.network.pod_cidr = "10.244.128.0/17".parse().expect("cidr");
+    match e.apply(twin.clone()) {
+        Err(EngineError::RoutesCollide(why)) => {
+            assert!(
+                why.contains("\"twin\"") && why.contains("\"demo\""),
+                "{why}"
+            );
+            assert!(why.contains("demo-router"), "{why}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    // Its own pod network, or another router, is fine.
+    twin.spec.network.pod_cidr = "10.245.0.0/16".parse().expect("cidr");
+    e.apply(twin).expect("a pod CIDR of its own");
+}

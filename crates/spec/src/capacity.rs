@@ -110,6 +110,29 @@ pub fn check_file(clusters: &[(usize, &Cluster)]) -> Result<(), (usize, String, 
     Ok(())
 }
 
+/// Why `c` and `other` cannot live side by side: their pod CIDRs overlap and both
+/// route pods on the same router (of the same cloud entry), so each would take the
+/// other's routes for its own.
+pub fn routes_collide(c: &Cluster, other: &Cluster) -> Option<String> {
+    let (a, b) = (c.spec.network.pod_cidr, other.spec.network.pod_cidr);
+    let cloud = |x: &Cluster| {
+        x.spec
+            .provider
+            .openstack
+            .as_ref()
+            .map(|o| o.cloud.to_string())
+    };
+    let shared = router(c).is_some() && router(c) == router(other) && cloud(c) == cloud(other);
+    (shared && (a.covers(&b) || b.covers(&a))).then(|| {
+        format!(
+            "cluster {:?}: pod CIDR {a} overlaps {b} of cluster {:?}, and both route pods on router {:?}",
+            c.name().as_str(),
+            other.name().as_str(),
+            router(c).unwrap_or_default()
+        )
+    })
+}
+
 fn router(c: &Cluster) -> Option<&str> {
     c.spec
         .provider

@@ -366,6 +366,30 @@ pub struct Expectations {
     /// Where each named cluster must be when the scenario ends.
     #[serde(default, rename = "final")]
     pub final_state: Vec<FinalExpectation>,
+    /// Events counted over the whole run, by reason: one that must never happen
+    /// (`max: 0`), or happens between `min` and `max` times.
+    #[serde(default)]
+    pub events: Vec<CountExpectation>,
+    /// Mutating calls counted from the simulator's log, by operation (as the log names
+    /// it, e.g. `DELETE /servers/{server_id}`), of the objects tagged with `cluster`.
+    #[serde(default)]
+    pub mutations: Vec<CountExpectation>,
+}
+
+/// Something counted over a run: between `min` and `max` times (either may be absent).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CountExpectation {
+    /// An event's reason, or a mutation's operation.
+    #[serde(alias = "reason", alias = "operation")]
+    pub what: String,
+    /// Only this cluster's (its events; mutations of objects tagged with its name).
+    #[serde(default)]
+    pub cluster: Option<Name>,
+    #[serde(default)]
+    pub min: u64,
+    #[serde(default)]
+    pub max: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -46,7 +46,7 @@ fn a_deletion_that_sees_none_of_the_recorded_objects_stops_instead_of_forgetting
 
     // An operator checked: the objects are gone.
     w.memory.deletion_proof.forget = true;
-    let p = w.plan();
+    let p = w.plan_confirmed();
     assert!(p.deleted);
     assert!(p.events.iter().any(|e| e.reason == "ClusterDeleted"));
 }
@@ -66,7 +66,7 @@ fn a_deletion_that_saw_some_recorded_objects_ends_when_the_rest_vanished_outside
         nodes,
         ..Observed::default()
     };
-    let p = w.plan();
+    let p = w.plan_confirmed();
     assert!(p.deleted, "{:#?}", p.conditions);
 }
 
@@ -200,7 +200,7 @@ fn deletion_is_done_only_when_nothing_is_observed() {
         };
         deleting(&mut w);
         setup(&mut w);
-        let p = w.plan();
+        let p = w.plan_confirmed();
         let done = left == "nothing";
         assert_eq!(p.deleted, done, "{left} left: {:#?}", p.actions);
         if done {

@@ -142,6 +142,11 @@ impl World {
     fn deleting(&mut self) {
         self.memory.deletion_requested = Some(T0);
     }
+
+    /// An earlier list of this deletion already showed nothing left.
+    fn emptied_before(&mut self) {
+        self.memory.deletion_proof.empty_since = Some(flightdeck_cloud::Timestamp(T0.0 - 10_000));
+    }
 }
 
 fn kinds(p: &Plan) -> Vec<&'static str> {
@@ -236,6 +241,7 @@ fn a_template_registered_outside_flightdeck_is_used_but_never_owned() {
     w.listed("42", None);
     w.holds("42", false);
     w.deleting();
+    w.emptied_before();
     let p = w.plan();
     assert!(!kinds(&p).contains(&"DeleteTemplate"), "{:?}", kinds(&p));
     assert!(p.memory.one.templates.is_empty());
@@ -364,6 +370,7 @@ fn a_shared_template_is_left_to_the_clusters_that_still_hold_it() {
     w.held_by_other("template/42", true);
     w.held_by_other("image/7", true);
     w.deleting();
+    w.emptied_before();
     let p = w.plan();
     assert!(
         !kinds(&p).iter().any(|k| k.starts_with("Delete")),
