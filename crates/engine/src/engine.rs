@@ -260,6 +260,10 @@ impl<P: Provider> Engine<P> {
         let c = self.cluster_mut(name)?;
         let stopped: Vec<String> = c.memory.churn.tripped.keys().cloned().collect();
         c.memory.churn = Default::default();
+        // The slots' histories go too, or a stopped slot would stop again at once.
+        for r in c.memory.machines.values_mut() {
+            r.lineage.clear();
+        }
         let message = if stopped.is_empty() {
             "resumed; nothing was stopped".into()
         } else {

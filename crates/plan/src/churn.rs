@@ -4,9 +4,15 @@
 //! or an operator resumes the cluster.
 //!
 //! Objects are named for what they are to a person: `security group`, `load balancer`,
-//! `pool workers` (a pool's machines replaced by remediation), `control plane`.
+//! and a machine *slot*: a machine and the replacements that took its place (a set
+//! repaired machine by machine is no loop; one slot re-created again and again is).
+//! Before a slot is re-created again, it waits a capped exponential backoff (F6): a
+//! cloud that fails every boot for a while is not fed replacements at full speed.
 
 use crate::Planner;
+use flightdeck_cloud::Timestamp;
+use flightdeck_spec::Duration;
+
 use crate::condition::{Condition, PlanEvent, kind};
 
 /// Whether the breaker for `object` is open (its reconcile stopped).
@@ -37,12 +43,8 @@ pub(crate) fn note_recreation(p: &mut Planner<'_>, object: &str) -> bool {
             times.len(),
             p.spec.name()
         );
-        p.memory
-            .churn
-            .tripped
-            .insert(object.to_string(), why.clone());
-        p.events
-            .push(PlanEvent::warning("ReconcileLoopDetected", why));
+        // The ReconcileLoopDetected condition says so (and its event, once).
+        p.memory.churn.tripped.insert(object.to_string(), why);
         return false;
     }
     times.push(now);
@@ -59,6 +61,107 @@ pub(crate) fn reset(p: &mut Planner<'_>) {
         ));
     }
     p.memory.churn = Default::default();
+    for r in p.memory.machines.values_mut() {
+        r.lineage.clear();
+    }
+}
+
+/// The first wait before a slot is re-created again; it doubles with every re-creation
+/// in the window, up to [`SLOT_BACKOFF_MAX`].
+pub const SLOT_BACKOFF: Duration = Duration::from_secs(30);
+pub const SLOT_BACKOFF_MAX: Duration = Duration::from_mins(10);
+
+/// Whether the slot of condemned machine `name` may be re-created now.
+pub(crate) enum Slot {
+    Go,
+    /// Not before this much time: the slot was re-created lately.
+    Wait(Duration, usize),
+    /// The breaker is open for this slot.
+    Stopped,
+}
+
+/// The slot's re-creations within the churn window, oldest first.
+fn recent(p: &Planner<'_>, name: &str) -> Vec<Timestamp> {
+    let window = p.spec.spec.flight.churn_window;
+    let now = p.now;
+    p.memory
+        .machines
+        .get(name)
+        .map(|r| {
+            r.lineage
+                .iter()
+                .copied()
+                .filter(|t| now.since(*t) < window)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn slot_object(label: &str, name: &str) -> String {
+    format!("the slot of {name} in {label}")
+}
+
+/// Decides whether condemned machine `name` of set `label` may be replaced now: its
+/// slot's breaker, then its backoff.
+pub(crate) fn slot(p: &mut Planner<'_>, label: &str, name: &str) -> Slot {
+    let object = slot_object(label, name);
+    if tripped(p, &object) {
+        return Slot::Stopped;
+    }
+    let times = recent(p, name);
+    let limit = p.spec.spec.flight.churn_limit as usize;
+    if times.len() >= limit {
+        let why = format!(
+            "{object} was re-created {} times within {} without a spec change (each replacement failed again); it is not replaced again \
+             until the spec changes or `flightdeck resume {}`",
+            times.len(),
+            p.spec.spec.flight.churn_window,
+            p.spec.name()
+        );
+        p.memory.churn.tripped.insert(object, why);
+        return Slot::Stopped;
+    }
+    if let Some(last) = times.last() {
+        let n = u32::try_from(times.len()).unwrap_or(u32::MAX);
+        let wait_ms = SLOT_BACKOFF
+            .as_millis()
+            .saturating_mul(1u64 << (n - 1).min(20))
+            .min(SLOT_BACKOFF_MAX.as_millis());
+        let since = p.now.since(*last).as_millis();
+        if since < wait_ms {
+            return Slot::Wait(Duration::from_millis(wait_ms - since), times.len());
+        }
+    }
+    Slot::Go
+}
+
+/// Records that condemned machine `name` of set `label` is being replaced: its slot's
+/// lineage, with now, goes to the next machine the set creates.
+pub(crate) fn hand_down(p: &mut Planner<'_>, label: &str, name: &str) {
+    let mut times = recent(p, name);
+    times.push(p.now);
+    p.memory
+        .churn
+        .heirs
+        .entry(label.to_string())
+        .or_default()
+        .push(times);
+}
+
+/// The lineage a new machine of set `label` takes over, if it replaces one.
+pub(crate) fn take_heir(p: &mut Planner<'_>, label: String) -> Vec<Timestamp> {
+    let Some(queue) = p.memory.churn.heirs.get_mut(&label) else {
+        return Vec::new();
+    };
+    let lineage = if queue.is_empty() {
+        Vec::new()
+    } else {
+        queue.remove(0)
+    };
+    if queue.is_empty() {
+        p.memory.churn.heirs.remove(&label);
+    }
+    lineage
 }
 
 /// The condition that names every stopped object.

@@ -78,6 +78,11 @@ pub struct MachineRecord {
     #[serde(default)]
     pub remediation: Option<Remediation>,
     pub removal: Option<Removal>,
+    /// When each machine before this one in its slot was condemned and replaced (F6,
+    /// F11): a slot re-created again and again is a loop, a set repaired machine by
+    /// machine is not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lineage: Vec<Timestamp>,
 }
 
 /// Why and since when flight control replaces a machine.
@@ -98,6 +103,10 @@ pub struct ChurnLedger {
     pub recreated: BTreeMap<String, Vec<Timestamp>>,
     /// Objects whose reconcile is stopped, with the reason.
     pub tripped: BTreeMap<String, String>,
+    /// Per set: the lineages of condemned machines, handed to the next machines the set
+    /// creates (their replacements), oldest first.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub heirs: BTreeMap<String, Vec<Vec<Timestamp>>>,
 }
 
 /// IDs of the cluster-wide objects flightdeck created.

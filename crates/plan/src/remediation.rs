@@ -170,10 +170,6 @@ pub(crate) fn plan_set_remediation(
         }
         return;
     }
-    let object = format!("{label} machines");
-    if churn::tripped(p, &object) {
-        return;
-    }
     if let Some(why) = blind {
         let paused: Vec<&str> = candidates
             .iter()
@@ -218,11 +214,24 @@ pub(crate) fn plan_set_remediation(
             });
             continue;
         }
-        if !churn::note_recreation(p, &object) {
-            break;
+        match churn::slot(p, label, &c.name) {
+            churn::Slot::Go => {
+                churn::hand_down(p, label, &c.name);
+                start(p, c, false);
+                left -= 1;
+            }
+            churn::Slot::Wait(wait, n) => {
+                p.status.repairs.push(RepairStatus {
+                    machine: c.name.clone(),
+                    reason: c.reason.clone(),
+                    state: format!(
+                        "waiting {wait}: its slot was re-created {n} time(s) lately (backoff)"
+                    ),
+                });
+                p.wait(wait);
+            }
+            churn::Slot::Stopped => {}
         }
-        start(p, c, false);
-        left -= 1;
     }
     churn::report(p);
 }

@@ -73,7 +73,7 @@ pub(crate) fn plan_machines(p: &mut Planner<'_>, infra: &Infra) {
     let blind = remediation::blind_observer(p, &all);
     remediation::plan_set_remediation(
         p,
-        "control-plane",
+        MachineRole::ControlPlane.label(),
         cp_spec.replicas,
         &cp_views,
         blind.as_deref(),
@@ -511,6 +511,8 @@ fn new_machine(p: &mut Planner<'_>, set: &SetSpec, why: String, infra: &Infra) {
         node_unready_since: None,
         remediation: None,
         removal: None,
+        // A replacement takes over the slot of the machine it replaces (F11).
+        lineage: crate::churn::take_heir(p, set.role.label().to_string()),
     };
     p.memory.machines.insert(name, record.clone());
     // The security group or template may not exist yet; then the create waits in the

@@ -3,6 +3,7 @@
 //! `infra` (security group, load balancer, ownership), `rollout` (F2 member gate,
 //! memberTimeout, removal order, scaling), `deletion` (F12).
 
+mod churn;
 mod deletion;
 mod drain;
 mod hazards;
@@ -339,6 +340,7 @@ impl World {
             node_unready_since: None,
             remediation: None,
             removal: None,
+            lineage: Vec::new(),
         };
         self.memory.machines.insert(name.clone(), record);
         name

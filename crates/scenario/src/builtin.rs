@@ -52,6 +52,14 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../../scenarios/f8-route-limit.yaml"),
     ),
     (
+        "scenarios/f11-pool-repairs-not-a-loop.yaml",
+        include_str!("../../../scenarios/f11-pool-repairs-not-a-loop.yaml"),
+    ),
+    (
+        "scenarios/f6-boot-failures-backoff.yaml",
+        include_str!("../../../scenarios/f6-boot-failures-backoff.yaml"),
+    ),
+    (
         "scenarios/f8-router-takes-more.yaml",
         include_str!("../../../scenarios/f8-router-takes-more.yaml"),
     ),

@@ -99,6 +99,7 @@ impl World {
                     node_unready_since: None,
                     remediation: None,
                     removal: None,
+                    lineage: Vec::new(),
                 },
             );
             observed.servers.push(Server {

@@ -1,0 +1,96 @@
+//! F6 and F11: replacements of failed machines. A set repaired machine by machine is
+//! no loop; one slot re-created again and again is, and it is re-created at a falling
+//! pace before the breaker stops it.
+
+use super::*;
+
+/// The cluster with 10 workers, of which workers-5 .. workers-13 report ERROR.
+fn nine_of_ten_failed() -> World {
+    let mut w = World::cluster(spec(V1, 10), V1, 10);
+    for s in w.observed.servers.iter_mut().filter(|s| {
+        s.name
+            .strip_prefix("demo-workers-")
+            .and_then(|n| n.parse::<u32>().ok())
+            .is_some_and(|n| n >= 5)
+    }) {
+        s.status = ServerStatus::Error;
+    }
+    w
+}
+
+fn remediating(p: &Plan) -> Vec<String> {
+    p.memory
+        .machines
+        .values()
+        .filter(|r| r.remediation.is_some())
+        .map(|r| r.name.clone())
+        .collect()
+}
+
+#[test]
+fn f11_a_pool_repaired_machine_by_machine_is_not_a_loop() {
+    let w = nine_of_ten_failed();
+    let p = w.plan();
+    // maxUnhealthy 40% of 10: four at once, each the first re-creation of its slot.
+    assert_eq!(remediating(&p).len(), 4, "{:#?}", p.status.repairs);
+    assert!(condition(&p, "ReconcileLoopDetected").is_none());
+    assert!(p.events.iter().all(|e| e.reason != "ReconcileLoopDetected"));
+    // Each replacement takes over its slot: the ones made in this pass already, the
+    // others when they are made.
+    let heirs = p.memory.churn.heirs.get("workers").map_or(0, Vec::len);
+    let made = p
+        .memory
+        .machines
+        .values()
+        .filter(|r| r.lineage.len() == 1)
+        .count();
+    assert_eq!(heirs + made, 4, "{heirs} waiting, {made} made");
+}
+
+#[test]
+fn f11_one_slot_re_created_churn_limit_times_is_stopped_and_named() {
+    let mut w = nine_of_ten_failed();
+    let t = |mins: u64| Timestamp(T0.0 - mins * 60_000);
+    w.record("demo-workers-5").lineage = vec![t(20), t(12), t(5)];
+    let p = w.plan();
+    let stopped = condition(&p, "ReconcileLoopDetected").expect("the slot is stopped");
+    assert!(
+        stopped.message.contains("slot of demo-workers-5"),
+        "{}",
+        stopped.message
+    );
+    assert!(stopped.message.contains("3 times"), "{}", stopped.message);
+    let r = remediating(&p);
+    assert!(!r.contains(&"demo-workers-5".to_string()), "{r:?}");
+    assert_eq!(r.len(), 4, "the other slots are still repaired: {r:?}");
+}
+
+#[test]
+fn f6_a_slot_re_created_lately_waits_a_growing_backoff() {
+    let mut w = nine_of_ten_failed();
+    // workers-5 replaced a machine 10 s ago: the next replacement waits 30 s.
+    w.record("demo-workers-5").lineage = vec![Timestamp(T0.0 - 10_000)];
+    // workers-6 was the third in its slot, 50 s ago: it waits 2 minutes.
+    w.record("demo-workers-6").lineage = vec![Timestamp(T0.0 - 200_000), Timestamp(T0.0 - 50_000)];
+    let p = w.plan();
+    let r = remediating(&p);
+    assert!(!r.contains(&"demo-workers-5".to_string()), "{r:?}");
+    assert!(!r.contains(&"demo-workers-6".to_string()), "{r:?}");
+    let waiting: Vec<&str> = p
+        .status
+        .repairs
+        .iter()
+        .filter(|x| x.state.contains("backoff"))
+        .map(|x| x.machine.as_str())
+        .collect();
+    assert_eq!(waiting, ["demo-workers-5", "demo-workers-6"]);
+    let requeue = p.requeue_after.expect("looks again").as_millis();
+    assert!(
+        requeue <= 20_000,
+        "looks again when the first backoff ends: {requeue}"
+    );
+    // Once the backoff is over, the slot is replaced.
+    w.now = Timestamp(T0.0 + 25_000);
+    let p = w.plan();
+    assert!(remediating(&p).contains(&"demo-workers-5".to_string()));
+}
