@@ -233,14 +233,18 @@ fn owner_of(name: &str, memory: &Memory) -> Ownership {
     }
 }
 
-/// A reconcile that could not look at the cloud: its events are kept, nothing else.
+/// A reconcile that could not look at the cloud: its events are kept, and when the
+/// blindness began.
 fn observe_failed<P>(
     ctx: &Ctx<'_, P>,
     name: String,
-    memory: Memory,
+    mut memory: Memory,
     mut events: Vec<Event>,
     e: flightdeck_cloud::CloudError,
 ) -> Result<Outcome, EngineError> {
+    // The time until a list succeeds again is no machine's (see the planner's
+    // `forgive_unobserved_time`); it is kept with the memory of the next write-ahead.
+    memory.unobserved_since.get_or_insert(ctx.clock.now());
     events.push(Event {
         at: ctx.clock.now(),
         cluster: name.clone(),

@@ -82,6 +82,7 @@ pub(crate) fn adopt_orphans(p: &mut Planner<'_>) {
                 node_unready_since: None,
                 remediation: None,
                 removal: None,
+                running_since: None,
                 lineage: Vec::new(),
             },
         );

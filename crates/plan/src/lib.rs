@@ -94,6 +94,7 @@ pub struct Plan {
 /// Plans one reconcile of one cluster.
 pub fn plan(input: PlanInput<'_>) -> Plan {
     let mut p = Planner::new(&input);
+    machines::forgive_unobserved_time(&mut p);
     if p.memory.deletion_requested.is_some() {
         deletion::plan_deletion(&mut p);
     } else {

@@ -130,3 +130,34 @@ pub fn views<'a>(
         })
         .collect()
 }
+
+/// Time during which flightdeck could not observe the cluster is no machine's: every
+/// machine deadline (`nodeStartupTimeout` from the server's start, NotReady, the member's
+/// `memberTimeout`) moves on by it, and the gap is forgotten.
+pub(crate) fn forgive_unobserved_time(p: &mut crate::Planner<'_>) {
+    let Some(since) = p.memory.unobserved_since.take() else {
+        return;
+    };
+    let gap = p.now.since(since).as_millis();
+    if gap == 0 {
+        return;
+    }
+    let now = p.now;
+    let shift = |t: &mut Option<flightdeck_cloud::Timestamp>| {
+        if let Some(x) = t.as_mut() {
+            *x = flightdeck_cloud::Timestamp(x.0.saturating_add(gap).min(now.0));
+        }
+    };
+    for r in p.memory.machines.values_mut() {
+        shift(&mut r.running_since);
+        shift(&mut r.node_unready_since);
+        shift(&mut r.member_unready_since);
+    }
+    p.events.push(crate::condition::PlanEvent::normal(
+        "UnobservedTimeForgiven",
+        format!(
+            "the cluster could not be observed for {}; machine deadlines move on by as much",
+            flightdeck_spec::Duration::from_millis(gap)
+        ),
+    ));
+}

@@ -73,6 +73,11 @@ pub struct MachineRecord {
     /// When the machine's node was first seen NotReady (F3 counts from here).
     #[serde(default)]
     pub node_unready_since: Option<Timestamp>,
+    /// When the machine's server was first seen running: `nodeStartupTimeout` counts
+    /// from here, not from the record (a server made late, after an outage, gets its
+    /// full time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_since: Option<Timestamp>,
     /// Set when flight control decided to replace the machine (F3, F6); counts against
     /// the pool's `maxUnhealthy` budget until the machine is gone.
     #[serde(default)]
@@ -161,6 +166,10 @@ pub struct Memory {
     /// Whether the cloud was searched for objects an earlier cluster of this name left.
     #[serde(default, skip_serializing_if = "IdentityCheck::is_confirmed")]
     pub identity: IdentityCheck,
+    /// Since when flightdeck has failed to observe the cluster, while it has: that time
+    /// is no machine's, and every machine deadline moves on by it (F3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unobserved_since: Option<Timestamp>,
     /// While deleting: what deletion has seen of the recorded objects (F12).
     #[serde(default, skip_serializing_if = "DeletionProof::is_empty")]
     pub deletion_proof: DeletionProof,
@@ -307,6 +316,7 @@ impl Memory {
             one: OneHoldings::default(),
             drains: BTreeMap::new(),
             identity: IdentityCheck::Confirmed,
+            unobserved_since: None,
             deletion_proof: DeletionProof::default(),
         }
     }

@@ -84,15 +84,24 @@ pub(crate) fn plan_set_remediation(
     let flight = p.spec.spec.flight.clone();
     let timeout = flight.node_startup_timeout;
     let now = p.now;
-    // Keep each node's NotReady clock.
+    // Keep each node's NotReady clock, and each server's running clock.
     for m in machines {
         if let Some(r) = p.memory.machines.get_mut(m.name()) {
             r.node_unready_since = match m.node {
                 Some(n) if !n.ready => Some(r.node_unready_since.unwrap_or(now)),
                 _ => None,
             };
+            r.running_since = match m.server_phase() {
+                ServerPhase::Running => Some(r.running_since.unwrap_or(now)),
+                _ => None,
+            };
         }
     }
+    // nodeStartupTimeout counts from when the server runs, never from the record.
+    let started_long_ago = |r: &crate::memory::MachineRecord| {
+        r.running_since
+            .is_some_and(|since| now.since(since) >= timeout)
+    };
     // A machine that recovered before its removal began is no longer condemned: keeping
     // it under repair would hold the budget while it serves (and could block the repair
     // of a machine that is really broken).
@@ -131,14 +140,14 @@ pub(crate) fn plan_set_remediation(
             && phase == ServerPhase::Running
             && m.node.is_none()
             && *m.role() == crate::memory::MachineRole::ControlPlane
-            && now.since(record.created_at) >= timeout
+            && started_long_ago(record)
             && let Some(why) = control_plane_never_served(p, m, record, timeout)
         {
             // Evidence from Octavia or from the bootstrap itself, not from a node list.
             Some((why, false))
         } else if flight.repairs.unregistered && phase == ServerPhase::Running {
             match (m.node, p.observed.nodes.is_some()) {
-                (None, true) if now.since(record.created_at) >= timeout => {
+                (None, true) if started_long_ago(record) => {
                     Some((format!("not registered as a node after {timeout}"), true))
                 }
                 (Some(n), _) if !n.ready => record
@@ -258,8 +267,10 @@ fn control_plane_never_served(
         ));
     }
     // While bootstrapping, an API that cannot be reached is the machines' fault: there is
-    // no working control plane yet whose observer could be broken.
-    if p.observed.nodes.is_none() && p.memory.ready_since.is_none() {
+    // no working control plane yet whose observer could be broken. Unless the way to it
+    // is not there: without its member in the load balancer, no machine could be reached
+    // (an Octavia outage is not the machine's fault).
+    if p.observed.nodes.is_none() && p.memory.ready_since.is_none() && m.member.is_some() {
         return Some(format!("the cluster's API never came up within {timeout}"));
     }
     None

@@ -512,6 +512,7 @@ fn new_machine(p: &mut Planner<'_>, set: &SetSpec, why: String, infra: &Infra) {
         remediation: None,
         removal: None,
         // A replacement takes over the slot of the machine it replaces (F11).
+        running_since: None,
         lineage: crate::churn::take_heir(p, set.role.label().to_string()),
     };
     p.memory.machines.insert(name, record.clone());

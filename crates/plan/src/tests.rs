@@ -12,6 +12,7 @@ mod nodes;
 mod opennebula;
 mod rollout;
 mod routes;
+mod startup;
 mod userdata;
 
 use std::net::{IpAddr, Ipv4Addr};
@@ -340,6 +341,8 @@ impl World {
             node_unready_since: None,
             remediation: None,
             removal: None,
+            // An earlier pass saw the server run from its creation.
+            running_since: Some(created_at),
             lineage: Vec::new(),
         };
         self.memory.machines.insert(name.clone(), record);

@@ -52,6 +52,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../../scenarios/f8-route-limit.yaml"),
     ),
     (
+        "scenarios/f3-outage-at-birth.yaml",
+        include_str!("../../../scenarios/f3-outage-at-birth.yaml"),
+    ),
+    (
         "scenarios/f11-pool-repairs-not-a-loop.yaml",
         include_str!("../../../scenarios/f11-pool-repairs-not-a-loop.yaml"),
     ),

@@ -99,6 +99,7 @@ impl World {
                     node_unready_since: None,
                     remediation: None,
                     removal: None,
+                    running_since: None,
                     lineage: Vec::new(),
                 },
             );
