@@ -403,6 +403,16 @@ fn targets(p: &Plan, kind: &str) -> Vec<String> {
         .collect()
 }
 
+/// The machines the plan has under repair.
+fn under_repair(p: &Plan) -> Vec<String> {
+    p.memory
+        .machines
+        .values()
+        .filter(|r| r.remediation.is_some())
+        .map(|r| r.name.clone())
+        .collect()
+}
+
 fn count(p: &Plan, kind: &str) -> usize {
     p.actions.iter().filter(|a| a.action.kind() == kind).count()
 }

@@ -18,21 +18,12 @@ fn nine_of_ten_failed() -> World {
     w
 }
 
-fn remediating(p: &Plan) -> Vec<String> {
-    p.memory
-        .machines
-        .values()
-        .filter(|r| r.remediation.is_some())
-        .map(|r| r.name.clone())
-        .collect()
-}
-
 #[test]
 fn f11_a_pool_repaired_machine_by_machine_is_not_a_loop() {
     let w = nine_of_ten_failed();
     let p = w.plan();
     // maxUnhealthy 40% of 10: four at once, each the first re-creation of its slot.
-    assert_eq!(remediating(&p).len(), 4, "{:#?}", p.status.repairs);
+    assert_eq!(under_repair(&p).len(), 4, "{:#?}", p.status.repairs);
     assert!(condition(&p, "ReconcileLoopDetected").is_none());
     assert!(p.events.iter().all(|e| e.reason != "ReconcileLoopDetected"));
     // Each replacement takes over its slot: the ones made in this pass already, the
@@ -60,7 +51,7 @@ fn f11_one_slot_re_created_churn_limit_times_is_stopped_and_named() {
         stopped.message
     );
     assert!(stopped.message.contains("3 times"), "{}", stopped.message);
-    let r = remediating(&p);
+    let r = under_repair(&p);
     assert!(!r.contains(&"demo-workers-5".to_string()), "{r:?}");
     assert_eq!(r.len(), 4, "the other slots are still repaired: {r:?}");
 }
@@ -73,7 +64,7 @@ fn f6_a_slot_re_created_lately_waits_a_growing_backoff() {
     // workers-6 was the third in its slot, 50 s ago: it waits 2 minutes.
     w.record("demo-workers-6").lineage = vec![Timestamp(T0.0 - 200_000), Timestamp(T0.0 - 50_000)];
     let p = w.plan();
-    let r = remediating(&p);
+    let r = under_repair(&p);
     assert!(!r.contains(&"demo-workers-5".to_string()), "{r:?}");
     assert!(!r.contains(&"demo-workers-6".to_string()), "{r:?}");
     let waiting: Vec<&str> = p
@@ -92,5 +83,5 @@ fn f6_a_slot_re_created_lately_waits_a_growing_backoff() {
     // Once the backoff is over, the slot is replaced.
     w.now = Timestamp(T0.0 + 25_000);
     let p = w.plan();
-    assert!(remediating(&p).contains(&"demo-workers-5".to_string()));
+    assert!(under_repair(&p).contains(&"demo-workers-5".to_string()));
 }

@@ -20,21 +20,12 @@ fn late_worker(running: u64) -> World {
     w
 }
 
-fn condemned(p: &Plan) -> Vec<String> {
-    p.memory
-        .machines
-        .values()
-        .filter(|r| r.remediation.is_some())
-        .map(|r| r.name.clone())
-        .collect()
-}
-
 #[test]
 fn f3_a_server_made_late_gets_its_full_startup_time() {
     let p = late_worker(2).plan();
-    assert!(condemned(&p).is_empty(), "{:#?}", p.status.repairs);
+    assert!(under_repair(&p).is_empty(), "{:#?}", p.status.repairs);
     let p = late_worker(11).plan();
-    assert_eq!(condemned(&p), ["demo-workers-4"]);
+    assert_eq!(under_repair(&p), ["demo-workers-4"]);
 }
 
 #[test]
@@ -42,7 +33,7 @@ fn f3_a_server_first_seen_running_starts_its_clock_now() {
     let mut w = late_worker(0);
     w.record("demo-workers-4").running_since = None;
     let p = w.plan();
-    assert!(condemned(&p).is_empty());
+    assert!(under_repair(&p).is_empty());
     assert_eq!(p.memory.machines["demo-workers-4"].running_since, Some(T0));
 }
 
@@ -53,7 +44,7 @@ fn f3_time_flightdeck_could_not_observe_is_no_machines() {
     w.memory.unobserved_since = Some(Timestamp(T0.0 - 10 * MIN));
     let p = w.plan();
     assert!(
-        condemned(&p).is_empty(),
+        under_repair(&p).is_empty(),
         "only 2 minutes were the machine's"
     );
     assert!(
@@ -80,5 +71,5 @@ fn f3_control_plane_machines_are_not_condemned_for_an_api_without_a_way_in() {
         r.running_since = Some(Timestamp(T0.0 - 20 * MIN));
     }
     let p = w.plan();
-    assert!(condemned(&p).is_empty(), "{:#?}", p.status.repairs);
+    assert!(under_repair(&p).is_empty(), "{:#?}", p.status.repairs);
 }
