@@ -128,6 +128,21 @@ fn drain_one(p: &mut Planner<'_>, vmi: &Vmi, timeout: Duration) -> Option<String
             nodes.iter().find(|n| n.name == infra_node).cloned()
         }
     };
+    // The control plane loses one member at a time: while another control-plane VMI
+    // evacuated earlier has not come back Ready, this one waits, even past its drain
+    // deadline. Two at once would cost etcd its quorum; a late infra drain costs less.
+    if is_control_plane(p, &machine)
+        && let Some(other) = control_plane_in_flight(p, &machine)
+    {
+        let deadline = match timeout.as_millis().checked_sub(waited.as_millis()) {
+            Some(left) if left > 0 => format!("deadline in {}", Duration::from_millis(left)),
+            _ => format!("its deadline of {timeout} has passed"),
+        };
+        p.wait(POLL_DRAIN);
+        return Some(format!(
+            "{machine}: waits until control-plane machine {other} is back before it leaves ({deadline})"
+        ));
+    }
     if waited >= timeout {
         let left = node
             .as_ref()
@@ -148,17 +163,6 @@ fn drain_one(p: &mut Planner<'_>, vmi: &Vmi, timeout: Duration) -> Option<String
     }
     let remaining = timeout.as_millis().saturating_sub(waited.as_millis());
     let deadline_in = Duration::from_millis(remaining);
-    // The control plane loses one member at a time: while another control-plane VMI
-    // evacuated earlier has not come back Ready, this one waits (its deadline still
-    // runs). Two at once would cost etcd its quorum.
-    if is_control_plane(p, &machine)
-        && let Some(other) = control_plane_in_flight(p, &machine)
-    {
-        p.wait(POLL_DRAIN.min(deadline_in));
-        return Some(format!(
-            "{machine}: waits until control-plane machine {other} is back before it leaves (deadline in {deadline_in})"
-        ));
-    }
     let Some(node) = node else {
         if p.options.drain == DrainPolicy::UpstreamByEvacuationNode {
             // Upstream: NotFound means drained.

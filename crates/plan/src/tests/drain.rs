@@ -404,3 +404,52 @@ fn f9_control_plane_vmis_leave_one_at_a_time() {
     let p = w.plan();
     assert!(kinds(&p).contains(&"DeleteVmi"), "{:?}", kinds(&p));
 }
+
+#[test]
+fn f9_at_the_deadline_control_plane_vmis_still_leave_one_at_a_time() {
+    let mut w = World::new(EvictionStrategy::External, false);
+    w.observed.vmis[0].evacuation_node = Some("infra-1".into());
+    w.node_mut("kv-cp-1").unschedulable = true;
+    w.pods("kv-cp-1", vec![pod("kube-proxy-x", true, false, "Running")]);
+    // Its drain began long ago: the deadline has passed.
+    let uid = w.observed.vmis[0].uid.clone();
+    w.memory.drains.insert(
+        "kv-cp-1".into(),
+        DrainRecord {
+            vmi_uid: uid,
+            infra_node: "infra-1".into(),
+            since: T0.minus_mins(120),
+            guest_node: Some("kv-cp-1".into()),
+            vmi_deleted: None,
+        },
+    );
+    // Another control-plane machine's VMI went a minute ago and is not back.
+    let other = "kv-cp-9";
+    let mut record = w.memory.machines["kv-cp-1"].clone();
+    record.name = other.into();
+    w.memory.machines.insert(other.into(), record);
+    w.memory.drains.insert(
+        other.into(),
+        DrainRecord {
+            vmi_uid: "old".into(),
+            infra_node: "infra-1".into(),
+            since: T0.minus_mins(2),
+            guest_node: Some(other.into()),
+            vmi_deleted: Some(T0.minus_mins(1)),
+        },
+    );
+    let p = w.plan();
+    assert!(
+        !kinds(&p).contains(&"DeleteVmi"),
+        "quorum first: {:?}",
+        kinds(&p)
+    );
+    let c = condition(&p, "Draining").expect("says why it waits");
+    assert!(c.message.contains("deadline"), "{}", c.message);
+    assert!(c.message.contains(other), "{}", c.message);
+    // Once the other is back, the deadline takes it at once.
+    w.memory.drains.remove(other);
+    let p = w.plan();
+    assert!(kinds(&p).contains(&"DeleteVmi"), "{:?}", kinds(&p));
+    assert!(p.events.iter().any(|e| e.reason == "DrainDeadlinePassed"));
+}
