@@ -201,7 +201,9 @@ async fn f11_endless_boot_failures_trip_the_churn_breaker_until_resumed() {
     );
     let loops = events(&report, "ReconcileLoopDetected");
     assert!(
-        loops.iter().any(|m| m.contains("workers machines")),
+        loops
+            .iter()
+            .any(|m| m.contains("the slot of demo-workers-") && m.contains("re-created 3 times")),
         "{loops:?}"
     );
     assert!(!events(&report, "Resumed").is_empty());
