@@ -39,11 +39,14 @@ impl ConditionWatch {
         if self.met_at.is_some() || now < self.after || now > self.within {
             return;
         }
+        // `status: false` means the condition is gone: shown False, or not shown at all.
         let holds = engine.cluster(&self.cluster).is_some_and(|c| {
-            c.status
+            let shown_true = c
+                .status
                 .conditions
                 .iter()
-                .any(|x| x.kind == self.condition && x.status == self.status)
+                .any(|x| x.kind == self.condition && x.status);
+            shown_true == self.status
         });
         if holds {
             self.met_at = Some(now);

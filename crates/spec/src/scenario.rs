@@ -398,6 +398,8 @@ pub struct ConditionExpectation {
     pub cluster: Name,
     #[serde(rename = "type")]
     pub condition: String,
+    /// `true`: the condition is seen True in the window; `false`: it is gone (False or
+    /// not shown) at some point in the window.
     #[serde(default = "yes")]
     pub status: bool,
     /// The condition must be seen no earlier than this (virtual time since start).
