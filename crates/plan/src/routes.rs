@@ -9,7 +9,7 @@
 //!
 //! A route of the cluster is stale when its next hop is no live machine, or when no node
 //! of the cluster holds its destination. A machine being removed keeps its route while
-//! its node lives. Stale routes are removed before any route is added. The router's
+//! its node lives, that is until the pass that deletes its server. Stale routes are removed before any route is added. The router's
 //! limit is the one it answered with (Neutron `max_routes`); until it has answered
 //! with one, none is assumed, and `RouteLimitReached` names a learned limit instead of a
 //! stream of failing calls.
@@ -55,9 +55,20 @@ pub(crate) fn plan_routes(p: &mut Planner<'_>, all: &[MachineView<'_>], blind: O
         return;
     }
     let pod: Cidr = p.spec.spec.network.pod_cidr;
+    // Machines whose server this pass deletes: their nodes go with them, and so do their
+    // routes, now rather than at the next pass.
+    let deleted_now: std::collections::BTreeSet<String> = p
+        .actions
+        .iter()
+        .filter_map(|a| match &a.action {
+            Action::DeleteServer { machine, .. } => Some(machine.clone()),
+            _ => None,
+        })
+        .collect();
     // Addresses of the cluster's live machines.
     let live: BTreeMap<IpAddr, &str> = all
         .iter()
+        .filter(|m| !deleted_now.contains(m.name()))
         .filter(|m| {
             matches!(
                 m.server_phase(),
@@ -71,7 +82,7 @@ pub(crate) fn plan_routes(p: &mut Planner<'_>, all: &[MachineView<'_>], blind: O
     let trusted = blind.is_none();
     let mut desired: BTreeMap<String, (IpAddr, &str)> = BTreeMap::new();
     if trusted {
-        for m in all {
+        for m in all.iter().filter(|m| !deleted_now.contains(m.name())) {
             let (Some(node), Some(server)) = (m.node, m.server) else {
                 continue;
             };

@@ -137,9 +137,11 @@ fn f7_a_machine_being_removed_keeps_its_route_while_its_node_lives() {
     let routes = w.plan().memory.routes;
     w.observed.router.as_mut().expect("router").routes = routes.iter().cloned().collect();
     w.memory.routes = routes;
-    let name = "demo-workers-5".to_string();
+    // A control-plane machine leaves member first: its server, and node, run on.
+    let name = "demo-cp-1".to_string();
     w.mark_removal(&name);
     let p = w.plan();
+    assert_eq!(count(&p, "DeleteServer"), 0, "{:#?}", p.actions);
     assert!(removed(&p).is_empty(), "{:#?}", p.actions);
     // Once its node is gone, its route goes.
     w.observed
@@ -148,6 +150,19 @@ fn f7_a_machine_being_removed_keeps_its_route_while_its_node_lives() {
         .expect("nodes")
         .retain(|n| n.name != name);
     let p = w.plan();
+    assert_eq!(removed(&p), vec![route("10.244.1.0/24", [10, 0, 0, 1])]);
+}
+
+#[test]
+fn f7_the_pass_that_deletes_a_workers_server_removes_its_route() {
+    let mut w = routed(3);
+    let routes = w.plan().memory.routes;
+    w.observed.router.as_mut().expect("router").routes = routes.iter().cloned().collect();
+    w.memory.routes = routes;
+    // A worker has no member: its server is deleted as its removal starts.
+    w.mark_removal("demo-workers-5");
+    let p = w.plan();
+    assert_eq!(targets(&p, "DeleteServer"), ["demo-workers-5"]);
     assert_eq!(removed(&p), vec![route("10.244.5.0/24", [10, 0, 0, 5])]);
 }
 
