@@ -29,8 +29,6 @@ pub struct FlightChecks {
     rule_missing_since: BTreeMap<String, Timestamp>,
     route_stale_since: BTreeMap<String, Timestamp>,
     reported: BTreeSet<(Invariant, String)>,
-    /// Every address a server of each cluster UID has had, as the world showed it.
-    addresses: BTreeMap<String, BTreeSet<std::net::IpAddr>>,
 }
 
 impl FlightChecks {
@@ -141,19 +139,11 @@ impl FlightChecks {
                 && inv.enabled(Invariant::RoutesConsistent)
                 && spec.flight.repairs.routes
             {
-                let blind = self.blind_at(name, now).is_some();
-                let had = self.addresses.entry(track.uid.clone()).or_default();
-                had.extend(
-                    world
-                        .servers
-                        .iter()
-                        .filter(|s| owned(&s.tags, &track.uid))
-                        .filter_map(|s| s.address),
-                );
-                let stale = if blind {
+                // The addresses the cluster's servers ever had: kept by its track.
+                let stale = if self.blind_at(name, now).is_some() {
                     None
                 } else {
-                    stale_routes(world, &track.uid, pod, router.as_str(), had)
+                    stale_routes(world, &track.uid, pod, router.as_str(), &track.addresses)
                 };
                 let v = self.episode(Invariant::RoutesConsistent, name, now, stale, bound, |s| {
                     format!("cluster {name}: stale route(s) {s} on router {router} for longer than {bound}")

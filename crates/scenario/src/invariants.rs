@@ -34,12 +34,12 @@ pub struct ClusterTrack {
 impl ClusterTrack {
     /// Notes the addresses the cluster's servers have in `world`.
     pub fn note_addresses(&mut self, world: &World) {
-        let uid = self.uid.clone();
+        let uid = self.uid.as_str();
         self.addresses.extend(
             world
                 .servers
                 .iter()
-                .filter(|s| owned_by(&s.tags, &uid))
+                .filter(|s| owned_by(&s.tags, uid))
                 .filter_map(|s| s.address),
         );
     }

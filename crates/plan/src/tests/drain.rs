@@ -369,15 +369,9 @@ fn f9_the_replacement_s_node_is_uncordoned_once_it_runs_and_is_ready() {
     let _: BTreeMap<String, DrainRecord> = p.memory.drains;
 }
 
-#[test]
-fn f9_control_plane_vmis_leave_one_at_a_time() {
-    let mut w = World::new(EvictionStrategy::External, false);
-    // The control-plane VMI is asked to evacuate while another control-plane machine,
-    // evacuated a minute ago, is not back yet.
-    w.observed.vmis[0].evacuation_node = Some("infra-1".into());
-    w.node_mut("kv-cp-1").unschedulable = true;
-    w.pods("kv-cp-1", vec![pod("kube-proxy-x", true, false, "Running")]);
-    let other = "kv-cp-9";
+/// Another control-plane machine, `other`, whose VMI was deleted for an evacuation a
+/// minute ago and is not back yet.
+fn evacuated_a_minute_ago(w: &mut World, other: &str) {
     let mut record = w.memory.machines["kv-cp-1"].clone();
     record.name = other.into();
     w.memory.machines.insert(other.into(), record);
@@ -391,6 +385,18 @@ fn f9_control_plane_vmis_leave_one_at_a_time() {
             vmi_deleted: Some(T0.minus_mins(1)),
         },
     );
+}
+
+#[test]
+fn f9_control_plane_vmis_leave_one_at_a_time() {
+    let mut w = World::new(EvictionStrategy::External, false);
+    // The control-plane VMI is asked to evacuate while another control-plane machine,
+    // evacuated a minute ago, is not back yet.
+    w.observed.vmis[0].evacuation_node = Some("infra-1".into());
+    w.node_mut("kv-cp-1").unschedulable = true;
+    w.pods("kv-cp-1", vec![pod("kube-proxy-x", true, false, "Running")]);
+    let other = "kv-cp-9";
+    evacuated_a_minute_ago(&mut w, other);
     let p = w.plan();
     assert!(!kinds(&p).contains(&"DeleteVmi"), "{:?}", kinds(&p));
     let c = condition(&p, "Draining").expect("says why it waits");
@@ -425,19 +431,7 @@ fn f9_at_the_deadline_control_plane_vmis_still_leave_one_at_a_time() {
     );
     // Another control-plane machine's VMI went a minute ago and is not back.
     let other = "kv-cp-9";
-    let mut record = w.memory.machines["kv-cp-1"].clone();
-    record.name = other.into();
-    w.memory.machines.insert(other.into(), record);
-    w.memory.drains.insert(
-        other.into(),
-        DrainRecord {
-            vmi_uid: "old".into(),
-            infra_node: "infra-1".into(),
-            since: T0.minus_mins(2),
-            guest_node: Some(other.into()),
-            vmi_deleted: Some(T0.minus_mins(1)),
-        },
-    );
+    evacuated_a_minute_ago(&mut w, other);
     let p = w.plan();
     assert!(
         !kinds(&p).contains(&"DeleteVmi"),
