@@ -10,6 +10,9 @@ pub mod kind {
     pub const LOAD_BALANCER_MEMBER_STUCK: &str = "LoadBalancerMemberStuck";
     pub const MACHINE_FAILED: &str = "MachineFailed";
     pub const LOAD_BALANCER_FAILED: &str = "LoadBalancerFailed";
+    /// The API load balancer has stayed PENDING_* for over a minute: Octavia takes no
+    /// change until it is ACTIVE again.
+    pub const LOAD_BALANCER_HELD_UP: &str = "LoadBalancerHeldUp";
     pub const ROLLOUT_HALTED: &str = "RolloutHalted";
     pub const CLOUD_ERROR: &str = "CloudError";
     pub const OBJECT_MISSING: &str = "ObjectNotListed";

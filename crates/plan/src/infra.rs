@@ -245,8 +245,34 @@ fn plan_load_balancer(p: &mut Planner<'_>) -> (Option<PoolInfo>, bool) {
                 ),
             ));
         }
-        s if s.is_pending() => p.wait(crate::POLL_OCTAVIA),
+        s if s.is_pending() => {
+            let since = *p.memory.lb_pending_since.get_or_insert(p.now);
+            let held_up = p.now.since(since) > crate::LB_HELD_UP_AFTER;
+            p.lb_held_up = held_up;
+            if held_up {
+                p.condition(Condition::new(
+                    kind::LOAD_BALANCER_HELD_UP,
+                    true,
+                    "LoadBalancerPending",
+                    format!(
+                        "load balancer {lb_id} has been {} for {}; Octavia takes no change \
+                         until it is ACTIVE again, so flightdeck looks every {}",
+                        lb.provisioning_status.as_str(),
+                        p.now.since(since),
+                        crate::POLL_STUCK
+                    ),
+                ));
+            }
+            p.wait(if held_up {
+                crate::POLL_STUCK
+            } else {
+                crate::POLL_OCTAVIA
+            });
+        }
         _ => p.lb_slot_free = true,
+    }
+    if !lb.provisioning_status.is_pending() {
+        p.memory.lb_pending_since = None;
     }
 
     let listener_id = pick(

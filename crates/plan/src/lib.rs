@@ -43,12 +43,17 @@ pub use memory::{
 };
 pub use opennebula::{Shared, TemplatePolicy};
 pub use remediation::RemediationPolicy;
+pub use routes::LEARNED_LIMIT_TTL;
 pub use status::ClusterStatus;
 
 /// How often to look again while something is in flight at Octavia (its transitions take
 /// about a second).
 pub const POLL_OCTAVIA: Duration = Duration::from_secs(2);
-/// How often to look again at a member stuck past `memberTimeout`.
+/// How long the API load balancer may stay PENDING_* before it counts as held up (a
+/// change takes about a second); from then on it is polled every [`POLL_STUCK`].
+pub const LB_HELD_UP_AFTER: Duration = Duration::from_secs(60);
+/// How often to look again at a member stuck past `memberTimeout` (or a load balancer
+/// held up).
 pub const POLL_STUCK: Duration = Duration::from_secs(30);
 /// How long a recorded object must be missing from the cloud's lists before it is taken
 /// for gone: one empty page is not proof.
@@ -122,6 +127,8 @@ pub(crate) struct Planner<'a> {
     pub lb_slot_free: bool,
     /// The API load balancer is in ERROR.
     pub lb_failed: bool,
+    /// The load balancer has been PENDING_* for longer than [`LB_HELD_UP_AFTER`].
+    pub lb_held_up: bool,
     /// Some recorded cluster-wide object was missing from the lists in this pass.
     pub missing_checked: bool,
     /// Nova listed none of the recorded servers: no server is taken for gone.
@@ -145,6 +152,7 @@ impl<'a> Planner<'a> {
             events: Vec::new(),
             lb_slot_free: false,
             lb_failed: false,
+            lb_held_up: false,
             missing_checked: false,
             servers_suspect: false,
             requeue_after: None,
@@ -167,8 +175,9 @@ impl<'a> Planner<'a> {
         reason: impl Into<String>,
     ) -> bool {
         if !self.lb_slot_free {
-            // A load balancer in ERROR will not take changes soon: no point polling fast.
-            self.wait(if self.lb_failed {
+            // A load balancer in ERROR, or held up PENDING, will not take changes soon:
+            // no point polling fast.
+            self.wait(if self.lb_failed || self.lb_held_up {
                 POLL_STUCK
             } else {
                 POLL_OCTAVIA

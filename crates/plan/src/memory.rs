@@ -173,6 +173,11 @@ pub struct Memory {
     /// While deleting: what deletion has seen of the recorded objects (F12).
     #[serde(default, skip_serializing_if = "DeletionProof::is_empty")]
     pub deletion_proof: DeletionProof,
+    /// Since when the API load balancer has been PENDING_* without a break: past a
+    /// minute it is held up (a hanging failover), not changing, and is looked at less
+    /// often.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lb_pending_since: Option<Timestamp>,
 }
 
 /// Where a cluster stands on its identity in the cloud (see `flightdeck_cloud::identity`).
@@ -318,6 +323,7 @@ impl Memory {
             identity: IdentityCheck::Confirmed,
             unobserved_since: None,
             deletion_proof: DeletionProof::default(),
+            lb_pending_since: None,
         }
     }
 }

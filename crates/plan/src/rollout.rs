@@ -158,6 +158,7 @@ pub(crate) fn plan_machines(p: &mut Planner<'_>, infra: &Infra) {
                 && [
                     kind::LOAD_BALANCER_MEMBER_STUCK,
                     kind::LOAD_BALANCER_FAILED,
+                    kind::LOAD_BALANCER_HELD_UP,
                     kind::ROLLOUT_HALTED,
                     kind::OBSERVATION_SUSPECT,
                 ]

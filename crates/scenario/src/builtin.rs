@@ -135,6 +135,54 @@ pub const FILES: &[(&str, &str)] = &[
         "scenarios/f9-vmi-already-deleting.yaml",
         include_str!("../../../scenarios/f9-vmi-already-deleting.yaml"),
     ),
+    (
+        "scenarios/operator-deletes-machines.yaml",
+        include_str!("../../../scenarios/operator-deletes-machines.yaml"),
+    ),
+    (
+        "scenarios/server-goes-error.yaml",
+        include_str!("../../../scenarios/server-goes-error.yaml"),
+    ),
+    (
+        "scenarios/octavia-pending-update.yaml",
+        include_str!("../../../scenarios/octavia-pending-update.yaml"),
+    ),
+    (
+        "scenarios/member-stuck-deleting.yaml",
+        include_str!("../../../scenarios/member-stuck-deleting.yaml"),
+    ),
+    (
+        "scenarios/api-rate-limited.yaml",
+        include_str!("../../../scenarios/api-rate-limited.yaml"),
+    ),
+    (
+        "scenarios/keystone-revoked-then-down.yaml",
+        include_str!("../../../scenarios/keystone-revoked-then-down.yaml"),
+    ),
+    (
+        "scenarios/opennebula-vm-terminated.yaml",
+        include_str!("../../../scenarios/opennebula-vm-terminated.yaml"),
+    ),
+    (
+        "scenarios/kubevirt-vm-deleted.yaml",
+        include_str!("../../../scenarios/kubevirt-vm-deleted.yaml"),
+    ),
+    (
+        "scenarios/f7-shared-router.yaml",
+        include_str!("../../../scenarios/f7-shared-router.yaml"),
+    ),
+    (
+        "scenarios/f9-deadline-keeps-quorum.yaml",
+        include_str!("../../../scenarios/f9-deadline-keeps-quorum.yaml"),
+    ),
+    (
+        "scenarios/clusters/neighbour.yaml",
+        include_str!("../../../scenarios/clusters/neighbour.yaml"),
+    ),
+    (
+        "scenarios/clusters/squatter.yaml",
+        include_str!("../../../scenarios/clusters/squatter.yaml"),
+    ),
 ];
 
 /// Names of the built-in scenarios, in order.
@@ -142,6 +190,8 @@ pub fn scenario_names() -> Vec<&'static str> {
     FILES
         .iter()
         .filter_map(|(path, _)| path.strip_prefix("scenarios/")?.strip_suffix(".yaml"))
+        // Cluster files that scenarios apply are not scenarios.
+        .filter(|name| !name.contains('/'))
         .collect()
 }
 

@@ -7,7 +7,7 @@ use flightdeck_cloud::Timestamp;
 use flightdeck_engine::Engine;
 use flightdeck_sim::World;
 use flightdeck_spec::scenario::{
-    ConditionExpectation, CountExpectation, FinalExpectation, FinalState,
+    ConditionExpectation, CountExpectation, Expectations, FinalExpectation, FinalState,
 };
 
 use crate::invariants::{ClusterTrack, leaks};
@@ -171,11 +171,12 @@ impl MutationCounts {
 /// Judges the counted expectations: events by reason from the timeline, mutations by
 /// operation from the simulator's log.
 pub(crate) fn count_expectations(
-    events: &[CountExpectation],
-    mutations: &[CountExpectation],
+    expect: &Expectations,
     timeline: &[flightdeck_engine::TimelineEntry],
     counts: &MutationCounts,
+    fault_effects: &BTreeMap<String, u64>,
 ) -> Vec<ExpectationResult> {
+    let (events, mutations) = (&expect.events, &expect.mutations);
     let judge = |kind: &str, c: &CountExpectation, n: u64| {
         let within = n >= c.min && c.max.is_none_or(|max| n <= max);
         let bounds = match c.max {
@@ -211,6 +212,10 @@ pub(crate) fn count_expectations(
     out.extend(mutations.iter().map(|c| {
         let n = counts.count(&c.what, c.cluster.as_ref().map(|x| x.as_str()));
         judge("mutation", c, n)
+    }));
+    out.extend(expect.faults.iter().map(|c| {
+        let n = fault_effects.get(&c.what).copied().unwrap_or(0);
+        judge("fault", c, n)
     }));
     out
 }

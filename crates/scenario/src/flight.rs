@@ -25,6 +25,9 @@ pub struct BlindWindow {
 #[derive(Default)]
 pub struct FlightChecks {
     blind: Vec<BlindWindow>,
+    /// When the cloud's APIs answered some calls with errors or rate limits (`api.*`
+    /// faults): a repair is judged from when they answer again, not through them.
+    outages: Vec<(Timestamp, Timestamp)>,
     seen: BTreeSet<(String, String, u64)>,
     rule_missing_since: BTreeMap<String, Timestamp>,
     route_stale_since: BTreeMap<String, Timestamp>,
@@ -32,11 +35,16 @@ pub struct FlightChecks {
 }
 
 impl FlightChecks {
-    pub fn new(blind: Vec<BlindWindow>) -> Self {
+    pub fn new(blind: Vec<BlindWindow>, outages: Vec<(Timestamp, Timestamp)>) -> Self {
         FlightChecks {
             blind,
+            outages,
             ..FlightChecks::default()
         }
+    }
+
+    fn outage_at(&self, t: Timestamp) -> bool {
+        self.outages.iter().any(|(s, e)| *s <= t && t < *e)
     }
 
     fn blind_at(&self, cluster: &str, t: Timestamp) -> Option<&BlindWindow> {
@@ -111,7 +119,7 @@ impl FlightChecks {
             let Some(track) = tracks.get(name) else {
                 continue;
             };
-            if track.ready_since.is_none() || track.deletion_requested {
+            if track.ready_since.is_none() || track.deletion_requested || self.outage_at(now) {
                 self.rule_missing_since.remove(name);
                 self.route_stale_since.remove(name);
                 continue;
@@ -140,14 +148,27 @@ impl FlightChecks {
                 && spec.flight.repairs.routes
             {
                 // The addresses the cluster's servers ever had: kept by its track.
-                let stale = if self.blind_at(name, now).is_some() {
+                let problem = if self.blind_at(name, now).is_some() {
                     None
                 } else {
-                    stale_routes(world, &track.uid, pod, router.as_str(), &track.addresses)
+                    let stale =
+                        stale_routes(world, &track.uid, pod, router.as_str(), &track.addresses)
+                            .map(|s| format!("stale route(s) {s}"));
+                    let missing = missing_routes(world, &track.uid, router.as_str())
+                        .map(|m| format!("no route for live node(s): {m}"));
+                    match (stale, missing) {
+                        (Some(s), Some(m)) => Some(format!("{s}; {m}")),
+                        (s, m) => s.or(m),
+                    }
                 };
-                let v = self.episode(Invariant::RoutesConsistent, name, now, stale, bound, |s| {
-                    format!("cluster {name}: stale route(s) {s} on router {router} for longer than {bound}")
-                });
+                let v = self.episode(
+                    Invariant::RoutesConsistent,
+                    name,
+                    now,
+                    problem,
+                    bound,
+                    |s| format!("cluster {name}: {s} on router {router} for longer than {bound}"),
+                );
                 inv.record(Invariant::RoutesConsistent, now, v);
             }
         }
@@ -205,6 +226,47 @@ fn rules_missing(world: &World, uid: &str, pod: Cidr) -> Option<String> {
         })
         .collect();
     (!missing.is_empty()).then(|| missing.join(", "))
+}
+
+/// The routes the cluster's live nodes lack on `router`: a Ready node of a running
+/// server, with a pod network, and no route to it via its server's address (F7: the
+/// route stays while the node lives). Excused while the router is at its limit, and
+/// for as long as flightdeck trusts a limit it learned after the limit last changed
+/// (F8: a router that refused is not asked again at once).
+fn missing_routes(world: &World, uid: &str, router: &str) -> Option<String> {
+    let trusted = flightdeck_plan::LEARNED_LIMIT_TTL;
+    if world
+        .route_limit_changed
+        .is_some_and(|t| world.now.since(t) < trusted)
+    {
+        return None;
+    }
+    let router = world
+        .routers
+        .iter()
+        .find(|r| r.name == router || r.id == router)?;
+    let address: BTreeMap<&str, std::net::IpAddr> = world
+        .servers
+        .iter()
+        .filter(|s| owned(&s.tags, uid) && s.status == ServerStatus::Active && !s.is_deleting())
+        .filter_map(|s| Some((s.id.as_str(), s.address?)))
+        .collect();
+    let missing: Vec<String> = world
+        .nodes
+        .iter()
+        .filter(|(u, n)| u == uid && n.ready)
+        .filter_map(|(_, n)| {
+            let ip = *address.get(n.server_id.as_deref()?)?;
+            let dest = n.pod_cidr.as_deref()?;
+            let routed = router
+                .routes
+                .iter()
+                .any(|r| r.destination == dest && r.nexthop == ip);
+            (!routed).then(|| format!("{dest} via {ip} (node {})", n.name))
+        })
+        .collect();
+    let at_limit = router.routes.len() + missing.len() > world.route_limit;
+    (!missing.is_empty() && !at_limit).then(|| missing.join(", "))
 }
 
 /// The cluster's stale routes on `router`: a route to a pod network a live node of the

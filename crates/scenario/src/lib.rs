@@ -18,6 +18,7 @@ pub mod one;
 pub mod report;
 pub mod runner;
 pub mod swarm;
+mod swarm_faults;
 pub mod wire;
 mod workload;
 

@@ -21,7 +21,7 @@ pub enum ScenarioError {
     #[error("{origin}: cluster {name} is given twice")]
     DuplicateCluster { origin: String, name: String },
     #[error(
-        "{origin}: workload step {index} names cluster {name}, which the scenario does not define"
+        "{origin}: workload step {index} names cluster {name}, which neither the scenario nor an earlier step defines"
     )]
     UnknownCluster {
         origin: String,
@@ -125,7 +125,13 @@ pub fn load_scenario(name_or_path: &str) -> Result<LoadedScenario, ScenarioError
         }
     }
     let mut applies = Vec::new();
-    for (i, step) in scenario.spec.workload.iter().enumerate() {
+    // Steps run in time order (ties in file order): a step may name a cluster the
+    // scenario defines or one an earlier step applied.
+    let mut order: Vec<(usize, &flightdeck_spec::scenario::WorkloadStep)> =
+        scenario.spec.workload.iter().enumerate().collect();
+    order.sort_by_key(|(i, s)| (s.at, *i));
+    let mut applied: Vec<String> = Vec::new();
+    for (i, step) in order {
         if let Some(file) = &step.file {
             let found = read_clusters(file)?;
             let file_name = file.display().to_string();
@@ -150,7 +156,10 @@ pub fn load_scenario(name_or_path: &str) -> Result<LoadedScenario, ScenarioError
                 });
             }
             applies.push((i, cluster.clone()));
-        } else if !clusters.iter().any(|c| c.name() == &step.cluster) {
+            applied.push(step.cluster.to_string());
+        } else if !clusters.iter().any(|c| c.name() == &step.cluster)
+            && !applied.contains(&step.cluster.to_string())
+        {
             return Err(ScenarioError::UnknownCluster {
                 origin: source.clone(),
                 index: i,

@@ -25,6 +25,9 @@ pub struct Report {
     /// Calls divided by the cluster-hours the run simulated (at least a quarter hour).
     pub api_calls_per_cluster_hour: f64,
     pub engine: ReconcileStats,
+    /// fault kind → how often the scheduled faults of that kind struck (calls answered,
+    /// objects changed or held), from the simulator's records.
+    pub fault_effects: BTreeMap<String, u64>,
     pub clusters: Vec<ClusterReport>,
     pub timeline: Vec<TimelineEntry>,
 }

@@ -139,6 +139,8 @@ struct Driver<'a, P: Provider> {
     workload_failures: Vec<String>,
     steps: u64,
     converged_at: Option<Timestamp>,
+    /// From when the fleet must converge: the run's option, else the file's `convergeAfter`.
+    converge_after: Option<Duration>,
     cluster_millis: u64,
     flight: FlightChecks,
     pod_networks: BTreeSet<String>,
@@ -199,6 +201,18 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
                 } else {
                     "every node reported NotReady (observer.allNotReady)"
                 },
+            })
+            .collect();
+        let outages = spec
+            .faults
+            .iter()
+            .filter(|f| matches!(f.kind, FaultKind::ApiErrorRate | FaultKind::ApiRateLimit))
+            .map(|f| {
+                let from = start.plus(f.at);
+                let to = f
+                    .duration
+                    .map_or(start.plus(spec.duration), |d| from.plus(d));
+                (from, to)
             })
             .collect();
         let mut marks = Vec::new();
@@ -286,8 +300,9 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
             workload_failures: Vec::new(),
             steps: 0,
             converged_at: None,
+            converge_after: options.converge_after.or(spec.expect.converge_after),
             cluster_millis: 0,
-            flight: FlightChecks::new(blind),
+            flight: FlightChecks::new(blind, outages),
             pod_networks: BTreeSet::new(),
         })
     }
@@ -363,7 +378,7 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
                     .map(|(_, w)| self.start.plus(w.at)),
                 self.marks.first().map(|m| m.0),
                 self.restarts.first().map(|r| r.0),
-                self.options.converge_after.map(|d| self.start.plus(d)),
+                self.converge_after.map(|d| self.start.plus(d)),
                 Some(self.end),
             ];
             let next = candidates
@@ -451,16 +466,15 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
             }
             self.next_step += 1;
             let name = step.cluster.to_string();
-            let (severity, message) =
-                match apply_step(&mut self.engine, &mut self.specs, self.loaded, index, step) {
-                    Ok(m) => (Severity::Normal, m),
-                    Err(e) => {
-                        self.workload_failures
-                            .push(format!("workload step {index} ({name}): {e}"));
-                        (Severity::Warning, format!("failed: {e}"))
-                    }
-                };
-            if let Some(t) = self.tracks.get_mut(&name) {
+            let outcome = apply_step(&mut self.engine, &mut self.specs, self.loaded, index, step);
+            let accepted = outcome.is_ok();
+            let (severity, message, failure) =
+                judge_step(outcome, step.refused.as_ref().map(|t| t.as_str()));
+            if let Some(f) = failure {
+                self.workload_failures
+                    .push(format!("workload step {index} ({name}): {f}"));
+            }
+            if accepted && let Some(t) = self.tracks.get_mut(&name) {
                 t.generation += 1;
                 if step.action == WorkloadAction::Delete {
                     t.deletion_requested = true;
@@ -578,7 +592,7 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
     /// Whether the fleet has converged after the faults stopped: every cluster that
     /// should exist is Ready with nothing left to do, every deleted one is gone.
     fn check_convergence(&mut self, now: Timestamp) -> bool {
-        let Some(after) = self.options.converge_after.map(|d| self.start.plus(d)) else {
+        let Some(after) = self.converge_after.map(|d| self.start.plus(d)) else {
             return false;
         };
         if now < after || self.next_step < self.workload.len() {
@@ -643,11 +657,17 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
             now.since(start).as_secs_f64(),
         ));
         let expect = &self.loaded.scenario.spec.expect;
+        let fault_effects: BTreeMap<String, u64> = self
+            .cloud
+            .fault_effects()
+            .into_iter()
+            .map(|(k, n)| (k.as_str().to_string(), n))
+            .collect();
         expectations.extend(count_expectations(
-            &expect.events,
-            &expect.mutations,
+            expect,
             &self.timeline,
             &self.mutation_counts,
+            &fault_effects,
         ));
         for failure in std::mem::take(&mut self.workload_failures) {
             expectations.push(ExpectationResult {
@@ -671,7 +691,7 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
             })
             .collect();
         let passed = self.invariants.all_held() && expectations.iter().all(|e| e.met);
-        let convergence_seconds = match (self.converged_at, self.options.converge_after) {
+        let convergence_seconds = match (self.converged_at, self.converge_after) {
             (Some(t), Some(after)) => Some(t.since(start.plus(after)).as_secs_f64()),
             _ => None,
         };
@@ -687,6 +707,7 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
             api_calls_total,
             api_calls_per_cluster_hour: per_cluster_hour,
             engine: self.engine.stats().clone(),
+            fault_effects,
             clusters,
             timeline: std::mem::take(&mut self.timeline),
         };
@@ -697,6 +718,34 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
             engine_faults_fired,
             convergence_seconds,
         }
+    }
+}
+
+/// A workload step's outcome against what the scenario wants of it (`refused`: a
+/// refusal containing that text): the event's severity and message, and the failure
+/// if it is not what was wanted.
+fn judge_step(
+    outcome: Result<String, String>,
+    refused: Option<&str>,
+) -> (Severity, String, Option<String>) {
+    match (outcome, refused) {
+        (Ok(m), None) => (Severity::Normal, m, None),
+        (Err(e), None) => (Severity::Warning, format!("failed: {e}"), Some(e)),
+        (Err(e), Some(want)) if e.contains(want) => {
+            (Severity::Normal, format!("refused, as wanted: {e}"), None)
+        }
+        (Err(e), Some(want)) => (
+            Severity::Warning,
+            format!("refused: {e}"),
+            Some(format!("refused, but not with {want:?}: {e}")),
+        ),
+        (Ok(m), Some(want)) => (
+            Severity::Warning,
+            format!("accepted: {m}"),
+            Some(format!(
+                "accepted ({m}), but it must be refused with {want:?}"
+            )),
+        ),
     }
 }
 

@@ -13,11 +13,9 @@ use flightdeck_cloud::{Rng, SeededRng};
 use flightdeck_plan::MemberGate;
 use flightdeck_spec::cluster::ApiVersion;
 use flightdeck_spec::scenario::{
-    Expectations, Fault, FaultKind, ScenarioMetadata, ScenarioSpec, WorkloadAction, WorkloadStep,
+    Expectations, FaultKind, ScenarioMetadata, ScenarioSpec, WorkloadAction, WorkloadStep,
 };
-use flightdeck_spec::{
-    Cluster, Document, Duration, Invariant, Scenario, Service, Text, load_documents,
-};
+use flightdeck_spec::{Cluster, Document, Duration, Invariant, Scenario, Text, load_documents};
 use serde::Serialize;
 
 use crate::dispatch::run_swarm_case as run;
@@ -25,6 +23,7 @@ use crate::engine_faults::EngineFaultProfile;
 use crate::load::LoadedScenario;
 use crate::report::{Report, TimelineEntry};
 use crate::runner::RunOptions;
+use crate::swarm_faults::{cloud_faults, pick};
 
 /// The most clusters one seed's fleet holds.
 pub const FLEET_MAX: u64 = 5;
@@ -114,11 +113,6 @@ pub struct SwarmReport {
     pub disabled_safety: Vec<String>,
 }
 
-fn pick<'a, T>(rng: &mut SeededRng, items: &'a [T]) -> &'a T {
-    let i = rng.below(items.len() as u64) as usize;
-    &items[i.min(items.len() - 1)]
-}
-
 fn minutes(rng: &mut SeededRng, lo: u64, hi: u64) -> Duration {
     Duration::from_secs(rng.between(lo * 60, hi * 60))
 }
@@ -197,8 +191,11 @@ spec:
         // A cluster whose members a fault takes offline keeps at least three control-plane
         // machines: a fault that blacks out every member is an outage no controller can
         // prevent, not a finding.
+        // So does one whose control-plane machines a fault takes away.
         let keep_three = faults.iter().any(|f| {
-            f.kind == FaultKind::MemberOffline && f.cluster.as_ref() == Some(&cluster.metadata.name)
+            let takes_members = f.kind == FaultKind::MemberOffline
+                || f.pool.as_ref().is_some_and(|p| p.as_str() == "cp");
+            takes_members && f.cluster.as_ref() == Some(&cluster.metadata.name)
         });
         workload.extend(cluster_workload(
             &mut rng, cluster, *pools, safety, keep_three,
@@ -249,6 +246,9 @@ spec:
                 final_state: Vec::new(),
                 events: Vec::new(),
                 mutations: Vec::new(),
+                faults: Vec::new(),
+                // The run's own `converge_after` (the end of the faults) applies.
+                converge_after: None,
             },
         },
     };
@@ -295,6 +295,7 @@ fn cluster_workload(
             replicas: None,
             version: None,
             machine: None,
+            refused: None,
         };
         let kind = rng.below(10);
         let s = match kind {
@@ -352,107 +353,6 @@ fn machine(flavor: &str, image: &str) -> Option<flightdeck_spec::MachineTemplate
         template: None,
         user_data: None,
     })
-}
-
-fn cloud_faults(rng: &mut SeededRng, safety: Duration, clusters: &[(Cluster, u64)]) -> Vec<Fault> {
-    let end_s = safety.as_millis() / 1000;
-    // `octavia.memberOffline` may only target clusters with spare members.
-    let mut spare: Vec<&Cluster> = clusters
-        .iter()
-        .map(|(c, _)| c)
-        .filter(|c| c.spec.control_plane.replicas.get() >= 3)
-        .collect();
-    (0..rng.between(1, 4))
-        .map(|_| {
-            let mut kind = *pick(rng, &FaultKind::OPENSTACK);
-            if kind == FaultKind::MemberOffline && spare.is_empty() {
-                // No cluster left with members to spare.
-                kind = FaultKind::MemberStuckPending;
-            }
-            let at_s = rng.between(0, end_s - 120);
-            let len_s = rng.between(60, 720).min(end_s - at_s);
-            let mut f = Fault {
-                at: Duration::from_secs(at_s),
-                duration: Some(Duration::from_secs(len_s)),
-                kind,
-                service: None,
-                rate: None,
-                latency: None,
-                count: None,
-                cluster: None,
-                level: None,
-                template: None,
-                node: None,
-            };
-            let any_cluster = |rng: &mut SeededRng| {
-                rng.chance(0.5)
-                    .then(|| pick(rng, clusters).0.metadata.name.clone())
-            };
-            match kind {
-                FaultKind::ApiErrorRate => {
-                    f.service = Some(*pick(
-                        rng,
-                        &[
-                            Service::Nova,
-                            Service::Neutron,
-                            Service::Octavia,
-                            Service::Kubernetes,
-                        ],
-                    ));
-                    f.rate = Some(0.05 + 0.35 * rng.unit());
-                }
-                FaultKind::ApiLatency => {
-                    f.service = Some(*pick(
-                        rng,
-                        &[
-                            Service::Nova,
-                            Service::Neutron,
-                            Service::Octavia,
-                            Service::Kubernetes,
-                        ],
-                    ));
-                    f.latency = Some(Duration::from_millis(rng.between(200, 5000)));
-                }
-                FaultKind::BootError => {
-                    f.rate = Some(0.1 + 0.5 * rng.unit());
-                    f.cluster = any_cluster(rng);
-                }
-                FaultKind::MemberOffline => {
-                    // One such fault per cluster: two at once could take every member.
-                    let target = spare.remove(rng.below(spare.len() as u64) as usize);
-                    f.count = Some(
-                        rng.between(1, u64::from(target.spec.control_plane.replicas.get()) - 1)
-                            .min(2) as u32,
-                    );
-                    f.cluster = Some(target.metadata.name.clone());
-                }
-                FaultKind::MemberStuckPending => f.cluster = any_cluster(rng),
-                FaultKind::NoRegistration => {
-                    f.rate = Some(0.1 + 0.3 * rng.unit());
-                    f.cluster = any_cluster(rng);
-                }
-                FaultKind::RuleLost | FaultKind::StaleRoute => {
-                    f.count = Some(rng.between(1, 2) as u32);
-                    f.cluster = any_cluster(rng);
-                }
-                FaultKind::DropSecurityGroup => {
-                    f.rate = Some(0.1 + 0.4 * rng.unit());
-                    f.count = Some(rng.between(1, 2) as u32);
-                    f.cluster = any_cluster(rng);
-                }
-                FaultKind::MaxRoutes => f.count = Some(rng.between(5, 30) as u32),
-                FaultKind::EmptyNodeList | FaultKind::AllNotReady => f.cluster = any_cluster(rng),
-                // The swarm's fleet is OpenStack only (it picks from `OPENSTACK`).
-                FaultKind::OneLockTemplate
-                | FaultKind::OneVmBootFailure
-                | FaultKind::OneImageError
-                | FaultKind::OneRpcError
-                | FaultKind::KubevirtDrainInfraNode
-                | FaultKind::K8sPdbBlocks => {}
-            }
-            f
-        })
-        .collect()
 }
 
 fn engine_faults(rng: &mut SeededRng, safety: Duration) -> Option<EngineFaultProfile> {
@@ -519,13 +419,13 @@ pub async fn run_seed(seed: u64, options: &SwarmOptions) -> SeedOutcome {
         Ok(r) => r,
         Err(e) => return failed("run", e.to_string()),
     };
-    let mut fault_kinds: BTreeSet<String> = case
-        .loaded
-        .scenario
-        .spec
-        .faults
+    // A fault kind counts as exercised only where the simulator records that it struck.
+    let mut fault_kinds: BTreeSet<String> = first
+        .report
+        .fault_effects
         .iter()
-        .map(|f| f.kind.as_str().to_string())
+        .filter(|(_, n)| **n > 0)
+        .map(|(k, _)| k.clone())
         .collect();
     fault_kinds.extend(first.engine_faults_fired.keys().map(|k| k.to_string()));
     let report = &first.report;

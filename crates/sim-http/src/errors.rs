@@ -61,6 +61,22 @@ pub(crate) fn keystone(status: StatusCode, message: &str) -> Response {
     json_response(status, &body)
 }
 
+/// A token issue the faults aimed at Keystone refused, in Keystone's format.
+pub(crate) fn keystone_refused(err: &CloudError) -> Response {
+    with_retry_after(keystone(status_of(err), &err.message), err)
+}
+
+/// `Retry-After` (whole seconds, rounded up) on a rate-limited answer.
+fn with_retry_after(mut resp: Response, err: &CloudError) -> Response {
+    if let ErrorClass::RateLimited(Some(after)) = err.class {
+        let secs = after.as_millis().div_ceil(1000).max(1);
+        if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
+            resp.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+    }
+    resp
+}
+
 /// Nova's fault body: the status's fault name wrapping `{"code", "message"}`.
 pub(crate) fn nova(status: StatusCode, message: &str) -> Response {
     let name = match status.as_u16() {
@@ -129,6 +145,7 @@ fn neutron_type(status: StatusCode, message: &str) -> &'static str {
         400 if has("Invalid input for operation") => "InvalidInput",
         400 => "HTTPBadRequest",
         403 => "HTTPForbidden",
+        429 => "OverQuota",
         503 => "ServiceUnavailable",
         _ => "HTTPInternalServerError",
     }
@@ -138,11 +155,12 @@ fn neutron_type(status: StatusCode, message: &str) -> &'static str {
 pub(crate) fn from_cloud(service: Service, err: &CloudError) -> Response {
     let status = status_of(err);
     tracing::debug!(service = err.service, operation = %err.operation, %status, "simulated failure: {}", err.message);
-    match service {
+    let resp = match service {
         Service::Nova => nova(status, &err.message),
         Service::Neutron => neutron(status, neutron_type(status, &err.message), &err.message),
         Service::Octavia => octavia(status, &err.message),
-    }
+    };
+    with_retry_after(resp, err)
 }
 
 #[cfg(test)]

@@ -68,6 +68,21 @@ impl Tokens {
     }
 }
 
+impl crate::Inner {
+    /// Whether `token` is one Keystone issued, not expired by the simulator's clock and
+    /// not revoked since (`keystone.revokeTokens`).
+    fn token_good(&self, token: &str) -> bool {
+        if token.is_empty() {
+            return false;
+        }
+        let issued = {
+            let tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+            tokens.valid(token, self.now()).map(|t| t.issued)
+        };
+        issued.is_some_and(|at| !self.cloud.token_revoked(at))
+    }
+}
+
 /// Fresh, unguessable token text (fernet tokens are opaque to clients too).
 fn new_token_id() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -109,11 +124,7 @@ pub(crate) async fn require_token(State(app): State<App>, req: Request, next: Ne
         .and_then(|v| v.to_str().ok())
         .map(str::trim)
         .unwrap_or_default();
-    let ok = !token.is_empty() && {
-        let tokens = app.tokens.lock().unwrap_or_else(|e| e.into_inner());
-        tokens.valid(token, app.now()).is_some()
-    };
-    if !ok {
+    if !app.token_good(token) {
         return errors::unauthorized(&app.identity_url());
     }
     next.run(req).await
@@ -298,6 +309,10 @@ async fn issue_token(State(app): State<App>, body: Bytes) -> Response {
         Ok(s) => s,
         Err(resp) => return resp,
     };
+    // Keystone itself may be down or limiting (the faults aimed at it).
+    if let Err(e) = app.cloud.keystone_issue() {
+        return errors::keystone_refused(&e);
+    }
     let now = app.now();
     let id = new_token_id();
     let rec = TokenRec {
@@ -333,7 +348,8 @@ async fn validate_token(State(app): State<App>, headers: HeaderMap) -> Response 
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .valid(&id, app.now())
-        .cloned();
+        .cloned()
+        .filter(|r| !app.cloud.token_revoked(r.issued));
     let Some(rec) = rec else {
         return errors::keystone(
             StatusCode::NOT_FOUND,

@@ -125,7 +125,20 @@ fn split_path(raw: &str) -> Option<(String, String)> {
 /// The simulator's answer as the HTTP response.
 fn verbatim(resp: KubeResponse) -> Response {
     let status = StatusCode::from_u16(resp.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    // The API server sends a 429's wait twice: in the Status and as `Retry-After`.
+    let retry_after = (resp.status == 429)
+        .then(|| serde_json::from_slice::<serde_json::Value>(&resp.body).ok())
+        .flatten()
+        .and_then(|v| {
+            v.pointer("/details/retryAfterSeconds")
+                .and_then(|s| s.as_u64())
+        });
     let mut out = (status, resp.body).into_response();
+    if let Some(secs) = retry_after
+        && let Ok(v) = HeaderValue::from_str(&secs.to_string())
+    {
+        out.headers_mut().insert(header::RETRY_AFTER, v);
+    }
     if let Ok(v) = HeaderValue::from_str(&resp.content_type) {
         out.headers_mut().insert(header::CONTENT_TYPE, v);
     }

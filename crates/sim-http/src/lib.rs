@@ -150,6 +150,7 @@ pub async fn serve(
 /// `base_url` (e.g. `http://127.0.0.1:8080`) is where clients reach it: the catalog
 /// and every link point there.
 pub fn router(cloud: Arc<SimCloud>, options: ServeOptions, base_url: &str) -> Router {
+    cloud.serve_keystone_externally();
     let app = Arc::new(Inner {
         cloud,
         options,

@@ -20,7 +20,7 @@ use flightdeck_cloud::{CloudError, ErrorClass, Rng, SeededRng, SimClock, Timesta
 use flightdeck_spec::scenario::{Fault, LockLevelSpec};
 use flightdeck_spec::{Duration, FaultKind, Service};
 
-use crate::{Event as SimEvent, Result, State, k8s, members, neutron, nova, one, routes};
+use crate::{Event as SimEvent, Result, State};
 
 /// The most faults one simulated cloud keeps.
 pub const FAULTS_MAX: usize = 4_096;
@@ -60,6 +60,13 @@ pub struct SimFault {
     pub template: Option<String>,
     /// `kubevirt.drainInfraNode`: the infra node drained.
     pub node: Option<String>,
+    /// Faults on machines and members: only the machines of this pool of `cluster`
+    /// (`cp`: the control plane) are hit.
+    pub pool: Option<String>,
+    /// Faults on machines and members: only this machine of `cluster` is hit.
+    pub machine: Option<String>,
+    /// `api.rateLimit`: the wait its 429 answers ask for (default 2 s).
+    pub retry_after: Option<Duration>,
 }
 
 impl SimFault {
@@ -77,6 +84,9 @@ impl SimFault {
             level: None,
             template: None,
             node: None,
+            pool: None,
+            machine: None,
+            retry_after: None,
         }
     }
 
@@ -96,15 +106,30 @@ impl SimFault {
             level: fault.level,
             template: fault.template.as_ref().map(|t| t.to_string()),
             node: fault.node.as_ref().map(|n| n.to_string()),
+            pool: fault.pool.as_ref().map(|p| p.to_string()),
+            machine: fault.machine.as_ref().map(|m| m.to_string()),
+            retry_after: fault.retry_after,
         }
     }
 
-    /// Whether an object with `tags` is within the fault's target.
+    /// Whether an object with `tags` is within the fault's target: its cluster, and
+    /// within it its pool or machine (machines are named `<pool>-<n>`, `cp-<n>` for
+    /// the control plane).
     pub(crate) fn targets(&self, tags: &[String]) -> bool {
-        self.cluster.as_deref().is_none_or(|c| {
+        let in_cluster = self.cluster.as_deref().is_none_or(|c| {
             tags.iter()
                 .any(|t| t.strip_prefix(flightdeck_cloud::ownership::TAG_CLUSTER) == Some(c))
-        })
+        });
+        if !in_cluster {
+            return false;
+        }
+        let machine = flightdeck_cloud::ownership::machine_of(tags);
+        let in_pool = self.pool.as_deref().is_none_or(|p| {
+            machine
+                .and_then(|m| m.rsplit_once('-'))
+                .is_some_and(|(pool, n)| pool == p && n.bytes().all(|b| b.is_ascii_digit()))
+        });
+        in_pool && self.machine.as_deref().is_none_or(|m| machine == Some(m))
     }
 
     /// Whether the fault is in force at `t`.
@@ -130,16 +155,11 @@ impl SimFault {
 #[derive(Debug)]
 pub(crate) struct FaultRec {
     pub(crate) fault: SimFault,
-    chosen: Vec<String>,
-}
-
-/// The OpenNebula lock number of a `one.lockTemplate` level.
-fn lock_number(level: Option<LockLevelSpec>) -> u8 {
-    match level {
-        None | Some(LockLevelSpec::Use) => 1,
-        Some(LockLevelSpec::Manage) => 2,
-        Some(LockLevelSpec::Admin) => 3,
-    }
+    /// What its start took: members taken offline, templates locked, load balancers
+    /// held; released at its end.
+    pub(crate) chosen: Vec<String>,
+    /// How often it struck: calls it answered, objects it changed or held.
+    pub(crate) effects: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -161,79 +181,8 @@ pub(crate) fn inject(st: &mut State, fault: SimFault) {
     st.faults.push(FaultRec {
         fault,
         chosen: Vec::new(),
+        effects: 0,
     });
-}
-
-pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
-    match event {
-        Event::Start(i) => {
-            let Some(fault) = st.faults.get(i).map(|r| r.fault.clone()) else {
-                return;
-            };
-            if !fault.is_active_at(t) {
-                return;
-            }
-            match fault.kind {
-                FaultKind::MemberOffline => {
-                    take_members_offline(st, i, fault.count.unwrap_or(1) as usize);
-                }
-                FaultKind::RuleLost => neutron::lose_rules(st, &fault),
-                FaultKind::DropSecurityGroup => {
-                    nova::strip_groups(st, &fault, fault.count.unwrap_or(0) as usize);
-                }
-                FaultKind::StaleRoute => routes::add_stale_routes(st, &fault),
-                FaultKind::OneLockTemplate => {
-                    let prefix = fault.template.clone().unwrap_or_default();
-                    let locked = one::lock_templates(st, t, &prefix, lock_number(fault.level));
-                    if let Some(rec) = st.faults.get_mut(i) {
-                        rec.chosen = locked;
-                    }
-                }
-                FaultKind::KubevirtDrainInfraNode => {
-                    if let Some(node) = &fault.node {
-                        k8s::drain_start(st, t, node);
-                    }
-                }
-                FaultKind::K8sPdbBlocks => k8s::fault_changed(st),
-                _ => {}
-            }
-        }
-        Event::End(i) => {
-            let Some(kind) = st.faults.get(i).map(|r| r.fault.kind) else {
-                return;
-            };
-            match kind {
-                FaultKind::MemberOffline => {
-                    let chosen = st
-                        .faults
-                        .get_mut(i)
-                        .map(|r| std::mem::take(&mut r.chosen))
-                        .unwrap_or_default();
-                    for id in chosen {
-                        if let Some(m) = st.members.get_mut(&id) {
-                            m.offline_faults.remove(&i);
-                        }
-                    }
-                }
-                FaultKind::MemberStuckPending => members::release_stuck(st, t),
-                FaultKind::OneLockTemplate => {
-                    let locked = st
-                        .faults
-                        .get_mut(i)
-                        .map(|r| std::mem::take(&mut r.chosen))
-                        .unwrap_or_default();
-                    one::unlock_templates(st, &locked);
-                }
-                FaultKind::KubevirtDrainInfraNode => {
-                    if let Some(node) = st.faults.get(i).and_then(|r| r.fault.node.clone()) {
-                        k8s::drain_end(st, t, &node);
-                    }
-                }
-                FaultKind::K8sPdbBlocks => k8s::fault_changed(st),
-                _ => {}
-            }
-        }
-    }
 }
 
 /// `count` distinct candidates picked with the fault stream, in pick order. Callers
@@ -247,29 +196,35 @@ pub(crate) fn pick<T>(rng: &mut SeededRng, mut candidates: Vec<T>, count: usize)
     chosen
 }
 
-/// Picks `count` distinct ACTIVE members with the fault stream and marks them offline
-/// for fault `index`. Candidates are taken in creation order, so the pick replays.
-fn take_members_offline(st: &mut State, index: usize, count: usize) {
-    let candidates: Vec<String> = st
-        .members
-        .values()
-        .filter(|m| m.member.provisioning_status == flightdeck_cloud::ProvisioningStatus::Active)
-        .filter(|m| {
-            st.faults
-                .get(index)
-                .is_some_and(|r| r.fault.targets(&m.member.tags))
-        })
-        .map(|m| m.member.id.clone())
-        .collect();
-    let chosen = pick(&mut st.rng_faults, candidates, count);
-    for id in &chosen {
-        if let Some(m) = st.members.get_mut(id) {
-            m.offline_faults.insert(index);
+/// How often the faults of each kind struck, in kind order (kinds that never did
+/// included, with 0, when scheduled).
+pub(crate) fn effects(st: &State) -> std::collections::BTreeMap<FaultKind, u64> {
+    let mut out = std::collections::BTreeMap::new();
+    for r in &st.faults {
+        *out.entry(r.fault.kind).or_insert(0) += r.effects;
+    }
+    out
+}
+
+/// Counts `n` effects of fault `index`.
+pub(crate) fn note(st: &mut State, index: usize, n: u64) {
+    if let Some(r) = st.faults.get_mut(index) {
+        r.effects = r.effects.saturating_add(n);
+    }
+}
+
+/// Whether an active fault of `kind` holds an object with `tags` at `t`, counting one
+/// effect for each that does. Use for decisions the fault changes; use
+/// [`any_active_for`] for mere queries.
+pub(crate) fn strike(st: &mut State, kind: FaultKind, t: Timestamp, tags: &[String]) -> bool {
+    let mut hit = false;
+    for r in st.faults.iter_mut() {
+        if r.fault.kind == kind && r.fault.is_active_at(t) && r.fault.targets(tags) {
+            r.effects = r.effects.saturating_add(1);
+            hit = true;
         }
     }
-    if let Some(rec) = st.faults.get_mut(index) {
-        rec.chosen = chosen;
-    }
+    hit
 }
 
 /// Whether an object with `tags` is held by an active fault of `kind` at `t`.
@@ -283,16 +238,38 @@ pub(crate) fn any_active_for(st: &State, kind: FaultKind, t: Timestamp, tags: &[
 /// (`nova.bootError`, `net.noRegistration`, `nova.dropSecurityGroup`): each such fault
 /// draws with its rate.
 pub(crate) fn server_hit(st: &mut State, kind: FaultKind, t: Timestamp, tags: &[String]) -> bool {
-    let rates: Vec<f64> = st
+    let drawn: Vec<(usize, f64)> = st
         .faults
         .iter()
-        .filter(|r| r.fault.kind == kind && r.fault.is_active_at(t) && r.fault.targets(tags))
-        .map(|r| r.fault.effective_rate())
+        .enumerate()
+        .filter(|(_, r)| r.fault.kind == kind && r.fault.is_active_at(t) && r.fault.targets(tags))
+        .map(|(i, r)| (i, r.fault.effective_rate()))
         .collect();
-    // Every active fault draws, so the stream does not depend on earlier outcomes.
+    draw(st, drawn)
+}
+
+/// Whether a call at `t` is hit by the active faults of `kind` that hit a whole
+/// service (`one.rpcError`), each drawing with its rate.
+pub(crate) fn call_hit(st: &mut State, kind: FaultKind, t: Timestamp) -> bool {
+    let drawn: Vec<(usize, f64)> = st
+        .faults
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.fault.kind == kind && r.fault.is_active_at(t))
+        .map(|(i, r)| (i, r.fault.rate.unwrap_or(1.0)))
+        .collect();
+    draw(st, drawn)
+}
+
+/// Every fault in `drawn` draws with its rate, so the stream does not depend on
+/// earlier outcomes; each that hits counts an effect.
+fn draw(st: &mut State, drawn: Vec<(usize, f64)>) -> bool {
     let mut hit = false;
-    for rate in rates {
-        hit |= st.rng_faults.chance(rate);
+    for (i, rate) in drawn {
+        if st.rng_faults.chance(rate) {
+            note(st, i, 1);
+            hit = true;
+        }
     }
     hit
 }
@@ -310,9 +287,52 @@ pub(crate) fn route_limit(st: &State, t: Timestamp, tags: &[String]) -> Option<u
         .min()
 }
 
+/// The lowest route limit any active `neutron.maxRoutes` sets at `t`, whatever its
+/// target.
+pub(crate) fn lowest_route_limit(st: &State, t: Timestamp) -> Option<usize> {
+    st.faults
+        .iter()
+        .filter(|r| r.fault.kind == FaultKind::MaxRoutes && r.fault.is_active_at(t))
+        .filter_map(|r| r.fault.count)
+        .map(|c| c as usize)
+        .min()
+}
+
+/// When a `neutron.maxRoutes` last started or ended, up to `t`: the last time the
+/// routers' limit changed.
+pub(crate) fn route_limit_changed(st: &State, t: Timestamp) -> Option<Timestamp> {
+    st.faults
+        .iter()
+        .filter(|r| r.fault.kind == FaultKind::MaxRoutes)
+        .flat_map(|r| [Some(r.fault.start), r.fault.end])
+        .flatten()
+        .filter(|at| *at <= t)
+        .max()
+}
+
+/// Whether the route limit an active `neutron.maxRoutes` sets refused a call: counts an
+/// effect for every such fault in force.
+pub(crate) fn note_route_limit(st: &mut State, t: Timestamp, tags: &[String]) {
+    strike(st, FaultKind::MaxRoutes, t, tags);
+}
+
+/// The default wait an `api.rateLimit` answer asks for.
+const RETRY_AFTER_DEFAULT: Duration = Duration::from_secs(2);
+
+/// The indices of the active faults of `kind` that hit `service` at `now`.
+fn active_on(st: &State, kind: FaultKind, service: &str, now: Timestamp) -> Vec<usize> {
+    st.faults
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.fault.kind == kind && r.fault.hits(service) && r.fault.is_active_at(now))
+        .map(|(i, _)| i)
+        .collect()
+}
+
 /// Applies the API faults of `service` to one call, before it has any effect:
-/// `api.errorRate` may answer 503; `api.latency` moves the shared clock on (and the
-/// cloud with it) before the call is performed.
+/// `api.errorRate` may answer 503; `api.rateLimit` may answer 429 with a
+/// `Retry-After`; `api.latency` moves the shared clock on (and the cloud with it)
+/// before the call is performed.
 pub(crate) fn before_call(
     st: &mut State,
     clock: &SimClock,
@@ -320,19 +340,10 @@ pub(crate) fn before_call(
     operation: &'static str,
 ) -> Result<()> {
     let now = flightdeck_cloud::Clock::now(clock);
-    let active = |kind: FaultKind| {
-        st.faults
-            .iter()
-            .filter(move |r| {
-                r.fault.kind == kind && r.fault.hits(service) && r.fault.is_active_at(now)
-            })
-            .map(|r| r.fault.clone())
-            .collect::<Vec<_>>()
-    };
-    let errors = active(FaultKind::ApiErrorRate);
-    let delays = active(FaultKind::ApiLatency);
-    for fault in errors {
-        if st.rng_faults.chance(fault.rate.unwrap_or(1.0)) {
+    for i in active_on(st, FaultKind::ApiErrorRate, service, now) {
+        let rate = st.faults[i].fault.rate.unwrap_or(1.0);
+        if st.rng_faults.chance(rate) {
+            note(st, i, 1);
             return Err(CloudError::new(
                 ErrorClass::Transient,
                 service,
@@ -342,10 +353,34 @@ pub(crate) fn before_call(
             ));
         }
     }
-    let extra_ms = delays
-        .iter()
-        .filter_map(|f| f.latency)
-        .fold(0u64, |sum, d| sum.saturating_add(d.as_millis()));
+    for i in active_on(st, FaultKind::ApiRateLimit, service, now) {
+        let fault = &st.faults[i].fault;
+        let (rate, after) = (fault.rate.unwrap_or(1.0), fault.retry_after);
+        if st.rng_faults.chance(rate) {
+            note(st, i, 1);
+            let after = after.unwrap_or(RETRY_AFTER_DEFAULT);
+            let message = if service == "kubernetes" {
+                "Too many requests, please try again later."
+            } else {
+                "This request was rate-limited."
+            };
+            return Err(CloudError::new(
+                ErrorClass::RateLimited(Some(after)),
+                service,
+                operation,
+                Some(429),
+                message,
+            ));
+        }
+    }
+    let delays = active_on(st, FaultKind::ApiLatency, service, now);
+    let mut extra_ms = 0u64;
+    for i in delays {
+        if let Some(d) = st.faults[i].fault.latency {
+            extra_ms = extra_ms.saturating_add(d.as_millis());
+            note(st, i, 1);
+        }
+    }
     if extra_ms > 0 {
         clock.advance(Duration::from_millis(extra_ms));
         st.run_due(flightdeck_cloud::Clock::now(clock));

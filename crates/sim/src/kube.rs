@@ -54,6 +54,15 @@ pub(crate) fn server_active(st: &mut State, t: Timestamp, server_id: &str) {
     }
 }
 
+/// Server `server_id` stopped at `t` but still exists (it went ERROR): its kubelet
+/// stopped, so its Node goes NotReady and stays (the cloud controller manager removes
+/// only nodes whose server is gone).
+pub(crate) fn server_stopped(st: &mut State, _t: Timestamp, server_id: &str) {
+    if let Some(rec) = st.nodes.get_mut(server_id) {
+        rec.node.ready = false;
+    }
+}
+
 /// Server `server_id` is gone at `t`: its kubelet stopped, and its Node will be removed.
 pub(crate) fn server_gone(st: &mut State, t: Timestamp, server_id: &str) {
     let Some(rec) = st.nodes.get_mut(server_id) else {
@@ -119,8 +128,9 @@ pub(crate) fn is_live(st: &State, event: &Event) -> bool {
     }
 }
 
-/// Whether `owner`'s API endpoint answers: an ACTIVE load balancer of the owner has an
-/// ACTIVE member, `ONLINE` or `NO_MONITOR`, whose server runs with a Ready node.
+/// Whether `owner`'s API endpoint answers: a configured load balancer of the owner
+/// (ACTIVE, or PENDING_UPDATE: its amphora keeps forwarding while a change is applied)
+/// has an ACTIVE member, `ONLINE` or `NO_MONITOR`, whose server runs with a Ready node.
 fn api_reachable(st: &State, owner: &Ownership) -> bool {
     let serving = |lb_id: &str| {
         st.members.values().any(|m| {
@@ -142,7 +152,10 @@ fn api_reachable(st: &State, owner: &Ownership) -> bool {
     };
     let through_lb = st.lbs.values().any(|l| {
         owner.owns(&l.lb.tags)
-            && l.lb.provisioning_status == ProvisioningStatus::Active
+            && matches!(
+                l.lb.provisioning_status,
+                ProvisioningStatus::Active | ProvisioningStatus::PendingUpdate
+            )
             && serving(&l.lb.id)
     });
     // OpenNebula clusters have an external endpoint: a VIP the control-plane VMs hold
@@ -175,15 +188,17 @@ fn mirrored_api_reachable(st: &State, owner: &Ownership) -> bool {
         })
 }
 
-pub(crate) fn list_nodes(st: &State, now: Timestamp, owner: &Ownership) -> Option<Vec<Node>> {
+/// The nodes of `owner`'s workload cluster as its API lists them at `now` (`None`: its
+/// API answers nothing); the observer faults in force strike the answer.
+pub(crate) fn list_nodes(st: &mut State, now: Timestamp, owner: &Ownership) -> Option<Vec<Node>> {
     if !api_reachable(st, owner) {
         return None;
     }
     let tags = [format!("{TAG_CLUSTER}{}", owner.cluster)];
-    if faults::any_active_for(st, FaultKind::EmptyNodeList, now, &tags) {
+    if faults::strike(st, FaultKind::EmptyNodeList, now, &tags) {
         return Some(Vec::new());
     }
-    let not_ready = faults::any_active_for(st, FaultKind::AllNotReady, now, &tags);
+    let not_ready = faults::strike(st, FaultKind::AllNotReady, now, &tags);
     Some(
         st.nodes
             .values()

@@ -19,6 +19,8 @@
 //! - **Bounded.** Every collection has a limit; beyond it the cloud answers as a real
 //!   one does at quota (403/409), never by growing without end.
 
+mod auth;
+mod fault_effects;
 mod faults;
 mod identity;
 mod ids;
@@ -45,6 +47,7 @@ use flightdeck_cloud::{
     Timestamp,
 };
 
+pub use auth::{ISSUE_OP as KEYSTONE_ISSUE_OP, TOKEN_LIFETIME_MS};
 pub use faults::{FAULTS_MAX, SimFault};
 pub use flightdeck_cloud::{Route, Router};
 pub use k8s::{
@@ -233,6 +236,8 @@ pub(crate) struct State {
     /// Test bed: clusters whose servers are mirrored from a real cloud ([`mirror`]).
     pub(crate) mirrored: std::collections::BTreeSet<String>,
     pub(crate) faults: Vec<faults::FaultRec>,
+    /// Keystone's revocations and the in-process client's token.
+    pub(crate) session: auth::Session,
     pub(crate) log: Log,
     /// The simulated OpenNebula.
     pub(crate) one: one::OneState,
@@ -271,6 +276,7 @@ impl State {
             pod_networks: BTreeMap::new(),
             mirrored: std::collections::BTreeSet::new(),
             faults: Vec::new(),
+            session: auth::Session::default(),
             log: Log::default(),
             one: one::OneState::default(),
         }
@@ -327,7 +333,7 @@ impl State {
                 Event::Nova(e) => nova::apply(self, at, e),
                 Event::Octavia(e) => octavia::apply(self, at, e),
                 Event::Kube(e) => kube::apply(self, at, e),
-                Event::Fault(e) => faults::apply(self, at, e),
+                Event::Fault(e) => fault_effects::apply(self, at, e),
                 Event::One(e) => one::apply(self, at, e),
                 Event::K8s(e) => k8s::apply(self, at, e),
             }
@@ -478,6 +484,12 @@ impl SimCloud {
         faults::inject(&mut st, fault);
     }
 
+    /// How often the scheduled faults of each kind struck: calls they answered, objects
+    /// they changed or held. A kind scheduled but never struck shows 0. Not an API call.
+    pub fn fault_effects(&self) -> BTreeMap<flightdeck_spec::FaultKind, u64> {
+        faults::effects(&self.lock())
+    }
+
     /// How many injected faults were ignored because [`FAULTS_MAX`] was reached.
     pub fn faults_ignored(&self) -> u64 {
         self.lock().log.faults_ignored
@@ -580,6 +592,7 @@ impl SimCloud {
     ) -> Result<Timestamp> {
         st.run_due(self.clock.now());
         st.log.count(service, operation);
+        auth::ensure_token(st, &self.clock, service, operation)?;
         faults::before_call(st, &self.clock, service, operation)?;
         Ok(self.clock.now())
     }

@@ -115,18 +115,34 @@ pub(crate) fn delete_member(
     Ok(())
 }
 
+/// Whether an active fault holds member `m` in its pending state at `t`:
+/// `octavia.memberStuckPending` any change, `octavia.memberStuckDeleting` a deletion.
+fn held(st: &State, m: &MemberRec, t: Timestamp) -> Option<FaultKind> {
+    let tags = &m.member.tags;
+    if faults::any_active_for(st, FaultKind::MemberStuckPending, t, tags) {
+        return Some(FaultKind::MemberStuckPending);
+    }
+    let deleting = m.member.provisioning_status == ProvisioningStatus::PendingDelete;
+    (deleting && faults::any_active_for(st, FaultKind::MemberStuckDeleting, t, tags))
+        .then_some(FaultKind::MemberStuckDeleting)
+}
+
 /// Completes a member's pending change, unless a stuck-pending fault holds it.
 pub(crate) fn complete(st: &mut State, t: Timestamp, id: &str) {
-    let stuck = st.members.get(id).is_some_and(|m| {
-        faults::any_active_for(st, FaultKind::MemberStuckPending, t, &m.member.tags)
-    });
+    let holding = st
+        .members
+        .get(id)
+        .and_then(|m| held(st, m, t).map(|kind| (kind, m.member.tags.clone())));
+    if let Some((kind, tags)) = holding {
+        faults::strike(st, kind, t, &tags);
+        if let Some(m) = st.members.get_mut(id) {
+            m.stuck = true;
+        }
+        return;
+    }
     let Some(m) = st.members.get_mut(id) else {
         return;
     };
-    if stuck {
-        m.stuck = true;
-        return;
-    }
     match m.member.provisioning_status {
         ProvisioningStatus::PendingCreate => {
             m.member.provisioning_status = ProvisioningStatus::Active;
@@ -147,9 +163,7 @@ pub(crate) fn release_stuck(st: &mut State, t: Timestamp) {
     let still_held: Vec<String> = st
         .members
         .values()
-        .filter(|m| {
-            m.stuck && faults::any_active_for(st, FaultKind::MemberStuckPending, t, &m.member.tags)
-        })
+        .filter(|m| m.stuck && held(st, m, t).is_some())
         .map(|m| m.member.id.clone())
         .collect();
     for m in st
@@ -242,4 +256,32 @@ pub(crate) fn evaluate(st: &mut State, now: Timestamp) {
     for (at, id) in checks {
         st.schedule(at, SimEvent::Octavia(Event::HealthCheck(id)));
     }
+}
+
+/// Picks `count` distinct ACTIVE members with the fault stream and marks them offline
+/// for fault `index`. Candidates are taken in creation order, so the pick replays.
+/// Answers how many.
+pub(crate) fn take_offline(st: &mut State, index: usize, count: usize) -> u64 {
+    let candidates: Vec<String> = st
+        .members
+        .values()
+        .filter(|m| m.member.provisioning_status == flightdeck_cloud::ProvisioningStatus::Active)
+        .filter(|m| {
+            st.faults
+                .get(index)
+                .is_some_and(|r| r.fault.targets(&m.member.tags))
+        })
+        .map(|m| m.member.id.clone())
+        .collect();
+    let chosen = faults::pick(&mut st.rng_faults, candidates, count);
+    for id in &chosen {
+        if let Some(m) = st.members.get_mut(id) {
+            m.offline_faults.insert(index);
+        }
+    }
+    let n = chosen.len() as u64;
+    if let Some(rec) = st.faults.get_mut(index) {
+        rec.chosen = chosen;
+    }
+    n
 }

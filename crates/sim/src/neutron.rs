@@ -263,7 +263,8 @@ impl Network for SimCloud {
 /// `neutron.ruleLost` starts: `count` ingress rules with a remote prefix vanish from
 /// flightdeck's security groups (the targeted cluster's), picked with the fault stream
 /// among all such rules in creation order. The cloud misbehaving, not a call.
-pub(crate) fn lose_rules(st: &mut State, fault: &SimFault) {
+/// Answers how many rules went.
+pub(crate) fn lose_rules(st: &mut State, fault: &SimFault) -> u64 {
     let count = fault.count.unwrap_or(1) as usize;
     let candidates: Vec<(String, String)> = st
         .security_groups
@@ -276,9 +277,12 @@ pub(crate) fn lose_rules(st: &mut State, fault: &SimFault) {
                 .map(|r| (g.id.clone(), r.id.clone()))
         })
         .collect();
-    for (group, rule) in faults::pick(&mut st.rng_faults, candidates, count) {
+    let chosen = faults::pick(&mut st.rng_faults, candidates, count);
+    let n = chosen.len() as u64;
+    for (group, rule) in chosen {
         if let Some(g) = st.security_groups.get_mut(&group) {
             g.rules.retain(|r| r.id != rule);
         }
     }
+    n
 }

@@ -323,7 +323,7 @@ pub(crate) fn add_foreign(st: &mut State, now: Timestamp, name: &str, tags: Vec<
 /// `nova.dropSecurityGroup` starts: `count` running servers of flightdeck's (the
 /// targeted cluster's) that are in some group lose all their groups, picked with the
 /// fault stream among them in creation order.
-pub(crate) fn strip_groups(st: &mut State, fault: &SimFault, count: usize) {
+pub(crate) fn strip_groups(st: &mut State, fault: &SimFault, count: usize) -> u64 {
     let candidates: Vec<String> = st
         .servers
         .values()
@@ -335,12 +335,75 @@ pub(crate) fn strip_groups(st: &mut State, fault: &SimFault, count: usize) {
         })
         .map(|s| s.server.id.clone())
         .collect();
-    for id in faults::pick(&mut st.rng_faults, candidates, count) {
+    let chosen = faults::pick(&mut st.rng_faults, candidates, count);
+    let n = chosen.len() as u64;
+    for id in chosen {
         if let Some(rec) = st.servers.get_mut(&id) {
             rec.group_ids.clear();
             rec.server.security_groups.clear();
         }
     }
+    n
+}
+
+/// flightdeck's running (or booting) servers within `fault`'s target, in creation
+/// order, not being deleted.
+fn targeted_servers(st: &State, fault: &SimFault, running_only: bool) -> Vec<String> {
+    st.servers
+        .values()
+        .filter(|s| {
+            let alive = if running_only {
+                s.is_running()
+            } else {
+                !s.server.is_deleting() && s.server.status != ServerStatus::Error
+            };
+            alive && uid_of(&s.server.tags).is_some() && fault.targets(&s.server.tags)
+        })
+        .map(|s| s.server.id.clone())
+        .collect()
+}
+
+/// `operator.deleteMachine` starts: an operator deletes `count` of the targeted
+/// servers (`openstack server delete`), picked with the fault stream. Answers how
+/// many.
+pub(crate) fn delete_out_of_band(
+    st: &mut State,
+    now: Timestamp,
+    fault: &SimFault,
+    count: usize,
+) -> u64 {
+    let candidates = targeted_servers(st, fault, false);
+    let chosen = faults::pick(&mut st.rng_faults, candidates, count);
+    let n = chosen.len() as u64;
+    for id in chosen {
+        // As if through the API, but not flightdeck's call: neither counted nor logged.
+        let _ = delete(st, now, &id);
+    }
+    n
+}
+
+/// `nova.serverError` starts: `count` running servers of the target go ERROR (their
+/// compute host failed): they stop serving and their kubelets stop. Answers how many.
+pub(crate) fn fail_running(st: &mut State, now: Timestamp, fault: &SimFault, count: usize) -> u64 {
+    let candidates = targeted_servers(st, fault, true);
+    let chosen = faults::pick(&mut st.rng_faults, candidates, count);
+    let n = chosen.len() as u64;
+    for id in chosen {
+        let Some(rec) = st.servers.get_mut(&id) else {
+            continue;
+        };
+        rec.server.status = ServerStatus::Error;
+        rec.server.fault = Some(format!(
+            "Instance {id} is in an error state: its compute host stopped responding."
+        ));
+        if let Some(ip) = rec.server.address
+            && st.server_by_address.get(&ip) == Some(&id)
+        {
+            st.server_by_address.remove(&ip);
+        }
+        kube::server_stopped(st, now, &id);
+    }
+    n
 }
 
 impl Compute for SimCloud {

@@ -14,6 +14,7 @@ use flightdeck_cloud::{
     Ownership, Pool, PoolCreate, ProvisioningStatus, Timestamp,
 };
 
+use crate::faults::SimFault;
 use crate::members::{self, create_member, delete_member};
 use crate::{Event as SimEvent, MutationKind, Result, SimCloud, State};
 
@@ -29,6 +30,10 @@ pub(crate) struct LbRec {
     /// Bumped whenever the load balancer starts a change, so a completion scheduled
     /// for an earlier change is recognised as stale.
     change: u64,
+    /// A change is under way (its completion is scheduled).
+    changing: bool,
+    /// Held PENDING_UPDATE by `octavia.pendingUpdate` until it ends.
+    held: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -100,6 +105,39 @@ pub(crate) fn check_mutable(st: &State, op: &str, lb_id: &str) -> Result<()> {
     Ok(())
 }
 
+/// `octavia.pendingUpdate` starts: flightdeck's ACTIVE load balancers within
+/// `fault`'s target go PENDING_UPDATE and stay there (an amphora failover that hangs):
+/// every change of them or their children answers 409 until it ends. Answers their
+/// ids.
+pub(crate) fn hold(st: &mut State, fault: &SimFault) -> Vec<String> {
+    let mut held = Vec::new();
+    for rec in st.lbs.values_mut() {
+        let owned = flightdeck_cloud::ownership::uid_of(&rec.lb.tags).is_some();
+        if owned
+            && fault.targets(&rec.lb.tags)
+            && rec.lb.provisioning_status == ProvisioningStatus::Active
+        {
+            rec.held = true;
+            rec.lb.provisioning_status = ProvisioningStatus::PendingUpdate;
+            held.push(rec.lb.id.clone());
+        }
+    }
+    held
+}
+
+/// `octavia.pendingUpdate` ends: the load balancers it held are ACTIVE again, unless a
+/// change of theirs is still under way (its completion makes them ACTIVE).
+pub(crate) fn release(st: &mut State, ids: &[String]) {
+    for id in ids {
+        if let Some(rec) = st.lbs.get_mut(id) {
+            rec.held = false;
+            if !rec.changing && rec.lb.provisioning_status == ProvisioningStatus::PendingUpdate {
+                rec.lb.provisioning_status = ProvisioningStatus::Active;
+            }
+        }
+    }
+}
+
 /// Puts `lb_id` in PENDING_UPDATE until the change to `child` completes.
 pub(crate) fn begin_change(
     st: &mut State,
@@ -112,6 +150,7 @@ pub(crate) fn begin_change(
         return;
     };
     rec.change += 1;
+    rec.changing = true;
     rec.lb.provisioning_status = ProvisioningStatus::PendingUpdate;
     let change = rec.change;
     let event = Event::ChangeDone {
@@ -147,6 +186,8 @@ fn new_lb(st: &mut State, name: &str, tags: &[String], active: bool) -> LoadBala
         LbRec {
             lb: lb.clone(),
             change: 0,
+            changing: false,
+            held: false,
         },
     );
     lb
@@ -346,7 +387,10 @@ pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
             {
                 return;
             }
-            rec.lb.provisioning_status = ProvisioningStatus::Active;
+            rec.changing = false;
+            if !rec.held {
+                rec.lb.provisioning_status = ProvisioningStatus::Active;
+            }
             let activate = |s: &mut ProvisioningStatus| {
                 if *s == ProvisioningStatus::PendingCreate {
                     *s = ProvisioningStatus::Active;

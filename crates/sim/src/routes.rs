@@ -210,8 +210,9 @@ pub(crate) fn add_routes(
         }
     }
     let tags = route_call_tags(st, router_id, routes);
-    let max = faults::route_limit(st, now, &tags).unwrap_or(st.config.max_routes);
-    let Some(router) = st.routers.get_mut(router_id) else {
+    let limited = faults::route_limit(st, now, &tags);
+    let max = limited.unwrap_or(st.config.max_routes);
+    let Some(router) = st.routers.get(router_id) else {
         return Err(router_not_found(OP_ADD, router_id));
     };
     let mut wanted = router.routes.clone();
@@ -221,6 +222,9 @@ pub(crate) fn add_routes(
         }
     }
     if wanted.len() > router.routes.len() && wanted.len() > max {
+        if limited.is_some_and(|m| m < st.config.max_routes) {
+            faults::note_route_limit(st, now, &tags);
+        }
         // Neutron's type for this answer is RoutesExhausted.
         return Err(error(
             ErrorClass::Permanent,
@@ -231,6 +235,9 @@ pub(crate) fn add_routes(
             ),
         ));
     }
+    let Some(router) = st.routers.get_mut(router_id) else {
+        return Err(router_not_found(OP_ADD, router_id));
+    };
     router.routes = wanted;
     Ok(router.clone())
 }
@@ -260,7 +267,8 @@ fn new_router(st: &mut State, name: &str, tags: &[String]) -> Router {
 /// routes appear on every router, each to a /24 a live node holds (the network's first
 /// /24 if none does; the network itself if it is not cut into /24s), via an address of
 /// the subnet nobody holds (the highest free ones). Beyond any route limit.
-pub(crate) fn add_stale_routes(st: &mut State, fault: &SimFault) {
+/// Answers how many routes it added.
+pub(crate) fn add_stale_routes(st: &mut State, fault: &SimFault) -> u64 {
     let count = (fault.count.unwrap_or(1) as usize).min(STALE_ROUTES_PER_FAULT_MAX);
     let targets: Vec<(String, Vec<String>)> = st
         .pod_networks
@@ -302,13 +310,16 @@ pub(crate) fn add_stale_routes(st: &mut State, fault: &SimFault) {
             });
         }
     }
+    let mut added = 0;
     for router in st.routers.values_mut() {
         for r in &stale {
             if router.routes.len() < ROUTES_PER_ROUTER_MAX && !router.routes.contains(r) {
                 router.routes.push(r.clone());
+                added += 1;
             }
         }
     }
+    added
 }
 
 impl SimCloud {

@@ -30,6 +30,11 @@ pub struct World {
     /// registration order.
     pub nodes: Vec<(String, Node)>,
     pub routers: Vec<Router>,
+    /// The most extra routes a router takes now: Neutron's `max_routes`, or the lowest
+    /// limit an active `neutron.maxRoutes` sets for any cluster.
+    pub route_limit: usize,
+    /// When that limit last changed (a `neutron.maxRoutes` started or ended).
+    pub route_limit_changed: Option<Timestamp>,
     /// OpenNebula VMs, by id (DONE ones included, as the pool keeps them).
     pub one_vms: Vec<crate::OneVm>,
     /// OpenNebula VM templates, by id.
@@ -158,6 +163,8 @@ pub(crate) fn snapshot(st: &State, now: Timestamp) -> World {
             .map(|n| (n.uid.clone(), n.node.clone()))
             .collect(),
         routers: st.routers.values().cloned().collect(),
+        route_limit: crate::faults::lowest_route_limit(st, now).unwrap_or(st.config.max_routes),
+        route_limit_changed: crate::faults::route_limit_changed(st, now),
         one_vms: crate::one::snapshot_vms(st),
         one_templates: crate::one::snapshot_templates(st),
         one_images: crate::one::snapshot_images(st),

@@ -189,18 +189,11 @@ fn member_offline_fault_takes_members_offline_until_it_ends() {
 
 #[test]
 fn faults_from_a_scenario_start_relative_to_its_origin() {
-    let fault: flightdeck_spec::scenario::Fault = flightdeck_spec::scenario::Fault {
-        at: Duration::from_secs(10),
+    let fault = flightdeck_spec::scenario::Fault {
         duration: Some(Duration::from_secs(5)),
-        kind: FaultKind::ApiErrorRate,
         service: Some(Service::Nova),
         rate: Some(1.0),
-        latency: None,
-        count: None,
-        cluster: None,
-        level: None,
-        template: None,
-        node: None,
+        ..flightdeck_spec::scenario::Fault::new(FaultKind::ApiErrorRate, Duration::from_secs(10))
     };
     let origin = flightdeck_cloud::Timestamp::SIM_EPOCH;
     let f = SimFault::from_spec(&fault, origin);

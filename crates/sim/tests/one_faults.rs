@@ -98,16 +98,11 @@ fn lock_template_fault_comes_from_the_scenario_spec() {
 
 fn lock_web_templates() -> flightdeck_spec::scenario::Fault {
     flightdeck_spec::scenario::Fault {
-        at: Duration::from_millis(0),
-        duration: None,
-        kind: FaultKind::OneLockTemplate,
-        service: None,
-        rate: None,
-        latency: None,
-        count: None,
-        cluster: None,
         level: Some(LockLevelSpec::Use),
         template: Some(flightdeck_spec::Text::new("web").expect("a text")),
-        node: None,
+        ..flightdeck_spec::scenario::Fault::new(
+            FaultKind::OneLockTemplate,
+            Duration::from_millis(0),
+        )
     }
 }

@@ -6,6 +6,7 @@ pub mod capacity;
 pub mod cidr;
 pub mod cluster;
 pub mod duration;
+pub mod fault;
 mod kind_probe;
 pub mod kubevirt;
 pub mod load;

@@ -9,6 +9,9 @@ use crate::cluster::{ApiVersion, Cluster, MachineTemplate};
 use crate::duration::Duration;
 use crate::names::{KubernetesVersion, Name, Text};
 
+use crate::fault::presence;
+pub use crate::fault::{Fault, FaultKind, LockLevelSpec, Service};
+
 /// The most faults or workload steps a scenario may hold.
 pub const SCENARIO_STEPS_MAX: usize = 256;
 
@@ -61,201 +64,6 @@ pub struct ClusterSource {
     pub inline: Option<Box<Cluster>>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum FaultKind {
-    /// New members stay PENDING_CREATE while their load balancer reports ACTIVE.
-    #[serde(rename = "octavia.memberStuckPending")]
-    MemberStuckPending,
-    /// Members report operating status OFFLINE.
-    #[serde(rename = "octavia.memberOffline")]
-    MemberOffline,
-    /// Servers requested in the window go BUILD → ERROR.
-    #[serde(rename = "nova.bootError")]
-    BootError,
-    /// A fraction of one service's calls answer 503.
-    #[serde(rename = "api.errorRate")]
-    ApiErrorRate,
-    /// One service's calls take longer.
-    #[serde(rename = "api.latency")]
-    ApiLatency,
-    /// Servers booted in the window never register a node (`rate` of them).
-    #[serde(rename = "net.noRegistration")]
-    NoRegistration,
-    /// At the start, `count` pod-network ingress rules disappear from a cluster's group.
-    #[serde(rename = "neutron.ruleLost")]
-    RuleLost,
-    /// Servers created in the window come up without their security group (`rate`), and
-    /// at the start `count` running servers lose it.
-    #[serde(rename = "nova.dropSecurityGroup")]
-    DropSecurityGroup,
-    /// At the start, `count` stale routes (a live pod network's destination, a dead next
-    /// hop) appear on the cluster's router.
-    #[serde(rename = "router.staleRoute")]
-    StaleRoute,
-    /// While active, routers hold at most `count` extra routes.
-    #[serde(rename = "neutron.maxRoutes")]
-    MaxRoutes,
-    /// While active, the workload cluster's node list comes back empty.
-    #[serde(rename = "observer.emptyNodeList")]
-    EmptyNodeList,
-    /// While active, every node reports NotReady.
-    #[serde(rename = "observer.allNotReady")]
-    AllNotReady,
-    /// At the start, an operator locks every OpenNebula template whose name starts with
-    /// `template`, at `level`; at the end (if the fault has a duration) unlocks them.
-    #[serde(rename = "one.lockTemplate")]
-    OneLockTemplate,
-    /// OpenNebula VMs instantiated in the window end in BOOT_FAILURE (`rate` of them).
-    #[serde(rename = "one.vmBootFailure")]
-    OneVmBootFailure,
-    /// OpenNebula images allocated in the window end in ERROR (`rate` of them).
-    #[serde(rename = "one.imageError")]
-    OneImageError,
-    /// A fraction (`rate`) of OpenNebula XML-RPC calls answer INTERNAL.
-    #[serde(rename = "one.rpcError")]
-    OneRpcError,
-    /// At the start, the infra node `node` is drained: KubeVirt sets
-    /// `status.evacuationNodeName` on every VMI there whose eviction strategy is
-    /// External (as its eviction webhook does), and schedules nothing new on it until the
-    /// fault ends.
-    #[serde(rename = "kubevirt.drainInfraNode")]
-    KubevirtDrainInfraNode,
-    /// While active, every PodDisruptionBudget of the workload cluster (of `cluster`, or
-    /// of all) keeps `disruptionsAllowed` at 0.
-    #[serde(rename = "k8s.pdbBlocks")]
-    K8sPdbBlocks,
-}
-
-impl FaultKind {
-    /// The kinds that hit an OpenStack fleet (and its workload clusters).
-    pub const OPENSTACK: [FaultKind; 12] = [
-        FaultKind::MemberStuckPending,
-        FaultKind::MemberOffline,
-        FaultKind::BootError,
-        FaultKind::ApiErrorRate,
-        FaultKind::ApiLatency,
-        FaultKind::NoRegistration,
-        FaultKind::RuleLost,
-        FaultKind::DropSecurityGroup,
-        FaultKind::StaleRoute,
-        FaultKind::MaxRoutes,
-        FaultKind::EmptyNodeList,
-        FaultKind::AllNotReady,
-    ];
-
-    pub const ALL: [FaultKind; 18] = [
-        FaultKind::MemberStuckPending,
-        FaultKind::MemberOffline,
-        FaultKind::BootError,
-        FaultKind::ApiErrorRate,
-        FaultKind::ApiLatency,
-        FaultKind::NoRegistration,
-        FaultKind::RuleLost,
-        FaultKind::DropSecurityGroup,
-        FaultKind::StaleRoute,
-        FaultKind::MaxRoutes,
-        FaultKind::EmptyNodeList,
-        FaultKind::AllNotReady,
-        FaultKind::OneLockTemplate,
-        FaultKind::OneVmBootFailure,
-        FaultKind::OneImageError,
-        FaultKind::OneRpcError,
-        FaultKind::KubevirtDrainInfraNode,
-        FaultKind::K8sPdbBlocks,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FaultKind::MemberStuckPending => "octavia.memberStuckPending",
-            FaultKind::MemberOffline => "octavia.memberOffline",
-            FaultKind::BootError => "nova.bootError",
-            FaultKind::ApiErrorRate => "api.errorRate",
-            FaultKind::ApiLatency => "api.latency",
-            FaultKind::NoRegistration => "net.noRegistration",
-            FaultKind::RuleLost => "neutron.ruleLost",
-            FaultKind::DropSecurityGroup => "nova.dropSecurityGroup",
-            FaultKind::StaleRoute => "router.staleRoute",
-            FaultKind::MaxRoutes => "neutron.maxRoutes",
-            FaultKind::EmptyNodeList => "observer.emptyNodeList",
-            FaultKind::AllNotReady => "observer.allNotReady",
-            FaultKind::OneLockTemplate => "one.lockTemplate",
-            FaultKind::OneVmBootFailure => "one.vmBootFailure",
-            FaultKind::OneImageError => "one.imageError",
-            FaultKind::OneRpcError => "one.rpcError",
-            FaultKind::KubevirtDrainInfraNode => "kubevirt.drainInfraNode",
-            FaultKind::K8sPdbBlocks => "k8s.pdbBlocks",
-        }
-    }
-}
-
-/// A cloud service that faults can target.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Service {
-    Keystone,
-    Nova,
-    Neutron,
-    Octavia,
-    Kubernetes,
-}
-
-impl Service {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Service::Keystone => "keystone",
-            Service::Nova => "nova",
-            Service::Neutron => "neutron",
-            Service::Octavia => "octavia",
-            Service::Kubernetes => "kubernetes",
-        }
-    }
-}
-
-/// One fault in the schedule. Parameters that a kind does not use are rejected.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Fault {
-    pub at: Duration,
-    /// How long the fault lasts; absent means until the end of the scenario.
-    #[serde(default)]
-    pub duration: Option<Duration>,
-    pub kind: FaultKind,
-    /// `api.errorRate`, `api.latency`: the service hit.
-    #[serde(default)]
-    pub service: Option<Service>,
-    /// `api.errorRate`, `nova.bootError`: fraction of calls or servers hit, 0 < rate ≤ 1.
-    #[serde(default)]
-    pub rate: Option<f64>,
-    /// `api.latency`: extra time per call.
-    #[serde(default)]
-    pub latency: Option<Duration>,
-    /// `octavia.memberOffline`: how many existing members go offline (default 1).
-    #[serde(default)]
-    pub count: Option<u32>,
-    /// `octavia.*`, `nova.bootError`: only this cluster's objects are hit; absent hits
-    /// every cluster's.
-    #[serde(default)]
-    pub cluster: Option<Name>,
-    /// `one.lockTemplate`: the lock level.
-    #[serde(default)]
-    pub level: Option<LockLevelSpec>,
-    /// `one.lockTemplate`: templates whose name starts with this are locked.
-    #[serde(default)]
-    pub template: Option<Text>,
-    /// `kubevirt.drainInfraNode`: the infra node drained.
-    #[serde(default)]
-    pub node: Option<Text>,
-}
-
-/// An OpenNebula lock level, as `one.lockTemplate` takes it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LockLevelSpec {
-    Use,
-    Manage,
-    Admin,
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum WorkloadAction {
@@ -288,6 +96,10 @@ pub struct WorkloadStep {
     pub version: Option<KubernetesVersion>,
     #[serde(default)]
     pub machine: Option<MachineTemplate>,
+    /// The step must be refused, with an error that contains this text (an apply that
+    /// breaks a rule across clusters, say); absent: it must be accepted.
+    #[serde(default)]
+    pub refused: Option<Text>,
 }
 
 /// The invariants a scenario can check at every step.
@@ -315,7 +127,8 @@ pub enum Invariant {
     NoRemediationOnBlindObserver,
     /// A lost pod-network rule is back within one resync interval plus its backoff.
     RulesRestored,
-    /// After the settling time, no pod-network destination has a stale next hop.
+    /// After the settling time, no pod-network destination has a stale next hop, and
+    /// every Ready node of a running server has its route (unless the router is full).
     RoutesConsistent,
     /// A VMI KubeVirt asked to evacuate is deleted only after its guest node was drained
     /// (no pod that must leave is left on it) or its drain deadline passed (F9).
@@ -374,6 +187,16 @@ pub struct Expectations {
     /// it, e.g. `DELETE /servers/{server_id}`), of the objects tagged with `cluster`.
     #[serde(default)]
     pub mutations: Vec<CountExpectation>,
+    /// What the faults did, counted from the simulator's records by fault kind (the
+    /// calls a fault answered, the objects it changed): proof that a fault really
+    /// struck, or bounds on how much.
+    #[serde(default)]
+    pub faults: Vec<CountExpectation>,
+    /// From this time on (since the start) no fault may be active, and the fleet must
+    /// converge to its spec before the scenario ends: the `convergence` invariant.
+    /// Absent: the invariant is not checked (the swarm sets its own).
+    #[serde(default)]
+    pub converge_after: Option<Duration>,
 }
 
 /// Something counted over a run: between `min` and `max` times (either may be absent).
@@ -465,90 +288,10 @@ impl Scenario {
             ));
         }
         for (i, f) in s.faults.iter().enumerate() {
-            let at = |field: &str| format!("spec.faults[{i}].{field}");
-            if f.at > s.duration {
-                return Err((
-                    at("at"),
-                    format!("{} is after the scenario ends ({})", f.at, s.duration),
-                ));
-            }
-            let (needs_service, needs_rate, needs_latency, takes_count, takes_rate) = match f.kind {
-                FaultKind::MemberStuckPending => (false, false, false, false, false),
-                FaultKind::MemberOffline => (false, false, false, true, false),
-                FaultKind::BootError => (false, false, false, false, true),
-                FaultKind::ApiErrorRate => (true, true, false, false, true),
-                FaultKind::ApiLatency => (true, false, true, false, false),
-                FaultKind::NoRegistration => (false, false, false, false, true),
-                FaultKind::RuleLost => (false, false, false, true, false),
-                FaultKind::DropSecurityGroup => (false, false, false, true, true),
-                FaultKind::StaleRoute => (false, false, false, true, false),
-                FaultKind::MaxRoutes => (false, false, false, true, false),
-                FaultKind::EmptyNodeList => (false, false, false, false, false),
-                FaultKind::AllNotReady => (false, false, false, false, false),
-                FaultKind::OneLockTemplate => (false, false, false, false, false),
-                FaultKind::OneVmBootFailure => (false, false, false, false, true),
-                FaultKind::OneImageError => (false, false, false, false, true),
-                FaultKind::OneRpcError => (false, true, false, false, true),
-                FaultKind::KubevirtDrainInfraNode => (false, false, false, false, false),
-                FaultKind::K8sPdbBlocks => (false, false, false, false, false),
-            };
-            let drains = f.kind == FaultKind::KubevirtDrainInfraNode;
-            if drains != f.node.is_some() {
-                return Err((at("node"), presence(f.kind.as_str(), drains)));
-            }
-            let locks = f.kind == FaultKind::OneLockTemplate;
-            if locks != f.level.is_some() {
-                return Err((at("level"), presence(f.kind.as_str(), locks)));
-            }
-            if locks != f.template.is_some() {
-                return Err((at("template"), presence(f.kind.as_str(), locks)));
-            }
-            if f.kind == FaultKind::MaxRoutes && f.count.is_none() {
-                return Err((
-                    at("count"),
-                    "neutron.maxRoutes needs the limit as `count`".into(),
-                ));
-            }
-            let kind = f.kind.as_str();
-            if needs_service != f.service.is_some() {
-                return Err((at("service"), presence(kind, needs_service)));
-            }
-            if needs_rate && f.rate.is_none() {
-                return Err((at("rate"), presence(kind, true)));
-            }
-            if !takes_rate && f.rate.is_some() {
-                return Err((at("rate"), presence(kind, false)));
-            }
-            if let Some(rate) = f.rate
-                && !(rate > 0.0 && rate <= 1.0)
-            {
-                return Err((at("rate"), format!("must be in (0, 1], got {rate}")));
-            }
-            if needs_latency != f.latency.is_some() {
-                return Err((at("latency"), presence(kind, needs_latency)));
-            }
-            if !takes_count && f.count.is_some() {
-                return Err((at("count"), presence(kind, false)));
-            }
-            if f.count == Some(0) {
-                return Err((at("count"), "must be at least 1".into()));
-            }
-            let takes_cluster = !matches!(
-                f.kind,
-                FaultKind::ApiErrorRate
-                    | FaultKind::ApiLatency
-                    | FaultKind::OneRpcError
-                    | FaultKind::OneLockTemplate
-                    | FaultKind::OneImageError
-                    | FaultKind::KubevirtDrainInfraNode
-            );
-            if !takes_cluster && f.cluster.is_some() {
-                return Err((
-                    at("cluster"),
-                    format!("{kind} hits a whole service; it takes no cluster"),
-                ));
-            }
+            f.validate(s.duration)
+                .map_err(|(field, msg)| (format!("spec.faults[{i}].{field}"), msg))?;
         }
+        s.expect.validate(s)?;
         for (i, w) in s.workload.iter().enumerate() {
             let at = |field: &str| format!("spec.workload[{i}].{field}");
             if w.at > s.duration {
@@ -602,10 +345,46 @@ impl Scenario {
     }
 }
 
-fn presence(kind: &str, needed: bool) -> String {
-    if needed {
-        format!("{kind} needs this field")
-    } else {
-        format!("{kind} does not take this field")
+impl Expectations {
+    /// `convergeAfter` lies within the run and after every fault; counted faults are
+    /// fault kinds.
+    fn validate(&self, s: &ScenarioSpec) -> Result<(), (String, String)> {
+        if let Some(after) = self.converge_after {
+            if after > s.duration {
+                return Err((
+                    "spec.expect.convergeAfter".into(),
+                    format!("{after} is after the scenario ends ({})", s.duration),
+                ));
+            }
+            for (i, f) in s.faults.iter().enumerate() {
+                let end = f
+                    .duration
+                    .map(|d| Duration::from_millis(f.at.as_millis().saturating_add(d.as_millis())));
+                if end.is_none_or(|end| end > after) {
+                    return Err((
+                        format!("spec.faults[{i}]"),
+                        format!(
+                            "{} is still active at convergeAfter ({after}); give it a duration that ends by then",
+                            f.kind.as_str()
+                        ),
+                    ));
+                }
+            }
+        }
+        for (i, c) in self.faults.iter().enumerate() {
+            if c.cluster.is_some() {
+                return Err((
+                    format!("spec.expect.faults[{i}].cluster"),
+                    "faults are counted over the whole cloud; give no cluster".into(),
+                ));
+            }
+            if !FaultKind::ALL.iter().any(|k| k.as_str() == c.what) {
+                return Err((
+                    format!("spec.expect.faults[{i}].what"),
+                    format!("{:?} is not a fault kind", c.what),
+                ));
+            }
+        }
+        Ok(())
     }
 }

@@ -251,3 +251,36 @@ fn objects_without_the_role_tag_are_not_adopted_as_the_clusters_security_group_o
         assert_eq!(p.status.load_balancer, None, "{name}");
     }
 }
+
+#[test]
+fn a_load_balancer_held_pending_past_a_minute_is_looked_at_every_30_seconds() {
+    let mut w = World::cluster(spec(V1, 2), V1, 2);
+    w.observed.load_balancers[0].provisioning_status = ProvisioningStatus::PendingUpdate;
+    let p = w.plan();
+    assert_eq!(
+        p.requeue_after,
+        Some(POLL_OCTAVIA),
+        "a change in flight: soon"
+    );
+    assert_eq!(p.memory.lb_pending_since, Some(w.now));
+    w.memory = p.memory;
+    w.now = w.now.plus_millis(61_000);
+    let p = w.plan();
+    assert_eq!(
+        p.requeue_after,
+        Some(crate::POLL_STUCK),
+        "held up (a hanging failover): no polling every 2 s"
+    );
+    let held = condition(&p, kind::LOAD_BALANCER_HELD_UP).expect("shown");
+    assert!(
+        held.status && held.message.contains("PENDING_UPDATE for 1m1s"),
+        "{held:?}"
+    );
+    w.memory = p.memory;
+    w.observed.load_balancers[0].provisioning_status = ProvisioningStatus::Active;
+    let p = w.plan();
+    assert_eq!(
+        p.memory.lb_pending_since, None,
+        "ACTIVE again: the clock resets"
+    );
+}

@@ -373,6 +373,23 @@ pub(crate) fn status_response(
     json_response(code, &body)
 }
 
+/// A call an API fault refused, as the API server answers it: 429 TooManyRequests
+/// with `retryAfterSeconds` (its `Retry-After` header carries the same), else 503.
+pub(crate) fn refused(e: &flightdeck_cloud::CloudError) -> KubeResponse {
+    match e.class {
+        flightdeck_cloud::ErrorClass::RateLimited(after) => {
+            let secs = after.map_or(1, |d| d.as_millis().div_ceil(1000).max(1));
+            status_response(
+                429,
+                "TooManyRequests",
+                &e.message,
+                Some(json!({"retryAfterSeconds": secs})),
+            )
+        }
+        _ => status_response(503, "ServiceUnavailable", &e.message, None),
+    }
+}
+
 pub(crate) fn fail(code: u16, reason: &str, message: &str) -> Answer {
     fail_with(code, reason, message, None)
 }

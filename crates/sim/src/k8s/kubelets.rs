@@ -62,7 +62,7 @@ pub(crate) fn clusters(st: &State) -> Vec<String> {
 }
 
 /// The nodes of `cluster` as its API lists them now; `None` while it answers nothing.
-fn nodes(st: &State, now: Timestamp, cluster: &str) -> Option<Vec<Node>> {
+fn nodes(st: &mut State, now: Timestamp, cluster: &str) -> Option<Vec<Node>> {
     let mut out: Option<Vec<Node>> = None;
     for uid in uids(st, cluster) {
         let owner = Ownership {

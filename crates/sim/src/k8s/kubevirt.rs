@@ -19,6 +19,7 @@ use super::{
     API_UP_AFTER_MS, Event, LABEL_CLUSTER, LABEL_MACHINE, VMI_DELETE_MS, VMI_MIGRATION_MS,
     VMI_PLACE_MS, VMI_SCHEDULING_MS, VMI_START_MS, VmiDeletion, VmiRef, after, uid_of, workload,
 };
+use crate::faults::SimFault;
 use crate::{Event as SimEvent, State};
 
 /// A VM's `spec.runStrategy`, or what `spec.running` stands for.
@@ -386,13 +387,47 @@ pub(crate) fn gone(st: &mut State, t: Timestamp, r: &VmiRef) {
     }
 }
 
+/// `operator.deleteMachine` on KubeVirt: an operator deletes `count` of the targeted
+/// VMs (`kubectl delete vm`), picked with the fault stream; their VMIs go with them.
+/// Answers how many.
+pub(crate) fn delete_out_of_band(
+    st: &mut State,
+    now: Timestamp,
+    fault: &SimFault,
+    count: usize,
+) -> u64 {
+    let candidates: Vec<(String, String)> = st
+        .kube
+        .infra
+        .list(Kind::Vm, None)
+        .filter(|vm| !deleting(vm))
+        .filter(|vm| {
+            let tags = super::tags_of_labels(&labels_of(vm));
+            flightdeck_cloud::ownership::uid_of(&tags).is_some() && fault.targets(&tags)
+        })
+        .map(|vm| {
+            let ns = str_at(vm, &["metadata", "namespace"]).unwrap_or_default();
+            (ns.to_string(), name_of(vm).to_string())
+        })
+        .collect();
+    let chosen = crate::faults::pick(&mut st.rng_faults, candidates, count);
+    let n = chosen.len() as u64;
+    for (ns, name) in chosen {
+        vm_deleted(st, now, &ns, &name, "operator: kubectl delete vm");
+        st.kube.infra.remove(Kind::Vm, &ns, &name);
+        st.kube.dirty = true;
+    }
+    n
+}
+
 /// A VM was deleted: its VMI goes too.
 pub(crate) fn vm_deleted(st: &mut State, now: Timestamp, ns: &str, name: &str, cause: &str) {
     start_deletion(st, now, ns, name, cause);
 }
 
 /// `kubevirt.drainInfraNode` starts on `node`.
-pub(crate) fn drain_start(st: &mut State, t: Timestamp, node: &str) {
+/// Answers how many VMIs ran there.
+pub(crate) fn drain_start(st: &mut State, t: Timestamp, node: &str) -> u64 {
     st.kube.dirty = true;
     st.kube.infra.modify(Kind::Node, "", node, |n| {
         set_at(n, &["spec", "unschedulable"], json!(true));
@@ -409,6 +444,7 @@ pub(crate) fn drain_start(st: &mut State, t: Timestamp, node: &str) {
         .filter(|v| str_at(v, &["status", "nodeName"]) == Some(node))
         .cloned()
         .collect();
+    let n = on_node.len() as u64;
     for vmi in on_node {
         let r = vmi_ref(&vmi);
         match str_at(&vmi, &["spec", "evictionStrategy"]) {
@@ -441,6 +477,7 @@ pub(crate) fn drain_start(st: &mut State, t: Timestamp, node: &str) {
             _ => {}
         }
     }
+    n
 }
 
 /// `kubevirt.drainInfraNode` ends: the node takes VMIs again.

@@ -468,7 +468,7 @@ pub(crate) fn fault_changed(st: &mut State) {
     st.kube.dirty = true;
 }
 
-pub(crate) use kubevirt::{drain_end, drain_start};
+pub(crate) use kubevirt::{delete_out_of_band, drain_end, drain_start};
 
 impl SimCloud {
     /// One HTTP request to a simulated Kubernetes API server. `cluster` is `"infra"`
@@ -485,10 +485,7 @@ impl SimCloud {
         let mutating = api::mutation_kind(&req.method, &route);
         let before = mutating.map(|_| api::target(&st, cluster, &route, None));
         let (response, touched) = match entered {
-            Err(e) => (
-                api::status_response(503, "ServiceUnavailable", &e.message, None),
-                None,
-            ),
+            Err(e) => (api::refused(&e), None),
             Ok(now) if kubelets::plays(&st, cluster) => {
                 kubelets::handle(&mut st, now, cluster, &req)
             }

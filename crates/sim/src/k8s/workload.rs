@@ -841,7 +841,7 @@ fn scaled(v: &Value, total: i64) -> Option<i64> {
 /// holds `disruptionsAllowed` at 0.
 fn pdb_status(st: &mut State, now: Timestamp, cluster: &str) {
     let blocked = cluster != INFRA_CLUSTER
-        && faults::any_active_for(
+        && faults::strike(
             st,
             FaultKind::K8sPdbBlocks,
             now,

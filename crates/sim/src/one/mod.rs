@@ -22,6 +22,8 @@ mod templates;
 mod vms;
 mod xml;
 
+pub(crate) use vms::terminate_out_of_band;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 

@@ -3,7 +3,7 @@
 //! log.
 
 use dxr::Value;
-use flightdeck_cloud::{Clock, Rng, Timestamp};
+use flightdeck_cloud::{Clock, Timestamp};
 use flightdeck_spec::FaultKind;
 
 use super::errors::{self, Code, FAULT_NO_SUCH_METHOD, Failure, OneResult};
@@ -143,17 +143,7 @@ fn authenticate(st: &State, session: &str) -> Option<u32> {
 /// Whether an active `one.rpcError` answers this call INTERNAL. Every active fault
 /// draws, so the stream does not depend on earlier outcomes.
 fn rpc_error(st: &mut State, now: Timestamp) -> bool {
-    let rates: Vec<f64> = st
-        .faults
-        .iter()
-        .filter(|r| r.fault.kind == FaultKind::OneRpcError && r.fault.is_active_at(now))
-        .map(|r| r.fault.rate.unwrap_or(1.0))
-        .collect();
-    let mut hit = false;
-    for rate in rates {
-        hit |= st.rng_faults.chance(rate);
-    }
-    hit
+    crate::faults::call_hit(st, FaultKind::OneRpcError, now)
 }
 
 fn dispatch(st: &mut State, ctx: &mut Ctx, p: &Params) -> OneResult<Value> {

@@ -605,3 +605,35 @@ pub(crate) fn pool_info(
     let docs: Vec<String> = range.select(items);
     Ok(errors::ok_string(xml::pool("VM_POOL", &docs)))
 }
+
+/// `operator.deleteMachine` on OpenNebula: an operator terminates `count` of the
+/// targeted running VMs (`onevm terminate --hard`), picked with the fault stream:
+/// `SHUTDOWN → EPILOG → DONE`. Answers how many.
+pub(crate) fn terminate_out_of_band(
+    st: &mut State,
+    now: Timestamp,
+    fault: &crate::faults::SimFault,
+    count: usize,
+) -> u64 {
+    let candidates: Vec<u32> = st
+        .one
+        .vms
+        .values()
+        .filter(|vm| vm.state == ACTIVE && vm.lcm == RUNNING)
+        .filter(|vm| {
+            flightdeck_cloud::ownership::uid_of(&vm.tags).is_some() && fault.targets(&vm.tags)
+        })
+        .map(|vm| vm.id)
+        .collect();
+    let chosen = crate::faults::pick(&mut st.rng_faults, candidates, count);
+    let n = chosen.len() as u64;
+    let latency = st.config.latencies.one_vm_shutdown;
+    for vid in chosen {
+        stop_serving(st, vid);
+        if let Some(vm) = st.one.vms.get_mut(&vid) {
+            set_state(vm, ACTIVE, SHUTDOWN);
+        }
+        schedule(st, now, vid, latency);
+    }
+    n
+}

@@ -1,0 +1,148 @@
+//! The cloud faults a swarm seed draws: every OpenStack fault kind, aimed so that
+//! the fleet can survive them (a control plane keeps a serving member).
+
+use flightdeck_cloud::{Rng, SeededRng};
+use flightdeck_spec::scenario::Fault;
+use flightdeck_spec::{Cluster, Duration, FaultKind, Name, Service};
+
+/// The services the API faults hit.
+const SERVICES: [Service; 5] = [
+    Service::Nova,
+    Service::Neutron,
+    Service::Octavia,
+    Service::Kubernetes,
+    Service::Keystone,
+];
+
+pub(crate) fn pick<'a, T>(rng: &mut SeededRng, items: &'a [T]) -> &'a T {
+    let i = rng.below(items.len() as u64) as usize;
+    &items[i.min(items.len() - 1)]
+}
+
+pub(crate) fn cloud_faults(
+    rng: &mut SeededRng,
+    safety: Duration,
+    clusters: &[(Cluster, u64)],
+) -> Vec<Fault> {
+    let end_s = safety.as_millis() / 1000;
+    // `octavia.memberOffline` may only target clusters with spare members.
+    let mut spare: Vec<&Cluster> = clusters
+        .iter()
+        .map(|(c, _)| c)
+        .filter(|c| c.spec.control_plane.replicas.get() >= 3)
+        .collect();
+    (0..rng.between(1, 4))
+        .map(|_| {
+            let mut kind = *pick(rng, &FaultKind::OPENSTACK);
+            if kind == FaultKind::MemberOffline && spare.is_empty() {
+                // No cluster left with members to spare.
+                kind = FaultKind::MemberStuckPending;
+            }
+            let at_s = rng.between(0, end_s - 120);
+            let len_s = rng.between(60, 720).min(end_s - at_s);
+            let mut f = Fault {
+                duration: Some(Duration::from_secs(len_s)),
+                ..Fault::new(kind, Duration::from_secs(at_s))
+            };
+            let any_cluster = |rng: &mut SeededRng| {
+                rng.chance(0.5)
+                    .then(|| pick(rng, clusters).0.metadata.name.clone())
+            };
+            match kind {
+                FaultKind::ApiErrorRate => {
+                    f.service = Some(*pick(rng, &SERVICES));
+                    f.rate = Some(0.05 + 0.35 * rng.unit());
+                }
+                FaultKind::ApiLatency => {
+                    f.service = Some(*pick(rng, &SERVICES));
+                    f.latency = Some(Duration::from_millis(rng.between(200, 5000)));
+                }
+                FaultKind::BootError => {
+                    f.rate = Some(0.1 + 0.5 * rng.unit());
+                    f.cluster = any_cluster(rng);
+                }
+                FaultKind::MemberOffline => {
+                    // One such fault per cluster: two at once could take every member.
+                    let target = spare.remove(rng.below(spare.len() as u64) as usize);
+                    f.count = Some(
+                        rng.between(1, u64::from(target.spec.control_plane.replicas.get()) - 1)
+                            .min(2) as u32,
+                    );
+                    f.cluster = Some(target.metadata.name.clone());
+                }
+                FaultKind::MemberStuckPending => f.cluster = any_cluster(rng),
+                FaultKind::NoRegistration => {
+                    f.rate = Some(0.1 + 0.3 * rng.unit());
+                    f.cluster = any_cluster(rng);
+                }
+                FaultKind::RuleLost | FaultKind::StaleRoute => {
+                    f.count = Some(rng.between(1, 2) as u32);
+                    f.cluster = any_cluster(rng);
+                }
+                FaultKind::DropSecurityGroup => {
+                    f.rate = Some(0.1 + 0.4 * rng.unit());
+                    f.count = Some(rng.between(1, 2) as u32);
+                    f.cluster = any_cluster(rng);
+                }
+                FaultKind::MaxRoutes => f.count = Some(rng.between(5, 30) as u32),
+                FaultKind::EmptyNodeList | FaultKind::AllNotReady => f.cluster = any_cluster(rng),
+                FaultKind::OperatorDeleteMachine | FaultKind::ServerError => {
+                    if !aim_at_machines(rng, &mut f, clusters, &mut spare) {
+                        // No machine to spare anywhere: hold members instead.
+                        f.kind = FaultKind::MemberStuckPending;
+                        f.cluster = any_cluster(rng);
+                    }
+                }
+                FaultKind::LbPendingUpdate | FaultKind::MemberStuckDeleting => {
+                    f.cluster = any_cluster(rng);
+                }
+                FaultKind::ApiRateLimit => {
+                    f.service = Some(*pick(rng, &SERVICES));
+                    f.rate = Some(0.05 + 0.35 * rng.unit());
+                    f.retry_after = Some(Duration::from_secs(rng.between(1, 30)));
+                }
+                FaultKind::KeystoneRevokeTokens => f.duration = None,
+                // The swarm's fleet is OpenStack only (it picks from `OPENSTACK`).
+                FaultKind::OneLockTemplate
+                | FaultKind::OneVmBootFailure
+                | FaultKind::OneImageError
+                | FaultKind::OneRpcError
+                | FaultKind::KubevirtDrainInfraNode
+                | FaultKind::K8sPdbBlocks => {}
+            }
+            f
+        })
+        .collect()
+}
+
+/// Aims a fault that takes machines away (`operator.deleteMachine`,
+/// `nova.serverError`): at one machine of a control plane with members to spare (one
+/// such fault per cluster, as `octavia.memberOffline`), or at a node pool that has
+/// machines. Answers false when there is no such target.
+fn aim_at_machines(
+    rng: &mut SeededRng,
+    f: &mut Fault,
+    clusters: &[(Cluster, u64)],
+    spare: &mut Vec<&Cluster>,
+) -> bool {
+    let pools: Vec<(&Cluster, &flightdeck_spec::NodePool)> = clusters
+        .iter()
+        .flat_map(|(c, _)| c.spec.node_pools.iter().map(move |p| (c, p)))
+        .filter(|(_, p)| p.replicas.get() > 0)
+        .collect();
+    if !spare.is_empty() && (pools.is_empty() || rng.chance(0.3)) {
+        let target = spare.remove(rng.below(spare.len() as u64) as usize);
+        f.cluster = Some(target.metadata.name.clone());
+        f.pool = Name::new("cp").ok();
+        f.count = Some(1);
+        return true;
+    }
+    if pools.is_empty() {
+        return false;
+    }
+    let (cluster, pool) = *pick(rng, &pools);
+    f.cluster = Some(cluster.metadata.name.clone());
+    f.pool = Some(pool.name.clone());
+    f.count = Some(rng.between(1, u64::from(pool.replicas.get()).min(2)) as u32);
+    true
+}

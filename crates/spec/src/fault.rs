@@ -1,0 +1,436 @@
+//! Faults a scenario schedules: what each kind does to the simulated cloud, the
+//! parameters it takes, and which machines it aims at.
+
+use serde::{Deserialize, Serialize};
+
+use crate::duration::Duration;
+use crate::names::{Name, Text};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum FaultKind {
+    /// New members stay PENDING_CREATE while their load balancer reports ACTIVE.
+    #[serde(rename = "octavia.memberStuckPending")]
+    MemberStuckPending,
+    /// Members report operating status OFFLINE.
+    #[serde(rename = "octavia.memberOffline")]
+    MemberOffline,
+    /// Servers requested in the window go BUILD → ERROR.
+    #[serde(rename = "nova.bootError")]
+    BootError,
+    /// A fraction of one service's calls answer 503.
+    #[serde(rename = "api.errorRate")]
+    ApiErrorRate,
+    /// One service's calls take longer.
+    #[serde(rename = "api.latency")]
+    ApiLatency,
+    /// Servers booted in the window never register a node (`rate` of them).
+    #[serde(rename = "net.noRegistration")]
+    NoRegistration,
+    /// At the start, `count` pod-network ingress rules disappear from a cluster's group.
+    #[serde(rename = "neutron.ruleLost")]
+    RuleLost,
+    /// Servers created in the window come up without their security group (`rate`), and
+    /// at the start `count` running servers lose it.
+    #[serde(rename = "nova.dropSecurityGroup")]
+    DropSecurityGroup,
+    /// At the start, `count` stale routes (a live pod network's destination, a dead next
+    /// hop) appear on the cluster's router.
+    #[serde(rename = "router.staleRoute")]
+    StaleRoute,
+    /// While active, routers hold at most `count` extra routes.
+    #[serde(rename = "neutron.maxRoutes")]
+    MaxRoutes,
+    /// While active, the workload cluster's node list comes back empty.
+    #[serde(rename = "observer.emptyNodeList")]
+    EmptyNodeList,
+    /// While active, every node reports NotReady.
+    #[serde(rename = "observer.allNotReady")]
+    AllNotReady,
+    /// At the start, an operator locks every OpenNebula template whose name starts with
+    /// `template`, at `level`; at the end (if the fault has a duration) unlocks them.
+    #[serde(rename = "one.lockTemplate")]
+    OneLockTemplate,
+    /// OpenNebula VMs instantiated in the window end in BOOT_FAILURE (`rate` of them).
+    #[serde(rename = "one.vmBootFailure")]
+    OneVmBootFailure,
+    /// OpenNebula images allocated in the window end in ERROR (`rate` of them).
+    #[serde(rename = "one.imageError")]
+    OneImageError,
+    /// A fraction (`rate`) of OpenNebula XML-RPC calls answer INTERNAL.
+    #[serde(rename = "one.rpcError")]
+    OneRpcError,
+    /// At the start, the infra node `node` is drained: KubeVirt sets
+    /// `status.evacuationNodeName` on every VMI there whose eviction strategy is
+    /// External (as its eviction webhook does), and schedules nothing new on it until the
+    /// fault ends.
+    #[serde(rename = "kubevirt.drainInfraNode")]
+    KubevirtDrainInfraNode,
+    /// While active, every PodDisruptionBudget of the workload cluster (of `cluster`, or
+    /// of all) keeps `disruptionsAllowed` at 0.
+    #[serde(rename = "k8s.pdbBlocks")]
+    K8sPdbBlocks,
+    /// At the start, an operator deletes `count` (default 1) of the targeted machines out
+    /// of band: their servers, OpenNebula VMs or KubeVirt VMs.
+    #[serde(rename = "operator.deleteMachine")]
+    OperatorDeleteMachine,
+    /// At the start, `count` (default 1) running servers go ERROR (their host failed) and
+    /// their kubelets stop.
+    #[serde(rename = "nova.serverError")]
+    ServerError,
+    /// While active, the targeted load balancers stay PENDING_UPDATE: Octavia answers
+    /// 409 to every change of them or of their children.
+    #[serde(rename = "octavia.pendingUpdate")]
+    LbPendingUpdate,
+    /// Members whose deletion is asked for while active stay PENDING_DELETE until the
+    /// fault ends; creates complete as usual.
+    #[serde(rename = "octavia.memberStuckDeleting")]
+    MemberStuckDeleting,
+    /// A fraction (`rate`) of one service's calls answer 429 with a `Retry-After` of
+    /// `retryAfter` (default 2s).
+    #[serde(rename = "api.rateLimit")]
+    ApiRateLimit,
+    /// At the start, Keystone revokes every token issued so far: the next call made with
+    /// one answers 401, and the client must authenticate again.
+    #[serde(rename = "keystone.revokeTokens")]
+    KeystoneRevokeTokens,
+}
+
+impl FaultKind {
+    /// The kinds that hit an OpenStack fleet (and its workload clusters).
+    pub const OPENSTACK: [FaultKind; 18] = [
+        FaultKind::MemberStuckPending,
+        FaultKind::MemberOffline,
+        FaultKind::BootError,
+        FaultKind::ApiErrorRate,
+        FaultKind::ApiLatency,
+        FaultKind::NoRegistration,
+        FaultKind::RuleLost,
+        FaultKind::DropSecurityGroup,
+        FaultKind::StaleRoute,
+        FaultKind::MaxRoutes,
+        FaultKind::EmptyNodeList,
+        FaultKind::AllNotReady,
+        FaultKind::OperatorDeleteMachine,
+        FaultKind::ServerError,
+        FaultKind::LbPendingUpdate,
+        FaultKind::MemberStuckDeleting,
+        FaultKind::ApiRateLimit,
+        FaultKind::KeystoneRevokeTokens,
+    ];
+
+    /// The kinds that hit only OpenNebula or KubeVirt fleets.
+    pub const OTHER_CLOUDS: [FaultKind; 6] = [
+        FaultKind::OneLockTemplate,
+        FaultKind::OneVmBootFailure,
+        FaultKind::OneImageError,
+        FaultKind::OneRpcError,
+        FaultKind::KubevirtDrainInfraNode,
+        FaultKind::K8sPdbBlocks,
+    ];
+
+    /// Every kind: [`FaultKind::OPENSTACK`], then [`FaultKind::OTHER_CLOUDS`].
+    pub const ALL: [FaultKind; 24] = {
+        let mut all = [FaultKind::MemberStuckPending; 24];
+        let mut i = 0;
+        while i < Self::OPENSTACK.len() {
+            all[i] = Self::OPENSTACK[i];
+            i += 1;
+        }
+        while i < all.len() {
+            all[i] = Self::OTHER_CLOUDS[i - Self::OPENSTACK.len()];
+            i += 1;
+        }
+        all
+    };
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FaultKind::MemberStuckPending => "octavia.memberStuckPending",
+            FaultKind::MemberOffline => "octavia.memberOffline",
+            FaultKind::BootError => "nova.bootError",
+            FaultKind::ApiErrorRate => "api.errorRate",
+            FaultKind::ApiLatency => "api.latency",
+            FaultKind::NoRegistration => "net.noRegistration",
+            FaultKind::RuleLost => "neutron.ruleLost",
+            FaultKind::DropSecurityGroup => "nova.dropSecurityGroup",
+            FaultKind::StaleRoute => "router.staleRoute",
+            FaultKind::MaxRoutes => "neutron.maxRoutes",
+            FaultKind::EmptyNodeList => "observer.emptyNodeList",
+            FaultKind::AllNotReady => "observer.allNotReady",
+            FaultKind::OneLockTemplate => "one.lockTemplate",
+            FaultKind::OneVmBootFailure => "one.vmBootFailure",
+            FaultKind::OneImageError => "one.imageError",
+            FaultKind::OneRpcError => "one.rpcError",
+            FaultKind::KubevirtDrainInfraNode => "kubevirt.drainInfraNode",
+            FaultKind::K8sPdbBlocks => "k8s.pdbBlocks",
+            FaultKind::OperatorDeleteMachine => "operator.deleteMachine",
+            FaultKind::ServerError => "nova.serverError",
+            FaultKind::LbPendingUpdate => "octavia.pendingUpdate",
+            FaultKind::MemberStuckDeleting => "octavia.memberStuckDeleting",
+            FaultKind::ApiRateLimit => "api.rateLimit",
+            FaultKind::KeystoneRevokeTokens => "keystone.revokeTokens",
+        }
+    }
+}
+
+/// A cloud service that faults can target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Service {
+    Keystone,
+    Nova,
+    Neutron,
+    Octavia,
+    Kubernetes,
+}
+
+impl Service {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Service::Keystone => "keystone",
+            Service::Nova => "nova",
+            Service::Neutron => "neutron",
+            Service::Octavia => "octavia",
+            Service::Kubernetes => "kubernetes",
+        }
+    }
+}
+
+/// One fault in the schedule. Parameters that a kind does not use are rejected.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Fault {
+    pub at: Duration,
+    /// How long the fault lasts; absent means until the end of the scenario.
+    #[serde(default)]
+    pub duration: Option<Duration>,
+    pub kind: FaultKind,
+    /// `api.errorRate`, `api.latency`: the service hit.
+    #[serde(default)]
+    pub service: Option<Service>,
+    /// `api.errorRate`, `nova.bootError`: fraction of calls or servers hit, 0 < rate ≤ 1.
+    #[serde(default)]
+    pub rate: Option<f64>,
+    /// `api.latency`: extra time per call.
+    #[serde(default)]
+    pub latency: Option<Duration>,
+    /// `octavia.memberOffline`: how many existing members go offline (default 1).
+    #[serde(default)]
+    pub count: Option<u32>,
+    /// `octavia.*`, `nova.bootError`: only this cluster's objects are hit; absent hits
+    /// every cluster's.
+    #[serde(default)]
+    pub cluster: Option<Name>,
+    /// `one.lockTemplate`: the lock level.
+    #[serde(default)]
+    pub level: Option<LockLevelSpec>,
+    /// `one.lockTemplate`: templates whose name starts with this are locked.
+    #[serde(default)]
+    pub template: Option<Text>,
+    /// `kubevirt.drainInfraNode`: the infra node drained.
+    #[serde(default)]
+    pub node: Option<Text>,
+    /// Faults on machines and members: only the machines of this node pool of `cluster`
+    /// (`cp`: its control plane) are hit.
+    #[serde(default)]
+    pub pool: Option<Name>,
+    /// Faults on machines and members: only this machine of `cluster` (as `describe`
+    /// names it, e.g. `workers-3` or `cp-1`) is hit.
+    #[serde(default)]
+    pub machine: Option<Text>,
+    /// `api.rateLimit`: the wait its answers ask for in `Retry-After` (default 2s).
+    #[serde(default)]
+    pub retry_after: Option<Duration>,
+}
+
+/// An OpenNebula lock level, as `one.lockTemplate` takes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LockLevelSpec {
+    Use,
+    Manage,
+    Admin,
+}
+
+impl FaultKind {
+    /// Whether the kind acts on machines or their members, and so can aim at one node
+    /// pool or one machine.
+    pub fn aims_at_machines(self) -> bool {
+        matches!(
+            self,
+            FaultKind::MemberStuckPending
+                | FaultKind::MemberOffline
+                | FaultKind::BootError
+                | FaultKind::NoRegistration
+                | FaultKind::DropSecurityGroup
+                | FaultKind::OneVmBootFailure
+                | FaultKind::OperatorDeleteMachine
+                | FaultKind::ServerError
+                | FaultKind::MemberStuckDeleting
+        )
+    }
+}
+
+impl Fault {
+    /// A fault of `kind` at `at`, for the whole scenario, with no parameters.
+    pub fn new(kind: FaultKind, at: Duration) -> Self {
+        Fault {
+            at,
+            duration: None,
+            kind,
+            service: None,
+            rate: None,
+            latency: None,
+            count: None,
+            cluster: None,
+            level: None,
+            template: None,
+            node: None,
+            pool: None,
+            machine: None,
+            retry_after: None,
+        }
+    }
+
+    /// Checks the fault's parameters against its kind; `duration` is the scenario's.
+    /// Returns the field (relative to the fault) and the problem.
+    pub fn validate(&self, duration: Duration) -> Result<(), (String, String)> {
+        let f = self;
+        if f.at > duration {
+            return Err((
+                "at".into(),
+                format!("{} is after the scenario ends ({})", f.at, duration),
+            ));
+        }
+        let (needs_service, needs_rate, needs_latency, takes_count, takes_rate) = match f.kind {
+            FaultKind::MemberStuckPending => (false, false, false, false, false),
+            FaultKind::MemberOffline => (false, false, false, true, false),
+            FaultKind::BootError => (false, false, false, false, true),
+            FaultKind::ApiErrorRate => (true, true, false, false, true),
+            FaultKind::ApiLatency => (true, false, true, false, false),
+            FaultKind::NoRegistration => (false, false, false, false, true),
+            FaultKind::RuleLost => (false, false, false, true, false),
+            FaultKind::DropSecurityGroup => (false, false, false, true, true),
+            FaultKind::StaleRoute => (false, false, false, true, false),
+            FaultKind::MaxRoutes => (false, false, false, true, false),
+            FaultKind::EmptyNodeList => (false, false, false, false, false),
+            FaultKind::AllNotReady => (false, false, false, false, false),
+            FaultKind::OneLockTemplate => (false, false, false, false, false),
+            FaultKind::OneVmBootFailure => (false, false, false, false, true),
+            FaultKind::OneImageError => (false, false, false, false, true),
+            FaultKind::OneRpcError => (false, true, false, false, true),
+            FaultKind::KubevirtDrainInfraNode => (false, false, false, false, false),
+            FaultKind::K8sPdbBlocks => (false, false, false, false, false),
+            FaultKind::OperatorDeleteMachine => (false, false, false, true, false),
+            FaultKind::ServerError => (false, false, false, true, false),
+            FaultKind::LbPendingUpdate => (false, false, false, false, false),
+            FaultKind::MemberStuckDeleting => (false, false, false, false, false),
+            FaultKind::ApiRateLimit => (true, true, false, false, true),
+            FaultKind::KeystoneRevokeTokens => (false, false, false, false, false),
+        };
+        let drains = f.kind == FaultKind::KubevirtDrainInfraNode;
+        if drains != f.node.is_some() {
+            return Err(("node".into(), presence(f.kind.as_str(), drains)));
+        }
+        let locks = f.kind == FaultKind::OneLockTemplate;
+        if locks != f.level.is_some() {
+            return Err(("level".into(), presence(f.kind.as_str(), locks)));
+        }
+        if locks != f.template.is_some() {
+            return Err(("template".into(), presence(f.kind.as_str(), locks)));
+        }
+        if f.kind == FaultKind::MaxRoutes && f.count.is_none() {
+            return Err((
+                "count".into(),
+                "neutron.maxRoutes needs the limit as `count`".into(),
+            ));
+        }
+        let kind = f.kind.as_str();
+        if needs_service != f.service.is_some() {
+            return Err(("service".into(), presence(kind, needs_service)));
+        }
+        if needs_rate && f.rate.is_none() {
+            return Err(("rate".into(), presence(kind, true)));
+        }
+        if !takes_rate && f.rate.is_some() {
+            return Err(("rate".into(), presence(kind, false)));
+        }
+        if let Some(rate) = f.rate
+            && !(rate > 0.0 && rate <= 1.0)
+        {
+            return Err(("rate".into(), format!("must be in (0, 1], got {rate}")));
+        }
+        if needs_latency != f.latency.is_some() {
+            return Err(("latency".into(), presence(kind, needs_latency)));
+        }
+        if !takes_count && f.count.is_some() {
+            return Err(("count".into(), presence(kind, false)));
+        }
+        if f.count == Some(0) {
+            return Err(("count".into(), "must be at least 1".into()));
+        }
+        let takes_cluster = !matches!(
+            f.kind,
+            FaultKind::ApiErrorRate
+                | FaultKind::ApiLatency
+                | FaultKind::OneRpcError
+                | FaultKind::OneLockTemplate
+                | FaultKind::OneImageError
+                | FaultKind::KubevirtDrainInfraNode
+                | FaultKind::ApiRateLimit
+                | FaultKind::KeystoneRevokeTokens
+        );
+        if !takes_cluster && f.cluster.is_some() {
+            return Err((
+                "cluster".into(),
+                format!("{kind} hits a whole service; it takes no cluster"),
+            ));
+        }
+        self.validate_aim()?;
+        if f.retry_after.is_some() && f.kind != FaultKind::ApiRateLimit {
+            return Err(("retryAfter".into(), presence(kind, false)));
+        }
+        Ok(())
+    }
+
+    /// `pool` and `machine` aim within one cluster, at one of the two, and only for the
+    /// kinds that act on machines.
+    fn validate_aim(&self) -> Result<(), (String, String)> {
+        let kind = self.kind.as_str();
+        for (field, present) in [
+            ("pool", self.pool.is_some()),
+            ("machine", self.machine.is_some()),
+        ] {
+            if !present {
+                continue;
+            }
+            if !self.kind.aims_at_machines() {
+                return Err((
+                    field.into(),
+                    format!("{kind} does not act on machines; it takes no {field}"),
+                ));
+            }
+            if self.cluster.is_none() {
+                return Err((
+                    field.into(),
+                    format!("a {field} is named within a cluster: give `cluster` too"),
+                ));
+            }
+        }
+        if self.pool.is_some() && self.machine.is_some() {
+            return Err((
+                "machine".into(),
+                "give `pool` or `machine`, not both".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn presence(kind: &str, needed: bool) -> String {
+    if needed {
+        format!("{kind} needs this field")
+    } else {
+        format!("{kind} does not take this field")
+    }
+}
