@@ -8,12 +8,19 @@
 //! repaired machine by machine is no loop; one slot re-created again and again is).
 //! Before a slot is re-created again, it waits a capped exponential backoff (F6): a
 //! cloud that fails every boot for a while is not fed replacements at full speed.
+//!
+//! Every other object flightdeck makes is watched the same way ([`may_make`],
+//! [`making`], [`seen`]): a pod-network rule, a listener, pool or health monitor, a
+//! machine's member or security-group membership, a route, a template. Making one again
+//! after it was in the cloud is a re-creation; making it again before it ever showed up
+//! is a retry of the same creation, which backoff handles, not the breaker.
 
 use crate::Planner;
 use flightdeck_cloud::Timestamp;
 use flightdeck_spec::Duration;
 
 use crate::condition::{Condition, PlanEvent, kind};
+use crate::memory::ObjectHistory;
 
 /// Whether the breaker for `object` is open (its reconcile stopped).
 pub(crate) fn tripped(p: &Planner<'_>, object: &str) -> bool {
@@ -49,6 +56,71 @@ pub(crate) fn note_recreation(p: &mut Planner<'_>, object: &str) -> bool {
     }
     times.push(now);
     true
+}
+
+/// `object` is in the cloud now.
+pub(crate) fn seen(p: &mut Planner<'_>, object: &str) {
+    let now = p.now;
+    if let Some(h) = p.memory.churn.objects.get_mut(object) {
+        h.seen = true;
+        h.last = now;
+    }
+}
+
+/// Whether `object`, missing from the cloud, may be made now. When making it would be
+/// its `churnLimit`+1-th re-creation within `churnWindow`, its breaker trips instead
+/// and it is left alone until the spec changes or the cluster is resumed.
+pub(crate) fn may_make(p: &mut Planner<'_>, object: &str) -> bool {
+    if tripped(p, object) {
+        return false;
+    }
+    let window = p.spec.spec.flight.churn_window;
+    let limit = p.spec.spec.flight.churn_limit as usize;
+    let now = p.now;
+    let Some(h) = p.memory.churn.objects.get_mut(object) else {
+        return true;
+    };
+    h.recreated.retain(|t| now.since(*t) < window);
+    if !h.seen || h.recreated.len() < limit {
+        return true;
+    }
+    let why = format!(
+        "{object} was re-created {} times within {window} without a spec change (something removes it each time); \
+         it is not made again until the spec changes or `flightdeck resume {}`",
+        h.recreated.len(),
+        p.spec.name()
+    );
+    p.memory.churn.tripped.insert(object.to_string(), why);
+    false
+}
+
+/// Records that `object` is being made now.
+pub(crate) fn making(p: &mut Planner<'_>, object: &str) {
+    let now = p.now;
+    let h = p
+        .memory
+        .churn
+        .objects
+        .entry(object.to_string())
+        .or_insert_with(|| ObjectHistory {
+            last: now,
+            ..ObjectHistory::default()
+        });
+    if h.seen {
+        h.recreated.push(now);
+        h.seen = false;
+    }
+    h.last = now;
+}
+
+/// Forgets the histories of objects neither seen nor made for a whole churn window.
+pub(crate) fn forget_idle(p: &mut Planner<'_>) {
+    let window = p.spec.spec.flight.churn_window;
+    let now = p.now;
+    p.memory
+        .churn
+        .objects
+        .retain(|_, h| now.since(h.last) < window);
 }
 
 /// A spec change closes every breaker and forgets the history: the loop's cause may

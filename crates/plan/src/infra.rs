@@ -153,16 +153,38 @@ fn plan_security_group(p: &mut Planner<'_>) -> Option<String> {
         p.memory.ids.security_group = Some(group.id.clone());
     }
     for rule in pod_cidr_rules(p.spec, &group.id) {
-        if !group.rules.iter().any(|r| r.matches(&rule)) {
+        let what = format!(
+            "pod-network rule {} from {}",
+            rule.protocol.as_deref().unwrap_or("any"),
+            rule.remote_ip_prefix.as_deref().unwrap_or("anywhere")
+        );
+        if group.rules.iter().any(|r| r.matches(&rule)) {
+            crate::churn::seen(p, &what);
+        } else if crate::churn::may_make(p, &what) {
+            crate::churn::making(p, &what);
             let reason = format!(
                 "pod traffic ({} from {}) must be allowed between machines",
                 rule.protocol.as_deref().unwrap_or("any"),
                 rule.remote_ip_prefix.as_deref().unwrap_or("anywhere")
             );
             p.act(Action::CreateSecurityGroupRule { rule }, reason);
+        } else {
+            crate::churn::report(p);
         }
     }
     Some(group.id.clone())
+}
+
+/// Makes a child of the API load balancer (`what`), if its breaker lets it be made
+/// again and Octavia can take a change now.
+fn make_child(p: &mut Planner<'_>, what: &str, action: Action, reason: String) {
+    if !crate::churn::may_make(p, what) {
+        crate::churn::report(p);
+        return;
+    }
+    if p.act_on_load_balancer(action, reason) {
+        crate::churn::making(p, what);
+    }
 }
 
 fn plan_load_balancer(p: &mut Planner<'_>) -> (Option<PoolInfo>, bool) {
@@ -287,7 +309,9 @@ fn plan_load_balancer(p: &mut Planner<'_>) -> (Option<PoolInfo>, bool) {
     p.memory.ids.listener = listener_id.clone();
     let Some(listener_id) = listener_id else {
         let port = p.spec.spec.api_load_balancer.port.get();
-        p.act_on_load_balancer(
+        make_child(
+            p,
+            "the API listener",
             Action::CreateListener {
                 name: format!("{cluster}-api-{port}"),
                 load_balancer_id: lb_id,
@@ -297,6 +321,7 @@ fn plan_load_balancer(p: &mut Planner<'_>) -> (Option<PoolInfo>, bool) {
         );
         return (None, false);
     };
+    crate::churn::seen(p, "the API listener");
     let pool_id = pick(
         Role::ApiPool,
         &p.memory.ids.pool,
@@ -308,15 +333,18 @@ fn plan_load_balancer(p: &mut Planner<'_>) -> (Option<PoolInfo>, bool) {
     );
     p.memory.ids.pool = pool_id.clone();
     let Some(pool_id) = pool_id else {
-        p.act_on_load_balancer(
+        make_child(
+            p,
+            "the API pool",
             Action::CreatePool {
                 name: format!("{cluster}-api"),
                 listener_id,
             },
-            "the API listener needs a pool of control-plane members",
+            "the API listener needs a pool of control-plane members".into(),
         );
         return (None, false);
     };
+    crate::churn::seen(p, "the API pool");
     let hm_id = pick(
         Role::ApiHealthMonitor,
         &p.memory.ids.health_monitor,
@@ -328,11 +356,16 @@ fn plan_load_balancer(p: &mut Planner<'_>) -> (Option<PoolInfo>, bool) {
     );
     p.memory.ids.health_monitor = hm_id.clone();
     let mut complete = lb_active;
+    if hm_id.is_some() {
+        crate::churn::seen(p, "the API health monitor");
+    }
     if hm_id.is_none()
         && let Some(hm) = &p.spec.spec.api_load_balancer.health_monitor
     {
         complete = false;
-        p.act_on_load_balancer(
+        make_child(
+            p,
+            "the API health monitor",
             Action::CreateHealthMonitor {
                 name: format!("{cluster}-api"),
                 pool_id: pool_id.clone(),
@@ -341,7 +374,7 @@ fn plan_load_balancer(p: &mut Planner<'_>) -> (Option<PoolInfo>, bool) {
                 timeout_s: secs(hm.timeout),
                 max_retries: hm.max_retries,
             },
-            "the spec asks for a health monitor on the API pool",
+            "the spec asks for a health monitor on the API pool".into(),
         );
     }
     let all_active = o

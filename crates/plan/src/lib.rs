@@ -107,6 +107,7 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
         let infra = infra::plan_infra(&mut p);
         rollout::plan_machines(&mut p, &infra);
         drain::plan_drains(&mut p);
+        churn::forget_idle(&mut p);
     }
     p.finish()
 }

@@ -34,6 +34,10 @@ pub(crate) fn plan_members(
             .machines
             .get(m.name())
             .is_some_and(|r| r.removal.is_some());
+        let what = format!("the member of {}", m.name());
+        if m.member.is_some() {
+            crate::churn::seen(p, &what);
+        }
         if !removing
             && m.member.is_none()
             && m.server_phase() == ServerPhase::Running
@@ -58,7 +62,11 @@ pub(crate) fn plan_members(
                 p.wait(POLL_OCTAVIA);
                 continue;
             }
-            p.act_on_load_balancer(
+            if !crate::churn::may_make(p, &what) {
+                crate::churn::report(p);
+                continue;
+            }
+            let made = p.act_on_load_balancer(
                 Action::CreateMember {
                     machine: m.name().to_string(),
                     key: m.record.key.clone(),
@@ -71,6 +79,9 @@ pub(crate) fn plan_members(
                     m.name()
                 ),
             );
+            if made {
+                crate::churn::making(p, &what);
+            }
         }
         let serving = m.member_serving(pool.monitored);
         let since = p

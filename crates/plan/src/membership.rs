@@ -33,7 +33,13 @@ pub(crate) fn plan_membership(p: &mut Planner<'_>, infra: &Infra, all: &[Machine
             .security_groups
             .iter()
             .any(|g| *g == group_name || *g == group_id);
-        if !member_of {
+        let what = format!("{}'s membership of {group_name}", m.name());
+        if member_of {
+            crate::churn::seen(p, &what);
+        } else if !crate::churn::may_make(p, &what) {
+            crate::churn::report(p);
+        } else {
+            crate::churn::making(p, &what);
             p.act(
                 Action::AddSecurityGroup {
                     machine: m.name().to_string(),

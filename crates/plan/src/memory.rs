@@ -112,6 +112,23 @@ pub struct ChurnLedger {
     /// creates (their replacements), oldest first.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub heirs: BTreeMap<String, Vec<Vec<Timestamp>>>,
+    /// The other objects flightdeck makes (rules, load-balancer children, members,
+    /// security-group memberships, routes, templates), by what they are to a person.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub objects: BTreeMap<String, ObjectHistory>,
+}
+
+/// What the churn breaker knows of one object flightdeck makes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectHistory {
+    /// When it was made again after it had been in the cloud.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recreated: Vec<Timestamp>,
+    /// Whether it has been in the cloud since it was last made: making it again before
+    /// then is a retry of the same creation, not a re-creation.
+    pub seen: bool,
+    /// When it was last seen or made; a history idle for a churn window is forgotten.
+    pub last: Timestamp,
 }
 
 /// IDs of the cluster-wide objects flightdeck created.

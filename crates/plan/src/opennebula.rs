@@ -314,11 +314,13 @@ fn ensure(
     problems: &mut Vec<String>,
 ) -> Option<String> {
     let word = kind.word();
+    let what = format!("{word} {}", d.name);
     let held = holdings(p, kind).get(&d.name).cloned();
     match held {
         Some(Held { id: Some(id), .. }) => {
             let found = listed(p, kind, |i, _| i == id);
             if let Some(obj) = found.first() {
+                crate::churn::seen(p, &what);
                 if let Some(h) = holdings(p, kind).get_mut(&d.name) {
                     h.missing_since = None;
                 }
@@ -334,6 +336,11 @@ fn ensure(
                 p.wait(POLL_MACHINES);
                 return None;
             }
+            if !crate::churn::may_make(p, &what) {
+                crate::churn::report(p);
+                return None;
+            }
+            crate::churn::making(p, &what);
             holdings(p, kind).remove(&d.name);
             p.events.push(PlanEvent::warning(
                 if kind == Kind::Template {
@@ -376,6 +383,7 @@ fn ensure(
                 .map(|o| (o.id.to_string(), o.lock))
                 .collect();
             let Some((id, _)) = found.first() else {
+                crate::churn::making(p, &what);
                 holdings(p, kind).insert(
                     d.name.clone(),
                     Held {

@@ -116,14 +116,24 @@ pub(crate) fn plan_routes(p: &mut Planner<'_>, all: &[MachineView<'_>], blind: O
                 .get(&r.destination)
                 .is_some_and(|d| d.0 == r.nexthop)
     });
-    let missing: Vec<Route> = desired
+    let wanted: Vec<Route> = desired
         .iter()
         .map(|(destination, (nexthop, _))| Route {
             destination: destination.clone(),
             nexthop: *nexthop,
         })
-        .filter(|r| !router.routes.contains(r))
         .collect();
+    let mut missing = Vec::new();
+    for r in wanted {
+        let what = route_object(&r);
+        if router.routes.contains(&r) {
+            crate::churn::seen(p, &what);
+        } else if crate::churn::may_make(p, &what) {
+            missing.push(r);
+        } else {
+            crate::churn::report(p);
+        }
+    }
     if missing.is_empty() {
         return;
     }
@@ -154,6 +164,9 @@ pub(crate) fn plan_routes(p: &mut Planner<'_>, all: &[MachineView<'_>], blind: O
         ));
     }
     if !fits.is_empty() {
+        for r in fits {
+            crate::churn::making(p, &route_object(r));
+        }
         p.memory.routes.extend(fits.iter().cloned());
         let names: Vec<String> = fits
             .iter()
@@ -172,6 +185,11 @@ pub(crate) fn plan_routes(p: &mut Planner<'_>, all: &[MachineView<'_>], blind: O
             format!("pod traffic must reach {}", names.join(", ")),
         );
     }
+}
+
+/// What the churn breaker calls a route.
+fn route_object(r: &Route) -> String {
+    format!("the route to {} via {}", r.destination, r.nexthop)
 }
 
 /// The routes of the router that are the cluster's and stale, with why: see the module

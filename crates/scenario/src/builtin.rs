@@ -176,6 +176,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../../scenarios/f9-deadline-keeps-quorum.yaml"),
     ),
     (
+        "scenarios/f11-rules-keep-vanishing.yaml",
+        include_str!("../../../scenarios/f11-rules-keep-vanishing.yaml"),
+    ),
+    (
         "scenarios/clusters/neighbour.yaml",
         include_str!("../../../scenarios/clusters/neighbour.yaml"),
     ),

@@ -85,3 +85,81 @@ fn f6_a_slot_re_created_lately_waits_a_growing_backoff() {
     let p = w.plan();
     assert!(under_repair(&p).contains(&"demo-workers-5".to_string()));
 }
+
+/// Plans `passes` times; before each pass, `remove` takes something away from the cloud
+/// as something outside flightdeck would, and the object flightdeck made in the pass
+/// before shows up. Answers the last plan.
+fn fight(
+    w: &mut World,
+    passes: usize,
+    remove: impl Fn(&mut World),
+    made: impl Fn(&mut World, &Plan),
+) -> Plan {
+    let mut last = w.plan();
+    for _ in 0..passes {
+        w.memory = last.memory.clone();
+        made(w, &last);
+        w.now = w.now.plus_millis(60_000);
+        // Seen for a pass, then taken away again.
+        w.memory = w.plan().memory;
+        remove(w);
+        w.now = w.now.plus_millis(60_000);
+        last = w.plan();
+    }
+    last
+}
+
+#[test]
+fn f11_a_rule_something_keeps_removing_is_re_added_churn_limit_times_then_left_alone() {
+    let mut w = World::cluster(spec(V1, 2), V1, 2);
+    let lose_tcp = |w: &mut World| {
+        w.observed.security_groups[0]
+            .rules
+            .retain(|r| r.protocol.as_deref() != Some("tcp"));
+    };
+    let apply_made = |w: &mut World, p: &Plan| {
+        for a in &p.actions {
+            if let Action::CreateSecurityGroupRule { rule } = &a.action {
+                let proto = rule.protocol.as_deref().unwrap_or("any");
+                w.observed.security_groups[0]
+                    .rules
+                    .push(super::rule(proto, "ingress", POD_CIDR));
+            }
+        }
+    };
+    lose_tcp(&mut w);
+    // Made once, then lost and re-made three times (churnLimit); lost a fourth time, it
+    // is left alone.
+    let p = fight(&mut w, 4, lose_tcp, apply_made);
+    assert_eq!(count(&p, "CreateSecurityGroupRule"), 0, "{:#?}", p.actions);
+    let stopped = condition(&p, "ReconcileLoopDetected").expect("named");
+    assert!(
+        stopped
+            .message
+            .contains("pod-network rule tcp from 10.244.0.0/16")
+            && stopped.message.contains("3 times"),
+        "{}",
+        stopped.message
+    );
+    assert!(
+        !stopped.message.contains("udp") && !stopped.message.contains("icmp"),
+        "the other rules are not stopped: {}",
+        stopped.message
+    );
+}
+
+#[test]
+fn f11_a_member_made_but_never_seen_is_retried_not_counted() {
+    let mut w = World::cluster(spec(V1, 2), V1, 2);
+    w.drop_member("demo-cp-2");
+    // Octavia never shows the member: every pass asks again, a retry of the same
+    // creation, which is no loop.
+    let mut p = w.plan();
+    for _ in 0..6 {
+        assert_eq!(count(&p, "CreateMember"), 1, "{:#?}", p.actions);
+        w.memory = p.memory;
+        w.now = w.now.plus_millis(60_000);
+        p = w.plan();
+    }
+    assert!(condition(&p, "ReconcileLoopDetected").is_none());
+}
