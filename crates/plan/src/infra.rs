@@ -76,7 +76,13 @@ pub(crate) fn plan_infra(p: &mut Planner<'_>) -> Infra {
 fn plan_endpoint_service(p: &mut Planner<'_>) -> bool {
     let name = format!("{}-api", p.spec.name());
     let exists = p.observed.services.iter().any(|s| s.name == name);
-    if !exists {
+    let what = format!("the endpoint Service {name}");
+    if exists {
+        crate::churn::seen(p, &what);
+    } else if !crate::churn::may_make(p, &what) {
+        crate::churn::report(p);
+    } else {
+        crate::churn::making(p, &what);
         p.act(
             Action::CreateEndpointService {
                 name,
