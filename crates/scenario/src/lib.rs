@@ -17,6 +17,7 @@ mod loopback;
 pub mod one;
 pub mod report;
 pub mod runner;
+mod stage;
 pub mod swarm;
 mod swarm_faults;
 pub mod wire;

@@ -9,17 +9,18 @@ use std::sync::Arc;
 use flightdeck_cloud::{Clock, Provider, Rng, SeededRng, SimClock, Timestamp};
 use flightdeck_engine::{Engine, EngineConfig, EngineError};
 use flightdeck_plan::{Event, Severity};
-use flightdeck_sim::{SimCloud, SimConfig, SimFault};
+use flightdeck_sim::{SimCloud, SimConfig};
 use flightdeck_spec::scenario::{WorkloadAction, WorkloadStep};
-use flightdeck_spec::{Cluster, Duration, FaultKind, Invariant};
+use flightdeck_spec::{Cluster, Duration, Invariant};
 use flightdeck_store::{MemoryDisk, Store, StoreError};
 
 use crate::engine_faults::{EngineFaultProfile, Fired, InjectedEngineFaults, STORE_RESTART};
 use crate::expect::{ConditionWatch, MutationCounts, count_expectations, final_expectations};
-use crate::flight::{BlindWindow, FlightChecks};
+use crate::flight::FlightChecks;
 use crate::invariants::{CallBudget, ClusterTrack, Invariants};
 use crate::load::LoadedScenario;
 use crate::report::{ClusterReport, ExpectationResult, Report, TimelineEntry};
+use crate::stage;
 use crate::workload::apply_step;
 
 /// The most steps one run may take; a run that needs more is stuck in a loop.
@@ -127,7 +128,7 @@ struct Driver<'a, P: Provider> {
     engine_generation: u64,
     fired: Fired,
     timeline: Vec<TimelineEntry>,
-    marks: Vec<(Timestamp, Severity, &'static str, String)>,
+    marks: Vec<stage::Mark>,
     workload: Vec<(usize, &'a WorkloadStep)>,
     next_step: usize,
     restarts: Vec<(Timestamp, bool)>,
@@ -165,81 +166,11 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
         let seed = options.seed.unwrap_or(spec.seed);
         let start = Timestamp::SIM_EPOCH;
         let clock = cloud.clock().clone();
-        // Objects flightdeck did not create: it must never touch them, even when they
-        // share a name with the cluster's own.
-        cloud.add_foreign_server("bastion", vec!["team=platform".into()]);
-        cloud.add_foreign_load_balancer("legacy-ingress");
-        let mut routers = BTreeSet::new();
-        for c in &loaded.clusters {
-            if let Some(group) = &c.spec.network.security_group {
-                cloud.add_foreign_security_group(group.as_str());
-            }
-            // Routers are the operator's: flightdeck manages only its routes on them.
-            if let Some(router) = c
-                .spec
-                .provider
-                .openstack
-                .as_ref()
-                .and_then(|o| o.router.as_ref())
-                && routers.insert(router.to_string())
-            {
-                cloud.add_foreign_router(router.as_str());
-            }
-        }
-        let blind = spec
-            .faults
-            .iter()
-            .filter(|f| matches!(f.kind, FaultKind::EmptyNodeList | FaultKind::AllNotReady))
-            .map(|f| BlindWindow {
-                start: start.plus(f.at),
-                end: f
-                    .duration
-                    .map_or(start.plus(spec.duration), |d| start.plus(f.at).plus(d)),
-                cluster: f.cluster.as_ref().map(|c| c.to_string()),
-                what: if f.kind == FaultKind::EmptyNodeList {
-                    "the node list was empty (observer.emptyNodeList)"
-                } else {
-                    "every node reported NotReady (observer.allNotReady)"
-                },
-            })
-            .collect();
-        let outages = spec
-            .faults
-            .iter()
-            .filter(|f| matches!(f.kind, FaultKind::ApiErrorRate | FaultKind::ApiRateLimit))
-            .map(|f| {
-                let from = start.plus(f.at);
-                let to = f
-                    .duration
-                    .map_or(start.plus(spec.duration), |d| from.plus(d));
-                (from, to)
-            })
-            .collect();
-        let mut marks = Vec::new();
-        for f in &spec.faults {
-            let at = start.plus(f.at);
-            cloud.inject(SimFault::from_spec(f, start));
-            let what = match (f.service, &f.cluster) {
-                (Some(s), _) => format!("{} on {}", f.kind.as_str(), s.as_str()),
-                (None, Some(c)) => format!("{} on cluster {c}", f.kind.as_str()),
-                (None, None) => f.kind.as_str().to_string(),
-            };
-            marks.push((
-                at,
-                Severity::Warning,
-                "Fault",
-                format!("fault {what} starts"),
-            ));
-            if let Some(d) = f.duration {
-                marks.push((
-                    at.plus(d),
-                    Severity::Normal,
-                    "Fault",
-                    format!("fault {what} ends"),
-                ));
-            }
-        }
-        marks.sort_by(|a, b| (a.0, &a.3).cmp(&(b.0, &b.3)));
+        let stage::Stage {
+            blind,
+            outages,
+            marks,
+        } = stage::set(&cloud, loaded, start);
         let home = match &options.state_dir {
             Some(dir) => StoreHome::Dir(dir.clone()),
             None => StoreHome::Disk(MemoryDisk::new()),
