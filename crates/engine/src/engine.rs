@@ -34,6 +34,9 @@ pub struct ClusterRecord {
     /// When the periodic resync is due next.
     #[serde(skip)]
     resync_at: Timestamp,
+    /// When this engine last reconciled the cluster, successfully or not.
+    #[serde(skip)]
+    pub last_reconciled: Option<Timestamp>,
 }
 
 impl ClusterRecord {
@@ -47,6 +50,7 @@ impl ClusterRecord {
             failures: 0,
             conflicts: 0,
             resync_at: now,
+            last_reconciled: None,
         }
     }
 
@@ -409,6 +413,7 @@ impl<P: Provider> Engine<P> {
         }
         let now = self.clock.now();
         if let Some(c) = self.clusters.get_mut(key) {
+            c.last_reconciled = Some(now);
             c.failures += 1;
             let delay = self.config.backoff.delay(c.failures, &mut *self.rng);
             self.queue.reschedule(key, now.plus(delay));
@@ -453,6 +458,7 @@ impl<P: Provider> Engine<P> {
             return Ok(());
         };
         c.memory = o.memory;
+        c.last_reconciled = Some(now);
         c.last_actions = o.status.is_some().then_some(o.actions);
         if let Some(status) = o.status {
             c.status = status;

@@ -15,6 +15,7 @@ pub mod kubevirt;
 pub mod load;
 mod loopback;
 pub mod one;
+mod pace;
 pub mod report;
 pub mod runner;
 mod stage;

@@ -19,6 +19,7 @@ use crate::expect::{ConditionWatch, MutationCounts, count_expectations, final_ex
 use crate::flight::FlightChecks;
 use crate::invariants::{CallBudget, ClusterTrack, Invariants};
 use crate::load::LoadedScenario;
+use crate::pace::Pace;
 use crate::report::{ClusterReport, ExpectationResult, Report, TimelineEntry};
 use crate::stage;
 use crate::workload::apply_step;
@@ -144,6 +145,7 @@ struct Driver<'a, P: Provider> {
     converge_after: Option<Duration>,
     cluster_millis: u64,
     flight: FlightChecks,
+    pace: Pace,
     pod_networks: BTreeSet<String>,
 }
 
@@ -169,6 +171,7 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
         let stage::Stage {
             blind,
             outages,
+            slow,
             marks,
         } = stage::set(&cloud, loaded, start);
         let home = match &options.state_dir {
@@ -234,6 +237,7 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
             converge_after: options.converge_after.or(spec.expect.converge_after),
             cluster_millis: 0,
             flight: FlightChecks::new(blind, outages),
+            pace: Pace::new(slow),
             pod_networks: BTreeSet::new(),
         })
     }
@@ -288,6 +292,7 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
                 &self.engine,
                 &self.tracks,
             );
+            self.pace.check(&mut self.invariants, now, &self.engine);
             for w in &mut self.watches {
                 w.observe(now, &self.engine);
             }
@@ -312,6 +317,15 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
                 self.converge_after.map(|d| self.start.plus(d)),
                 Some(self.end),
             ];
+            // Reconciles that came due while others ran (their calls move the clock) run
+            // at this instant, before time moves on: due work is never skipped.
+            if self
+                .engine
+                .next_due()
+                .is_some_and(|t| t <= self.clock.now())
+            {
+                continue;
+            }
             let next = candidates
                 .into_iter()
                 .flatten()

@@ -8,10 +8,14 @@ use std::collections::BTreeSet;
 use flightdeck_cloud::Timestamp;
 use flightdeck_plan::Severity;
 use flightdeck_sim::{SimCloud, SimFault};
-use flightdeck_spec::FaultKind;
+use flightdeck_spec::{Duration, FaultKind};
 
 use crate::flight::BlindWindow;
 use crate::load::LoadedScenario;
+
+/// A call slowed this much makes a fleet fall behind its resync pace in virtual time,
+/// where calls do not overlap; `reconcilePace` excuses such windows.
+pub(crate) const SLOW_CALL: Duration = Duration::from_millis(500);
 
 /// A timeline mark: when, how severe, its reason and message.
 pub(crate) type Mark = (Timestamp, Severity, &'static str, String);
@@ -20,6 +24,8 @@ pub(crate) struct Stage {
     pub(crate) blind: Vec<BlindWindow>,
     /// When `api.errorRate` or `api.rateLimit` faults were active.
     pub(crate) outages: Vec<(Timestamp, Timestamp)>,
+    /// When `api.latency` faults of at least [`SLOW_CALL`] were active.
+    pub(crate) slow: Vec<(Timestamp, Timestamp)>,
     /// The start and end of every fault, in time order.
     pub(crate) marks: Vec<Mark>,
 }
@@ -65,18 +71,22 @@ pub(crate) fn set(cloud: &SimCloud, loaded: &LoadedScenario, start: Timestamp) -
             },
         })
         .collect();
-    let outages: Vec<(Timestamp, Timestamp)> = spec
-        .faults
-        .iter()
-        .filter(|f| matches!(f.kind, FaultKind::ApiErrorRate | FaultKind::ApiRateLimit))
-        .map(|f| {
-            let from = start.plus(f.at);
-            let to = f
-                .duration
-                .map_or(start.plus(spec.duration), |d| from.plus(d));
-            (from, to)
-        })
-        .collect();
+    let window = |kinds: &[FaultKind]| -> Vec<(Timestamp, Timestamp)> {
+        spec.faults
+            .iter()
+            .filter(|f| kinds.contains(&f.kind))
+            .filter(|f| f.latency.is_none_or(|l| l >= SLOW_CALL))
+            .map(|f| {
+                let from = start.plus(f.at);
+                let to = f
+                    .duration
+                    .map_or(start.plus(spec.duration), |d| from.plus(d));
+                (from, to)
+            })
+            .collect()
+    };
+    let outages = window(&[FaultKind::ApiErrorRate, FaultKind::ApiRateLimit]);
+    let slow = window(&[FaultKind::ApiLatency]);
     let mut marks: Vec<Mark> = Vec::new();
     for f in &spec.faults {
         let at = start.plus(f.at);
@@ -105,6 +115,7 @@ pub(crate) fn set(cloud: &SimCloud, loaded: &LoadedScenario, start: Timestamp) -
     Stage {
         blind,
         outages,
+        slow,
         marks,
     }
 }

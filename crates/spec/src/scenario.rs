@@ -133,10 +133,14 @@ pub enum Invariant {
     /// A VMI KubeVirt asked to evacuate is deleted only after its guest node was drained
     /// (no pod that must leave is left on it) or its drain deadline passed (F9).
     DrainBeforeDelete,
+    /// Every cluster is reconciled at least once per resync period (with its jitter)
+    /// plus two minutes, outside windows in which calls were slowed by half a second or
+    /// more (`api.latency`): no cluster is starved.
+    ReconcilePace,
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 11] = [
+    pub const ALL: [Invariant; 12] = [
         Invariant::ApiEndpointServing,
         Invariant::NoChurn,
         Invariant::NoLeaks,
@@ -148,6 +152,7 @@ impl Invariant {
         Invariant::RulesRestored,
         Invariant::RoutesConsistent,
         Invariant::DrainBeforeDelete,
+        Invariant::ReconcilePace,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -163,6 +168,7 @@ impl Invariant {
             Invariant::RulesRestored => "rulesRestored",
             Invariant::RoutesConsistent => "routesConsistent",
             Invariant::DrainBeforeDelete => "drainBeforeDelete",
+            Invariant::ReconcilePace => "reconcilePace",
         }
     }
 }
