@@ -104,6 +104,15 @@ pub fn run(args: SwarmArgs) -> anyhow::Result<ExitCode> {
                 );
             }
             println!(
+                "  clouds: {}",
+                report
+                    .clouds
+                    .iter()
+                    .map(|(c, n)| format!("{} {n}", c.as_str()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            println!(
                 "  fault kinds exercised ({}): {}",
                 report.fault_kinds_exercised.len(),
                 report

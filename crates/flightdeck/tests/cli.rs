@@ -198,7 +198,7 @@ fn plan_is_a_dry_run_that_gives_a_reason_for_every_action() {
 }
 
 #[test]
-fn sim_swarm_of_200_seeds_passes_and_reports_its_rate_and_fault_kinds() {
+fn sim_swarm_of_200_seeds_passes_on_every_cloud_and_reports_its_rate_and_fault_kinds() {
     let out = flightdeck(&[
         "sim", "swarm", "--seeds", "200", "--from", "1", "--output", "json",
     ]);
@@ -218,6 +218,14 @@ fn sim_swarm_of_200_seeds_passes_and_reports_its_rate_and_fault_kinds() {
         v["fault_kinds_exercised"]
     );
     assert_eq!(v["determinism_checked"], true);
+    // Every cloud is drawn within 200 seeds.
+    for cloud in ["openstack", "opennebula", "kubevirt"] {
+        assert!(
+            v["clouds"][cloud].as_u64().is_some_and(|n| n > 0),
+            "{cloud}: {}",
+            v["clouds"]
+        );
+    }
 }
 
 #[test]

@@ -69,10 +69,17 @@ pub(crate) fn plan_deletion(p: &mut Planner<'_>) {
         p.wait(POLL_MACHINES);
     }
 
-    // KubeVirt: the endpoint Service, once the VMs are gone.
+    // KubeVirt: a deleted VM's VMI shuts its guest down for up to its grace period;
+    // the cluster is not gone while one is still there.
+    for v in &o.vmis {
+        remaining.push(format!("VMI {} (shutting down)", v.name));
+        p.wait(POLL_MACHINES);
+    }
+
+    // KubeVirt: the endpoint Service, once the VMs and their VMIs are gone.
     for svc in &o.services {
         remaining.push(format!("service {}", svc.name));
-        if o.servers.is_empty() {
+        if o.servers.is_empty() && o.vmis.is_empty() {
             p.act(
                 Action::DeleteEndpointService {
                     name: svc.name.clone(),

@@ -177,7 +177,8 @@ fn drain_one(p: &mut Planner<'_>, vmi: &Vmi, timeout: Duration) -> Option<String
     if let Some(r) = p.memory.drains.get_mut(&machine) {
         r.guest_node = Some(node.name.clone());
     }
-    if !node.unschedulable {
+    let cordoned = node.unschedulable;
+    if !cordoned {
         p.act(
             Action::CordonNode {
                 machine: machine.clone(),
@@ -194,6 +195,15 @@ fn drain_one(p: &mut Planner<'_>, vmi: &Vmi, timeout: Duration) -> Option<String
         ));
     };
     let leaving: Vec<&Pod> = pods.iter().filter(|x| x.must_leave()).collect();
+    if leaving.is_empty() && !cordoned {
+        // Until the cordon is in force pods may still land on it (evicted from another
+        // guest node in this very pass, say): an empty list taken before proves nothing.
+        p.wait(POLL_DRAIN.min(deadline_in));
+        return Some(format!(
+            "{machine}: cordoning guest node {} before it can be taken for drained",
+            node.name
+        ));
+    }
     if leaving.is_empty() {
         p.events.push(PlanEvent::normal(
             "GuestDrained",

@@ -21,6 +21,7 @@ pub mod runner;
 mod stage;
 pub mod swarm;
 mod swarm_faults;
+mod swarm_fleet;
 pub mod wire;
 mod workload;
 

@@ -5,7 +5,6 @@
 //! runs twice and its two timelines must hash the same.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -24,6 +23,8 @@ use crate::load::LoadedScenario;
 use crate::report::{Report, TimelineEntry};
 use crate::runner::RunOptions;
 use crate::swarm_faults::{cloud_faults, pick};
+pub use crate::swarm_fleet::SwarmCloud;
+use crate::swarm_fleet::cluster_yaml;
 
 /// The most clusters one seed's fleet holds.
 pub const FLEET_MAX: u64 = 5;
@@ -61,6 +62,7 @@ pub struct SwarmOptions {
 /// One seed, expanded.
 #[derive(Clone, Debug)]
 pub struct SwarmCase {
+    pub cloud: SwarmCloud,
     pub loaded: LoadedScenario,
     pub options: RunOptions,
 }
@@ -81,6 +83,8 @@ pub struct SeedFailure {
 #[derive(Clone, Debug, Serialize)]
 pub struct SeedOutcome {
     pub seed: u64,
+    /// The cloud its fleet lives on (`None` when the seed could not be expanded).
+    pub cloud: Option<SwarmCloud>,
     pub clusters: usize,
     pub failure: Option<SeedFailure>,
     pub fault_kinds: BTreeSet<String>,
@@ -106,6 +110,8 @@ pub struct SwarmReport {
     pub seeds_run: u64,
     pub failures: Vec<SeedFailure>,
     pub failures_by_invariant: BTreeMap<String, u64>,
+    /// How many seeds drew a fleet on each cloud.
+    pub clouds: BTreeMap<SwarmCloud, u64>,
     pub fault_kinds_exercised: BTreeSet<String>,
     pub api_calls_per_cluster_hour: f64,
     pub slowest_convergence: Option<SlowestConvergence>,
@@ -122,57 +128,15 @@ const VERSIONS: [&str; 3] = ["v1.30.2", "v1.31.0", "v1.32.1"];
 /// Expands `seed` into its fleet, faults, workload and engine perturbations.
 pub fn case(seed: u64, options: &SwarmOptions) -> Result<SwarmCase, String> {
     let mut rng = SeededRng::fork(seed, "swarm-case");
+    let cloud = SwarmCloud::draw(&mut rng);
     let fleet = 1 + [0, 0, 0, 1, 1, 1, 2, 2, 3, 4][rng.below(10) as usize];
     let safety = minutes(&mut rng, 30, 50);
     let mut clusters = Vec::new();
     let mut workload = Vec::new();
     for i in 1..=fleet {
         let name = format!("c{i}");
-        let cp = *pick(&mut rng, &[1u32, 3, 3, 3, 5]);
         let pools = rng.below(3);
-        let mut pool_yaml = String::new();
-        for p in 1..=pools {
-            let _ = write!(
-                pool_yaml,
-                "\n    - {{name: p{p}, replicas: {}, machine: {{flavor: m1.xlarge, image: worker-a}}}}",
-                rng.between(0, 3)
-            );
-        }
-        let monitor = if rng.chance(0.5) {
-            "\n    healthMonitor: {}"
-        } else {
-            ""
-        };
-        let yaml = format!(
-            "apiVersion: flightdeck.dev/v1alpha1
-kind: Cluster
-metadata: {{name: {name}}}
-spec:
-  controlPlane:
-    replicas: {cp}
-    version: {v}
-    machine: {{flavor: m1.large, image: ubuntu-kube-{v}}}
-  nodePools:{pools}
-  network: {{podCIDR: 10.{cidr}.0.0/16, securityGroup: {name}-nodes}}
-  apiLoadBalancer:
-    port: 6443{monitor}
-  provider:
-    openstack: {{cloud: sim, network: private, subnet: private-subnet, router: swarm-router}}
-  flight:
-    memberTimeout: {timeout}s
-    maxSurge: {surge}
-    churnLimit: 50
-",
-            v = VERSIONS[0],
-            pools = if pool_yaml.is_empty() {
-                " []".to_string()
-            } else {
-                pool_yaml.clone()
-            },
-            cidr = 100 + i,
-            timeout = rng.between(60, 300),
-            surge = rng.between(1, 2),
-        );
+        let yaml = cluster_yaml(&mut rng, cloud, &name, i, pools);
         let cluster = match load_documents(&yaml, &format!("swarm seed {seed} cluster {name}"))
             .map_err(|e| e.to_string())?
             .pop()
@@ -186,7 +150,7 @@ spec:
         };
         clusters.push((cluster, pools));
     }
-    let faults = cloud_faults(&mut rng, safety, &clusters);
+    let faults = cloud_faults(&mut rng, cloud, safety, &clusters);
     for (cluster, pools) in &clusters {
         // A cluster whose members a fault takes offline keeps at least three control-plane
         // machines: a fault that blacks out every member is an outage no controller can
@@ -196,9 +160,9 @@ spec:
             let takes_members = f.kind == FaultKind::MemberOffline
                 || f.pool.as_ref().is_some_and(|p| p.as_str() == "cp");
             takes_members && f.cluster.as_ref() == Some(&cluster.metadata.name)
-        });
+        }) || cloud == SwarmCloud::KubeVirt;
         workload.extend(cluster_workload(
-            &mut rng, cluster, *pools, safety, keep_three,
+            &mut rng, cloud, cluster, *pools, safety, keep_three,
         ));
     }
     workload.sort_by_key(|w: &WorkloadStep| w.at);
@@ -227,7 +191,7 @@ spec:
             name: Text::new(&format!("swarm-{seed}"))?,
         },
         spec: ScenarioSpec {
-            description: format!("swarm seed {seed}: {fleet} cluster(s)"),
+            description: format!("swarm seed {seed}: {fleet} {} cluster(s)", cloud.as_str()),
             seed,
             duration: Duration::from_millis(safety.as_millis() + bound.as_millis()),
             clusters: clusters
@@ -256,6 +220,7 @@ spec:
         format!("seed {seed}: generated scenario is invalid at {path}: {msg}")
     })?;
     Ok(SwarmCase {
+        cloud,
         loaded: LoadedScenario {
             source: format!("swarm seed {seed}"),
             scenario,
@@ -276,6 +241,7 @@ spec:
 
 fn cluster_workload(
     rng: &mut SeededRng,
+    cloud: SwarmCloud,
     c: &Cluster,
     pools: u64,
     safety: Duration,
@@ -309,13 +275,23 @@ fn cluster_workload(
                 let v = VERSIONS[version];
                 WorkloadStep {
                     version: flightdeck_spec::KubernetesVersion::new(v).ok(),
-                    machine: machine("m1.large", &format!("ubuntu-kube-{v}")),
+                    // Elsewhere the version alone rolls the machines.
+                    machine: (cloud == SwarmCloud::OpenStack)
+                        .then(|| machine("m1.large", &format!("ubuntu-kube-{v}")))
+                        .flatten(),
                     ..step(WorkloadAction::Upgrade)
                 }
             }
-            6 if pools > 0 => WorkloadStep {
+            6 if pools > 0 && cloud != SwarmCloud::OpenNebula => WorkloadStep {
                 pool: flightdeck_spec::Name::new(&format!("p{}", rng.between(1, pools))).ok(),
-                machine: machine("m1.xlarge", &format!("worker-{}", rng.between(1, 9))),
+                machine: if cloud == SwarmCloud::OpenStack {
+                    machine("m1.xlarge", &format!("worker-{}", rng.between(1, 9)))
+                } else {
+                    machine(
+                        pick::<&str>(rng, &["u1.large", "u1.xlarge"]),
+                        "quay.io/containerdisks/ubuntu:22.04",
+                    )
+                },
                 ..step(WorkloadAction::Upgrade)
             },
             7 => WorkloadStep {
@@ -393,6 +369,7 @@ pub fn replay_command(seed: u64, options: &SwarmOptions) -> String {
 pub async fn run_seed(seed: u64, options: &SwarmOptions) -> SeedOutcome {
     let failed = |invariant: &str, message: String| SeedOutcome {
         seed,
+        cloud: None,
         clusters: 0,
         failure: Some(SeedFailure {
             seed,
@@ -472,6 +449,7 @@ pub async fn run_seed(seed: u64, options: &SwarmOptions) -> SeedOutcome {
     };
     SeedOutcome {
         seed,
+        cloud: Some(case.cloud),
         clusters: case.loaded.clusters.len(),
         failure,
         fault_kinds,
@@ -566,6 +544,7 @@ pub struct SwarmTally {
     seeds: u64,
     failures: Vec<SeedFailure>,
     failures_by_invariant: BTreeMap<String, u64>,
+    clouds: BTreeMap<SwarmCloud, u64>,
     fault_kinds: BTreeSet<String>,
     calls: u64,
     cluster_hours: f64,
@@ -587,6 +566,9 @@ impl SwarmTally {
             if self.failures.len() < 10 * FAILURES_LISTED_MAX {
                 self.failures.push(f.clone());
             }
+        }
+        if let Some(c) = o.cloud {
+            *self.clouds.entry(c).or_insert(0) += 1;
         }
         self.fault_kinds.extend(o.fault_kinds.iter().cloned());
         self.calls += o.api_calls;
@@ -616,6 +598,7 @@ impl SwarmTally {
             seeds_run: self.seeds,
             failures: self.failures,
             failures_by_invariant,
+            clouds: self.clouds,
             fault_kinds_exercised: self.fault_kinds,
             api_calls_per_cluster_hour: if self.cluster_hours > 0.0 {
                 self.calls as f64 / self.cluster_hours

@@ -3,7 +3,10 @@
 
 use flightdeck_cloud::{Rng, SeededRng};
 use flightdeck_spec::scenario::Fault;
-use flightdeck_spec::{Cluster, Duration, FaultKind, Name, Service};
+use flightdeck_spec::scenario::LockLevelSpec;
+use flightdeck_spec::{Cluster, Duration, FaultKind, Name, Service, Text};
+
+use crate::swarm_fleet::SwarmCloud;
 
 /// The services the API faults hit.
 const SERVICES: [Service; 5] = [
@@ -19,11 +22,40 @@ pub(crate) fn pick<'a, T>(rng: &mut SeededRng, items: &'a [T]) -> &'a T {
     &items[i.min(items.len() - 1)]
 }
 
+/// The kinds that hit an OpenNebula fleet.
+const OPENNEBULA: [FaultKind; 7] = [
+    FaultKind::OneLockTemplate,
+    FaultKind::OneVmBootFailure,
+    FaultKind::OneImageError,
+    FaultKind::OneRpcError,
+    FaultKind::OperatorDeleteMachine,
+    FaultKind::EmptyNodeList,
+    FaultKind::AllNotReady,
+];
+
+/// The kinds that hit a KubeVirt fleet (the API faults on the Kubernetes API).
+const KUBEVIRT: [FaultKind; 8] = [
+    FaultKind::KubevirtDrainInfraNode,
+    FaultKind::K8sPdbBlocks,
+    FaultKind::OperatorDeleteMachine,
+    FaultKind::ApiErrorRate,
+    FaultKind::ApiLatency,
+    FaultKind::ApiRateLimit,
+    FaultKind::EmptyNodeList,
+    FaultKind::AllNotReady,
+];
+
 pub(crate) fn cloud_faults(
     rng: &mut SeededRng,
+    cloud: SwarmCloud,
     safety: Duration,
     clusters: &[(Cluster, u64)],
 ) -> Vec<Fault> {
+    let kinds: &[FaultKind] = match cloud {
+        SwarmCloud::OpenStack => &FaultKind::OPENSTACK,
+        SwarmCloud::OpenNebula => &OPENNEBULA,
+        SwarmCloud::KubeVirt => &KUBEVIRT,
+    };
     let end_s = safety.as_millis() / 1000;
     // `octavia.memberOffline` may only target clusters with spare members.
     let mut spare: Vec<&Cluster> = clusters
@@ -33,7 +65,7 @@ pub(crate) fn cloud_faults(
         .collect();
     (0..rng.between(1, 4))
         .map(|_| {
-            let mut kind = *pick(rng, &FaultKind::OPENSTACK);
+            let mut kind = *pick(rng, kinds);
             if kind == FaultKind::MemberOffline && spare.is_empty() {
                 // No cluster left with members to spare.
                 kind = FaultKind::MemberStuckPending;
@@ -44,17 +76,23 @@ pub(crate) fn cloud_faults(
                 duration: Some(Duration::from_secs(len_s)),
                 ..Fault::new(kind, Duration::from_secs(at_s))
             };
+            // A KubeVirt fleet's clusters live behind the Kubernetes API only.
+            let services: &[Service] = if cloud == SwarmCloud::KubeVirt {
+                &[Service::Kubernetes]
+            } else {
+                &SERVICES
+            };
             let any_cluster = |rng: &mut SeededRng| {
                 rng.chance(0.5)
                     .then(|| pick(rng, clusters).0.metadata.name.clone())
             };
             match kind {
                 FaultKind::ApiErrorRate => {
-                    f.service = Some(*pick(rng, &SERVICES));
+                    f.service = Some(*pick(rng, services));
                     f.rate = Some(0.05 + 0.35 * rng.unit());
                 }
                 FaultKind::ApiLatency => {
-                    f.service = Some(*pick(rng, &SERVICES));
+                    f.service = Some(*pick(rng, services));
                     f.latency = Some(Duration::from_millis(rng.between(200, 5000)));
                 }
                 FaultKind::BootError => {
@@ -88,8 +126,8 @@ pub(crate) fn cloud_faults(
                 FaultKind::EmptyNodeList | FaultKind::AllNotReady => f.cluster = any_cluster(rng),
                 FaultKind::OperatorDeleteMachine | FaultKind::ServerError => {
                     if !aim_at_machines(rng, &mut f, clusters, &mut spare) {
-                        // No machine to spare anywhere: hold members instead.
-                        f.kind = FaultKind::MemberStuckPending;
+                        // No machine to spare anywhere: blind the observer instead.
+                        f.kind = FaultKind::AllNotReady;
                         f.cluster = any_cluster(rng);
                     }
                 }
@@ -97,18 +135,32 @@ pub(crate) fn cloud_faults(
                     f.cluster = any_cluster(rng);
                 }
                 FaultKind::ApiRateLimit => {
-                    f.service = Some(*pick(rng, &SERVICES));
+                    f.service = Some(*pick(rng, services));
                     f.rate = Some(0.05 + 0.35 * rng.unit());
                     f.retry_after = Some(Duration::from_secs(rng.between(1, 30)));
                 }
                 FaultKind::KeystoneRevokeTokens => f.duration = None,
-                // The swarm's fleet is OpenStack only (it picks from `OPENSTACK`).
-                FaultKind::OneLockTemplate
-                | FaultKind::OneVmBootFailure
-                | FaultKind::OneImageError
-                | FaultKind::OneRpcError
-                | FaultKind::KubevirtDrainInfraNode
-                | FaultKind::K8sPdbBlocks => {}
+                FaultKind::OneLockTemplate => {
+                    f.level = Some(*pick(
+                        rng,
+                        &[
+                            LockLevelSpec::Use,
+                            LockLevelSpec::Manage,
+                            LockLevelSpec::Admin,
+                        ],
+                    ));
+                    f.template = Text::new(pick::<&str>(rng, &["master", "worker"])).ok();
+                }
+                FaultKind::OneVmBootFailure => {
+                    f.rate = Some(0.1 + 0.4 * rng.unit());
+                    f.cluster = any_cluster(rng);
+                }
+                FaultKind::OneImageError => f.rate = Some(0.1 + 0.4 * rng.unit()),
+                FaultKind::OneRpcError => f.rate = Some(0.05 + 0.25 * rng.unit()),
+                FaultKind::KubevirtDrainInfraNode => {
+                    f.node = Text::new(pick::<&str>(rng, &["infra-1", "infra-2", "infra-3"])).ok();
+                }
+                FaultKind::K8sPdbBlocks => f.cluster = any_cluster(rng),
             }
             f
         })

@@ -277,6 +277,26 @@ fn f9_the_vmi_is_deleted_once_only_daemonset_and_mirror_pods_remain() {
 }
 
 #[test]
+fn f9_an_empty_guest_node_not_yet_cordoned_is_cordoned_first_then_taken_for_drained() {
+    // Its pods were listed before the cordon: a pod evicted from another guest node in
+    // this pass may still land on it (swarm seed 27 with KubeVirt fleets).
+    let mut w = World::new(EvictionStrategy::External, true);
+    w.pods(VM, vec![pod("kube-proxy-x", true, false, "Running")]);
+    let p = w.plan();
+    assert_eq!(
+        kinds(&p),
+        vec!["CordonNode"],
+        "no DeleteVmi on a list taken uncordoned"
+    );
+    assert!(p.events.iter().all(|e| e.reason != "GuestDrained"));
+    assert!(p.requeue_after.is_some_and(|d| d <= Duration::from_secs(5)));
+    w.memory = p.memory;
+    w.node_mut(VM).unschedulable = true;
+    let p = w.plan();
+    assert_eq!(kinds(&p), vec!["DeleteVmi"]);
+}
+
+#[test]
 fn f9_a_pod_still_leaving_holds_the_vmi_back() {
     let mut w = World::new(EvictionStrategy::External, true);
     w.node_mut(VM).unschedulable = true;
