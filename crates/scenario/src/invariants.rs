@@ -101,6 +101,10 @@ pub struct Invariants {
     failures: BTreeMap<String, std::collections::VecDeque<Timestamp>>,
     /// OpenNebula templates and images (`template/<id>`) flightdeck registered.
     one_registered: BTreeSet<String>,
+    /// Templates and images seen locked (flightdeck never locks: an operator did) once
+    /// some cluster's deletion was under way: flightdeck leaves such an object to the
+    /// operator when it lets it go, and it stays theirs after they unlock it.
+    one_left_to_operator: BTreeSet<String>,
     /// OpenNebula template and image names deleted, with the fleet's generation then.
     one_deleted: BTreeMap<String, u64>,
     /// How many of the simulator's VMI deletions were already judged.
@@ -135,6 +139,7 @@ impl Invariants {
             budget,
             failures: BTreeMap::new(),
             one_registered: BTreeSet::new(),
+            one_left_to_operator: BTreeSet::new(),
             one_deleted: BTreeMap::new(),
             vmi_deletions_seen: 0,
         }
@@ -325,6 +330,21 @@ impl Invariants {
             // Shared objects outlive each cluster, but not the last one: once every
             // cluster is deleted, nothing flightdeck registered may remain unless an
             // operator locked it (which flightdeck leaves alone, saying so).
+            if clusters.values().any(|c| c.deletion_requested) {
+                let locked = world
+                    .one_templates
+                    .iter()
+                    .filter(|t| t.lock.is_some())
+                    .map(|t| format!("template/{}", t.id))
+                    .chain(
+                        world
+                            .one_images
+                            .iter()
+                            .filter(|i| i.lock.is_some())
+                            .map(|i| format!("image/{}", i.id)),
+                    );
+                self.one_left_to_operator.extend(locked);
+            }
             if !clusters.is_empty() && clusters.values().all(|c| c.deleted_at.is_some()) {
                 let left: Vec<String> = world
                     .one_templates
@@ -339,6 +359,7 @@ impl Invariants {
                             .map(|i| format!("image/{}", i.id)),
                     )
                     .filter(|k| self.one_registered.contains(k))
+                    .filter(|k| !self.one_left_to_operator.contains(k))
                     .collect();
                 let v = (!left.is_empty()).then(|| {
                     format!(
