@@ -269,8 +269,8 @@ fn missing_routes(world: &World, uid: &str, router: &str) -> Option<String> {
     (!missing.is_empty() && !at_limit).then(|| missing.join(", "))
 }
 
-/// The cluster's stale routes on `router`: a route to a pod network a live node of the
-/// cluster holds, via anything but that node's server; or a route in the cluster's pod
+/// The cluster's stale routes on `router`: a route to a pod network a node of a live
+/// server of the cluster holds, via anything but that node's server; or a route in the cluster's pod
 /// network via an address one of its servers had, which no live server of it has now.
 /// (A route in the pod network via an address the cluster never had is not its own:
 /// another cluster's, or an operator's, and harmless until it hijacks a held network.)
@@ -291,11 +291,14 @@ fn stale_routes(
         .filter(|s| owned(&s.tags, uid) && s.status == ServerStatus::Active && !s.is_deleting())
         .filter_map(|s| Some((s.address?, s.id.as_str())))
         .collect();
+    // A pod network is held by a node of a live server: the node an ERROR server leaves
+    // behind carries no traffic to hijack, and it goes with its server.
     let owners: BTreeMap<&str, &str> = world
         .nodes
         .iter()
         .filter(|(u, _)| u == uid)
         .filter_map(|(_, n)| Some((n.pod_cidr.as_deref()?, n.server_id.as_deref()?)))
+        .filter(|(_, server)| live.values().any(|s| s == server))
         .collect();
     let stale: Vec<String> = router
         .routes
