@@ -331,33 +331,10 @@ impl Invariants {
             // cluster is deleted, nothing flightdeck registered may remain unless an
             // operator locked it (which flightdeck leaves alone, saying so).
             if clusters.values().any(|c| c.deletion_requested) {
-                let locked = world
-                    .one_templates
-                    .iter()
-                    .filter(|t| t.lock.is_some())
-                    .map(|t| format!("template/{}", t.id))
-                    .chain(
-                        world
-                            .one_images
-                            .iter()
-                            .filter(|i| i.lock.is_some())
-                            .map(|i| format!("image/{}", i.id)),
-                    );
-                self.one_left_to_operator.extend(locked);
+                self.one_left_to_operator.extend(one_objects(world, true));
             }
             if !clusters.is_empty() && clusters.values().all(|c| c.deleted_at.is_some()) {
-                let left: Vec<String> = world
-                    .one_templates
-                    .iter()
-                    .filter(|t| t.lock.is_none())
-                    .map(|t| format!("template/{}", t.id))
-                    .chain(
-                        world
-                            .one_images
-                            .iter()
-                            .filter(|i| i.lock.is_none())
-                            .map(|i| format!("image/{}", i.id)),
-                    )
+                let left: Vec<String> = one_objects(world, false)
                     .filter(|k| self.one_registered.contains(k))
                     .filter(|k| !self.one_left_to_operator.contains(k))
                     .collect();
@@ -548,6 +525,22 @@ fn external_endpoint_serving(world: &World, c: &ClusterTrack) -> Option<String> 
 const ONE_VM_ACTIVE: u32 = 3;
 const ONE_LCM_RUNNING: u32 = 3;
 const ONE_VM_DONE: u32 = 6;
+
+/// The OpenNebula templates and images (`template/ID`, `image/ID`) that are locked, or
+/// (with `locked` false) unlocked.
+fn one_objects(world: &World, locked: bool) -> impl Iterator<Item = String> + '_ {
+    let templates = world
+        .one_templates
+        .iter()
+        .filter(move |t| t.lock.is_some() == locked)
+        .map(|t| format!("template/{}", t.id));
+    let images = world
+        .one_images
+        .iter()
+        .filter(move |i| i.lock.is_some() == locked)
+        .map(|i| format!("image/{}", i.id));
+    templates.chain(images)
+}
 
 /// `None` when some member of the cluster's API pool is ACTIVE, ONLINE or NO_MONITOR,
 /// and points at an ACTIVE control-plane server whose node is Ready.
