@@ -359,15 +359,30 @@ pub struct SwarmArgs {
     /// Skip the second run of each seed that checks determinism.
     #[arg(long)]
     no_determinism_check: bool,
-    /// Switch off a safety mechanism, to prove the swarm notices (testing the tests).
-    #[arg(long = "unsafe-disable", value_enum)]
+    /// Switch off a safety mechanism, to prove the swarm notices (testing the tests):
+    /// member-gate, ownership-check, remediation-budget, blind-observer-guard,
+    /// churn-breaker, drain-before-delete, drain-deadline, template-last-holder,
+    /// surge-first.
+    #[arg(long = "unsafe-disable", value_parser = parse_unsafe)]
     unsafe_disable: Vec<UnsafeSwitch>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum UnsafeSwitch {
-    MemberGate,
-    OwnershipCheck,
+/// A mechanism `--unsafe-disable` names (the simulator's; absent without it).
+#[cfg(feature = "sim")]
+pub type UnsafeSwitch = flightdeck_scenario::swarm::Unsafe;
+
+#[cfg(feature = "sim")]
+fn parse_unsafe(flag: &str) -> Result<UnsafeSwitch, String> {
+    UnsafeSwitch::from_flag(flag)
+}
+
+/// Without the simulator there is no swarm; `sim swarm` says so whatever the flags.
+#[cfg(not(feature = "sim"))]
+pub type UnsafeSwitch = String;
+
+#[cfg(not(feature = "sim"))]
+fn parse_unsafe(flag: &str) -> Result<UnsafeSwitch, String> {
+    Ok(flag.to_string())
 }
 
 #[derive(Args)]

@@ -3,11 +3,11 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use flightdeck_scenario::swarm::{SeedOutcome, SwarmOptions, Unsafe, run_swarm};
+use flightdeck_scenario::swarm::{SeedOutcome, SwarmOptions, run_swarm};
 use serde::Serialize;
 
 use crate::output::progress_line;
-use crate::{Output, SwarmArgs, UnsafeSwitch};
+use crate::{Output, SwarmArgs};
 
 #[derive(Serialize)]
 struct SwarmJson<'a> {
@@ -31,14 +31,7 @@ pub fn run(args: SwarmArgs) -> anyhow::Result<ExitCode> {
         seeds: args.seeds,
         from: args.from,
         jobs,
-        disabled: args
-            .unsafe_disable
-            .iter()
-            .map(|u| match u {
-                UnsafeSwitch::MemberGate => Unsafe::MemberGate,
-                UnsafeSwitch::OwnershipCheck => Unsafe::OwnershipCheck,
-            })
-            .collect(),
+        disabled: args.unsafe_disable.clone(),
         check_determinism: !args.no_determinism_check,
     };
     // Wall-clock time is read here, at the binary's edge, only for the budget and the

@@ -27,6 +27,11 @@ pub(crate) fn tripped(p: &Planner<'_>, object: &str) -> bool {
     p.memory.churn.tripped.contains_key(object)
 }
 
+/// Whether the breaker may trip at all (always, in the product).
+fn armed(p: &Planner<'_>) -> bool {
+    p.options.on(crate::safety::Mechanism::ChurnBreaker)
+}
+
 /// Records that `object` is about to be re-created. Returns `false`, and trips the
 /// breaker, when that would be one re-creation too many.
 pub(crate) fn note_recreation(p: &mut Planner<'_>, object: &str) -> bool {
@@ -36,6 +41,7 @@ pub(crate) fn note_recreation(p: &mut Planner<'_>, object: &str) -> bool {
     let window = p.spec.spec.flight.churn_window;
     let limit = p.spec.spec.flight.churn_limit as usize;
     let now = p.now;
+    let armed = armed(p);
     let times = p
         .memory
         .churn
@@ -43,7 +49,7 @@ pub(crate) fn note_recreation(p: &mut Planner<'_>, object: &str) -> bool {
         .entry(object.to_string())
         .or_default();
     times.retain(|t| now.since(*t) < window);
-    if times.len() >= limit {
+    if times.len() >= limit && armed {
         let why = format!(
             "{object} was re-created {} times within {window} without a spec change; its reconcile is stopped \
              until the spec changes or `flightdeck resume {}`",
@@ -77,11 +83,12 @@ pub(crate) fn may_make(p: &mut Planner<'_>, object: &str) -> bool {
     let window = p.spec.spec.flight.churn_window;
     let limit = p.spec.spec.flight.churn_limit as usize;
     let now = p.now;
+    let armed = armed(p);
     let Some(h) = p.memory.churn.objects.get_mut(object) else {
         return true;
     };
     h.recreated.retain(|t| now.since(*t) < window);
-    if !h.seen || h.recreated.len() < limit {
+    if !h.seen || h.recreated.len() < limit || !armed {
         return true;
     }
     let why = format!(
@@ -182,7 +189,7 @@ pub(crate) fn slot(p: &mut Planner<'_>, label: &str, name: &str) -> Slot {
     }
     let times = recent(p, name);
     let limit = p.spec.spec.flight.churn_limit as usize;
-    if times.len() >= limit {
+    if times.len() >= limit && armed(p) {
         let why = format!(
             "{object} was re-created {} times within {} without a spec change (each replacement failed again); it is not replaced again \
              until the spec changes or `flightdeck resume {}`",

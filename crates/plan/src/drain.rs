@@ -26,6 +26,7 @@ use crate::Planner;
 use crate::action::Action;
 use crate::condition::{Condition, PlanEvent};
 use crate::memory::DrainRecord;
+use crate::safety::Mechanism;
 
 /// Condition kind: a guest drain is under way or blocked.
 pub const DRAINING: &str = "Draining";
@@ -116,6 +117,15 @@ fn drain_one(p: &mut Planner<'_>, vmi: &Vmi, timeout: Duration) -> Option<String
         }
     };
     if record.vmi_deleted.is_some() {
+        if !vmi.deleting {
+            // Asked for, but the VMI shows no deletion: the call failed (a 503, say).
+            // Asked again; a VMI that is never deleted blocks its infra node for ever.
+            delete_vmi(p, vmi, &machine);
+            return Some(format!(
+                "{machine}: VMI {} was not deleted when asked; asking again",
+                vmi.name
+            ));
+        }
         // Asked for already; the VMI is going.
         p.wait(POLL_DRAIN);
         return Some(format!("{machine}: VMI {} is being deleted", vmi.name));
@@ -143,7 +153,12 @@ fn drain_one(p: &mut Planner<'_>, vmi: &Vmi, timeout: Duration) -> Option<String
             "{machine}: waits until control-plane machine {other} is back before it leaves ({deadline})"
         ));
     }
-    if waited >= timeout {
+    if !p.options.on(Mechanism::DrainBeforeDelete) {
+        delete_vmi(p, vmi, &machine);
+        return None;
+    }
+    let deadline_on = p.options.on(Mechanism::DrainDeadline);
+    if waited >= timeout && deadline_on {
         let left = node
             .as_ref()
             .and_then(|n| p.observed.pods.get(&n.name))
@@ -162,7 +177,11 @@ fn drain_one(p: &mut Planner<'_>, vmi: &Vmi, timeout: Duration) -> Option<String
         return Some(format!("{machine}: drain deadline passed"));
     }
     let remaining = timeout.as_millis().saturating_sub(waited.as_millis());
-    let deadline_in = Duration::from_millis(remaining);
+    let deadline_in = if deadline_on {
+        Duration::from_millis(remaining)
+    } else {
+        POLL_DRAIN
+    };
     let Some(node) = node else {
         if p.options.drain == DrainPolicy::UpstreamByEvacuationNode {
             // Upstream: NotFound means drained.
@@ -268,7 +287,7 @@ fn control_plane_in_flight(p: &Planner<'_>, machine: &str) -> Option<String> {
 fn delete_vmi(p: &mut Planner<'_>, vmi: &Vmi, machine: &str) {
     let now = p.now;
     if let Some(r) = p.memory.drains.get_mut(machine) {
-        r.vmi_deleted = Some(now);
+        r.vmi_deleted.get_or_insert(now);
     }
     p.act(
         Action::DeleteVmi {

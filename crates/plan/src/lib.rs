@@ -27,6 +27,7 @@ mod remediation;
 mod removal;
 mod rollout;
 mod routes;
+pub mod safety;
 pub mod status;
 mod userdata;
 
@@ -44,6 +45,7 @@ pub use memory::{
 pub use opennebula::{Shared, TemplatePolicy};
 pub use remediation::RemediationPolicy;
 pub use routes::LEARNED_LIMIT_TTL;
+pub use safety::{Disabled, Mechanism};
 pub use status::ClusterStatus;
 
 /// How often to look again while something is in flight at Octavia (its transitions take
@@ -69,6 +71,15 @@ pub struct PlanOptions {
     pub remediation: RemediationPolicy,
     pub templates: opennebula::TemplatePolicy,
     pub drain: drain::DrainPolicy,
+    /// Mechanisms switched off (none in the product).
+    pub disabled: Disabled,
+}
+
+impl PlanOptions {
+    /// Whether safety mechanism `m` is on.
+    pub fn on(&self, m: Mechanism) -> bool {
+        self.disabled.on(m)
+    }
 }
 
 /// What the cluster should be, what the cloud shows, what we remember, and when.

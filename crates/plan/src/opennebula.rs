@@ -654,7 +654,8 @@ fn release(p: &mut Planner<'_>, kind: Kind, name: &str) {
         p.wait(POLL_MACHINES);
         return;
     }
-    let others = p.shared.holders.get(&key).is_some_and(|h| !h.is_empty());
+    let others = p.shared.holders.get(&key).is_some_and(|h| !h.is_empty())
+        && p.options.on(crate::safety::Mechanism::TemplateLastHolder);
     if !held.created || others {
         holdings(p, kind).remove(name);
         p.events.push(PlanEvent::normal(

@@ -17,6 +17,7 @@ use crate::churn;
 use crate::condition::{Condition, PlanEvent, kind};
 use crate::machines::{MachineView, ServerPhase};
 use crate::memory::Remediation;
+use crate::safety::Mechanism;
 use crate::status::RepairStatus;
 
 /// How old a node list may be before nothing is concluded from it.
@@ -35,6 +36,9 @@ pub enum RemediationPolicy {
 
 /// Why the node list cannot be trusted for remediation right now, if it cannot.
 pub(crate) fn blind_observer(p: &Planner<'_>, all: &[MachineView<'_>]) -> Option<String> {
+    if !p.options.on(Mechanism::BlindObserverGuard) {
+        return None;
+    }
     let running = all
         .iter()
         .filter(|m| m.server_phase() == ServerPhase::Running)
@@ -195,7 +199,11 @@ pub(crate) fn plan_set_remediation(
         }
         candidates.retain(|c| !c.node_based);
     }
-    let budget = flight.max_unhealthy.of(replicas);
+    let budget = if p.options.on(Mechanism::RemediationBudget) {
+        flight.max_unhealthy.of(replicas)
+    } else {
+        replicas
+    };
     let in_use = machines
         .iter()
         .filter(|m| {

@@ -315,9 +315,13 @@ fn plan_set(
     // gone, so they count against maxSurge as Cluster API counts deleting machines.
     let total_with_leaving = machines.len() as u32;
 
-    // Creation.
+    // Creation. Without surge-first (a test's switch only), a rollout deletes first and
+    // replaces what it deleted.
+    let surge_first = p.options.on(crate::safety::Mechanism::SurgeFirst);
     let want_create = if outdated.is_empty() {
         set.replicas.saturating_sub(current_n)
+    } else if !surge_first {
+        set.replicas.saturating_sub(total_with_leaving)
     } else if in_flight == 0 {
         (set.replicas + set.max_surge)
             .saturating_sub(total_with_leaving)
@@ -358,7 +362,16 @@ fn plan_set(
             .get(m.name())
             .is_some_and(|r| r.removal.is_some())
     });
-    if total > set.replicas && in_flight == 0 && !removal_running && want_create == 0 {
+    let delete_first = !surge_first && !outdated.is_empty() && total >= set.replicas;
+    if delete_first && !removal_running {
+        if let Some(victim) = outdated.iter().min_by_key(|m| m.record.created_at.millis()) {
+            mark_removal(
+                p,
+                victim.name(),
+                format!("rollout of {label}, delete first"),
+            );
+        }
+    } else if total > set.replicas && in_flight == 0 && !removal_running && want_create == 0 {
         let mut candidates: Vec<&MachineView<'_>> = if outdated.is_empty() {
             current.clone()
         } else {

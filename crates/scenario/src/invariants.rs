@@ -25,6 +25,8 @@ pub struct ClusterTrack {
     pub external_endpoint: bool,
     /// KubeVirt: how long a guest drain may take (F9).
     pub drain_timeout: Option<flightdeck_spec::Duration>,
+    /// `flight.resyncPeriod`: a lost requeue is made up for by the next resync.
+    pub resync_period: flightdeck_spec::Duration,
     /// The cluster's pod network (the routes to it are the cluster's, via its servers).
     pub pod_cidr: flightdeck_spec::Cidr,
     /// Every address a server of the cluster has had, as the world showed it.
@@ -87,6 +89,16 @@ pub struct Verdict {
     pub first_violation: Option<Violation>,
 }
 
+/// How long past its drain deadline and one resync period (a lost requeue) an evacuated
+/// VMI may still run. flightdeck counts the deadline from when it first sees the
+/// evacuation (KubeVirt stamps no time on `evacuationNodeName`), which an outage of the
+/// infra cluster's API delays, and a failed delete is retried with backoff.
+pub const EVACUATION_SLACK: flightdeck_spec::Duration = flightdeck_spec::Duration::from_mins(5);
+/// How much longer a control-plane VMI may wait for another control-plane machine to
+/// come back before it leaves (a new VM boots and joins in about five minutes).
+pub const EVACUATION_QUORUM_WAIT: flightdeck_spec::Duration =
+    flightdeck_spec::Duration::from_mins(15);
+
 /// The logical identity of an owned object: cluster UID, role and machine key.
 type Identity = (String, String, String);
 
@@ -109,6 +121,8 @@ pub struct Invariants {
     one_deleted: BTreeMap<String, u64>,
     /// How many of the simulator's VMI deletions were already judged.
     vmi_deletions_seen: usize,
+    /// VMIs (by uid) whose overdue evacuation was reported.
+    evacuations_overdue: BTreeSet<String>,
 }
 
 impl Invariants {
@@ -142,6 +156,7 @@ impl Invariants {
             one_left_to_operator: BTreeSet::new(),
             one_deleted: BTreeMap::new(),
             vmi_deletions_seen: 0,
+            evacuations_overdue: BTreeSet::new(),
         }
     }
 
@@ -358,6 +373,7 @@ impl Invariants {
         if !self.enabled.contains(&Invariant::DrainBeforeDelete) {
             return;
         }
+        self.check_evacuations(world, clusters);
         for d in fresh
             .iter()
             .filter(|d| d.cause == "DELETE virtualmachineinstances")
@@ -379,6 +395,50 @@ impl Invariants {
                 )
             });
             self.record(Invariant::DrainBeforeDelete, d.at, v);
+        }
+    }
+
+    /// `drainBeforeDelete`, its other half (F9): a VMI KubeVirt asked to evacuate is
+    /// gone by its drain deadline, plus [`EVACUATION_SLACK`] (a few polls), so that a
+    /// stuck drain never blocks the infra node for ever. A control-plane VMI may wait
+    /// longer for another control-plane machine to come back (the quorum rule), at most
+    /// [`EVACUATION_QUORUM_WAIT`].
+    fn check_evacuations(&mut self, world: &World, clusters: &BTreeMap<String, ClusterTrack>) {
+        let now = world.now;
+        for vmi in &world.kube.vmis {
+            let Some(since) = vmi.evacuation_since else {
+                continue;
+            };
+            let Some(c) = clusters.values().find(|c| owned_by(&vmi.tags, &c.uid)) else {
+                continue;
+            };
+            let Some(timeout) = c.drain_timeout else {
+                continue;
+            };
+            // Control-plane machines are named `<cluster>-cp-<n>`.
+            let control_plane = vmi.name.starts_with(&format!("{}-cp-", c.name));
+            let bound = timeout.as_millis()
+                + c.resync_period.as_millis() * 11 / 10
+                + EVACUATION_SLACK.as_millis()
+                + if control_plane {
+                    EVACUATION_QUORUM_WAIT.as_millis()
+                } else {
+                    0
+                };
+            let waited = now.since(since);
+            if vmi.deleting || waited.as_millis() <= bound {
+                continue;
+            }
+            if !self.evacuations_overdue.insert(vmi.uid.clone()) {
+                continue;
+            }
+            let v = Some(format!(
+                "cluster {}: VMI {} has been evacuated from infra node {} for {waited}, past its drain deadline of {timeout}; the drain blocks the infra node",
+                c.name,
+                vmi.name,
+                vmi.evacuation_node.as_deref().unwrap_or("?")
+            ));
+            self.record(Invariant::DrainBeforeDelete, now, v);
         }
     }
 

@@ -518,6 +518,7 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
                         .kubevirt
                         .as_ref()
                         .map(|k| k.drain_timeout),
+                    resync_period: c.spec.spec.flight.resync_period,
                     pod_cidr: c.spec.spec.network.pod_cidr,
                     addresses: Default::default(),
                 });

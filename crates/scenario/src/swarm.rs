@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use flightdeck_cloud::{Rng, SeededRng};
-use flightdeck_plan::MemberGate;
+use flightdeck_plan::{Mechanism, MemberGate};
 use flightdeck_spec::cluster::ApiVersion;
 use flightdeck_spec::scenario::{
     Expectations, FaultKind, ScenarioMetadata, ScenarioSpec, WorkloadAction, WorkloadStep,
@@ -32,20 +32,50 @@ pub const FLEET_MAX: u64 = 5;
 pub const TRACE_LINES: usize = 20;
 
 /// A safety mechanism a test may switch off to prove the swarm notices.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Unsafe {
     /// Roll the control plane on the load balancer's word alone (seed 001).
     MemberGate,
     /// Let deletions through without checking the target's ownership tag.
     OwnershipCheck,
+    /// One of the planner's own mechanisms.
+    Plan(Mechanism),
 }
 
 impl Unsafe {
+    /// Every mechanism `--unsafe-disable` can switch off.
+    pub fn all() -> Vec<Unsafe> {
+        let mut all = vec![Unsafe::MemberGate, Unsafe::OwnershipCheck];
+        all.extend(Mechanism::ALL.map(Unsafe::Plan));
+        all
+    }
+
     pub fn flag(self) -> &'static str {
         match self {
             Unsafe::MemberGate => "member-gate",
             Unsafe::OwnershipCheck => "ownership-check",
+            Unsafe::Plan(m) => m.as_str(),
         }
+    }
+
+    /// The mechanism `--unsafe-disable <flag>` names.
+    pub fn from_flag(flag: &str) -> Result<Unsafe, String> {
+        Unsafe::all()
+            .into_iter()
+            .find(|u| u.flag() == flag)
+            .ok_or_else(|| {
+                let known: Vec<&str> = Unsafe::all().into_iter().map(Unsafe::flag).collect();
+                format!(
+                    "no safety mechanism is called {flag:?}; the ones that can be switched off are: {}",
+                    known.join(", ")
+                )
+            })
+    }
+}
+
+impl Serialize for Unsafe {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.flag())
     }
 }
 
@@ -178,12 +208,15 @@ pub fn case(seed: u64, options: &SwarmOptions) -> Result<SwarmCase, String> {
     // Liveness bound: time to build or roll the largest cluster, once per cluster.
     let bound = Duration::from_mins(25 + 5 * fleet);
     let mut engine = flightdeck_engine::EngineConfig::default();
+    let mut off = Vec::new();
     for d in &options.disabled {
         match d {
             Unsafe::MemberGate => engine.plan.member_gate = MemberGate::LoadBalancerOnly,
             Unsafe::OwnershipCheck => engine.ownership_check = false,
+            Unsafe::Plan(m) => off.push(*m),
         }
     }
+    engine.plan.disabled = flightdeck_plan::Disabled::of(off);
     let scenario = Scenario {
         api_version: ApiVersion,
         kind: "Scenario".into(),

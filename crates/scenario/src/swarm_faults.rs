@@ -160,7 +160,15 @@ pub(crate) fn cloud_faults(
                 FaultKind::KubevirtDrainInfraNode => {
                     f.node = Text::new(pick::<&str>(rng, &["infra-1", "infra-2", "infra-3"])).ok();
                 }
-                FaultKind::K8sPdbBlocks => f.cluster = any_cluster(rng),
+                FaultKind::K8sPdbBlocks => {
+                    f.cluster = any_cluster(rng);
+                    // Half the time a budget that allows no disruption stays so until
+                    // the faults stop, as one written as minAvailable = replicas does:
+                    // only the drain deadline frees the infra node.
+                    if rng.chance(0.5) {
+                        f.duration = Some(Duration::from_secs(end_s - at_s));
+                    }
+                }
             }
             f
         })

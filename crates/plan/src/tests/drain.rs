@@ -277,6 +277,33 @@ fn f9_the_vmi_is_deleted_once_only_daemonset_and_mirror_pods_remain() {
 }
 
 #[test]
+fn f9_a_vmi_whose_delete_failed_is_deleted_again() {
+    // The delete was answered 503: memory says it was asked, the VMI shows no deletion.
+    // Waiting for it would block the infra node for ever (swarm seed 93, found by the
+    // deadline half of drainBeforeDelete).
+    let mut w = World::new(EvictionStrategy::External, true);
+    w.node_mut(VM).unschedulable = true;
+    w.pods(VM, vec![pod("kube-proxy-x", true, false, "Running")]);
+    let p = w.plan();
+    assert_eq!(kinds(&p), vec!["DeleteVmi"]);
+    let asked = p.memory.drains[VM].vmi_deleted;
+    w.memory = p.memory;
+    w.now = T0.plus(Duration::from_secs(5));
+    let p = w.plan();
+    assert_eq!(kinds(&p), vec!["DeleteVmi"], "asked again");
+    assert_eq!(p.memory.drains[VM].vmi_deleted, asked, "first asked then");
+    // Once the VMI shows its deletion, nothing more is asked.
+    w.memory = p.memory;
+    w.observed.vmis.iter_mut().for_each(|v| {
+        if v.name == VM {
+            v.deleting = true;
+        }
+    });
+    let p = w.plan();
+    assert!(kinds(&p).is_empty(), "{:?}", kinds(&p));
+}
+
+#[test]
 fn f9_an_empty_guest_node_not_yet_cordoned_is_cordoned_first_then_taken_for_drained() {
     // Its pods were listed before the cordon: a pod evicted from another guest node in
     // this pass may still land on it (swarm seed 27 with KubeVirt fleets).

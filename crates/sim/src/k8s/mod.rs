@@ -154,6 +154,8 @@ pub struct KubeVmiView {
     pub migrating: bool,
     pub deleting: bool,
     pub tags: Vec<String>,
+    /// When `status.evacuationNodeName` was set, if it is.
+    pub evacuation_since: Option<Timestamp>,
 }
 
 /// A workload-cluster pod.
@@ -565,6 +567,7 @@ pub(crate) fn snapshot(st: &State) -> KubeWorld {
             migrating: kubevirt::migrating(v),
             deleting: deleting(v),
             tags: tags_of_labels(&labels_of(v)),
+            evacuation_since: st.kube.evacuation_since.get(uid_of(v)).copied(),
         })
         .collect();
     let workloads = st

@@ -1,0 +1,70 @@
+//! The planner's safety mechanisms, by name. Every one is on in the product. The test
+//! bed switches one off (`flightdeck sim swarm --unsafe-disable`) to prove that its
+//! invariants notice when it is missing: a check that cannot fail proves nothing.
+
+use std::collections::BTreeSet;
+
+/// A safety mechanism of the planner that a test may switch off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Mechanism {
+    /// F10: at most `maxUnhealthy` of a set under remediation at once.
+    RemediationBudget,
+    /// F10: no node-based remediation on a node list that is missing, empty, stale or
+    /// all NotReady.
+    BlindObserverGuard,
+    /// F11: a slot or object re-created `churnLimit` times in `churnWindow` stops.
+    ChurnBreaker,
+    /// F9: a VMI KubeVirt evacuates is deleted only once its guest node is drained.
+    DrainBeforeDelete,
+    /// F9: a drain that does not finish within `drainTimeout` ends, so the infra node
+    /// is not blocked for ever.
+    DrainDeadline,
+    /// F1: a shared template or image is deleted only by the last cluster holding it.
+    TemplateLastHolder,
+    /// F2: a rollout brings the replacement up before it removes an outdated machine,
+    /// and removes one only while enough others are healthy.
+    SurgeFirst,
+}
+
+impl Mechanism {
+    pub const ALL: [Mechanism; 7] = [
+        Mechanism::RemediationBudget,
+        Mechanism::BlindObserverGuard,
+        Mechanism::ChurnBreaker,
+        Mechanism::DrainBeforeDelete,
+        Mechanism::DrainDeadline,
+        Mechanism::TemplateLastHolder,
+        Mechanism::SurgeFirst,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mechanism::RemediationBudget => "remediation-budget",
+            Mechanism::BlindObserverGuard => "blind-observer-guard",
+            Mechanism::ChurnBreaker => "churn-breaker",
+            Mechanism::DrainBeforeDelete => "drain-before-delete",
+            Mechanism::DrainDeadline => "drain-deadline",
+            Mechanism::TemplateLastHolder => "template-last-holder",
+            Mechanism::SurgeFirst => "surge-first",
+        }
+    }
+}
+
+/// The mechanisms switched off; empty (all on) by default.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Disabled(BTreeSet<Mechanism>);
+
+impl Disabled {
+    pub fn of(mechanisms: impl IntoIterator<Item = Mechanism>) -> Self {
+        Disabled(mechanisms.into_iter().collect())
+    }
+
+    /// Whether `m` is on (the product's only state).
+    pub fn on(&self, m: Mechanism) -> bool {
+        !self.0.contains(&m)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}

@@ -1,0 +1,137 @@
+//! Every safety mechanism the planner has can be switched off, and the swarm notices
+//! when one is: a check that cannot fail proves nothing. Each case scans a bounded run
+//! of seeds that begins a little before the first one known to expose it, and stops at
+//! the first failure.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use flightdeck_plan::Mechanism;
+use flightdeck_scenario::swarm::{SwarmOptions, Unsafe, run_seed, run_swarm};
+
+/// Seeds scanned at most per mechanism.
+const SCAN: u64 = 40;
+
+fn options(seeds: u64, from: u64, disabled: Vec<Unsafe>) -> SwarmOptions {
+    SwarmOptions {
+        seeds,
+        from,
+        jobs: 2,
+        disabled,
+        check_determinism: false,
+    }
+}
+
+/// Scans `SCAN` seeds from `from` with `off` switched off; the first failure must be a
+/// violation of `invariant`, and the same seed must pass with every mechanism on.
+fn caught(off: Unsafe, from: u64, invariant: &str) {
+    let found = AtomicBool::new(false);
+    let report = run_swarm(
+        &options(SCAN, from, vec![off]),
+        &|| found.load(Ordering::SeqCst),
+        &|o| {
+            if o.failure.is_some() {
+                found.store(true, Ordering::SeqCst);
+            }
+        },
+    );
+    let failure = report
+        .failures
+        .iter()
+        .min_by_key(|f| f.seed)
+        .unwrap_or_else(|| panic!("{}: no violation in {SCAN} seeds from {from}", off.flag()));
+    assert_eq!(
+        failure.invariant,
+        invariant,
+        "{}: seed {}: {}",
+        off.flag(),
+        failure.seed,
+        failure.message
+    );
+    assert!(
+        failure
+            .replay
+            .ends_with(&format!("--unsafe-disable {}", off.flag())),
+        "{}",
+        failure.replay
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let safe = runtime.block_on(run_seed(
+        failure.seed,
+        &options(1, failure.seed, Vec::new()),
+    ));
+    assert!(
+        safe.failure.is_none(),
+        "seed {} fails with every mechanism on: {:?}",
+        failure.seed,
+        safe.failure
+    );
+}
+
+#[test]
+fn f10_without_the_remediation_budget_more_machines_are_repaired_at_once_than_max_unhealthy() {
+    caught(
+        Unsafe::Plan(Mechanism::RemediationBudget),
+        70,
+        "remediationWithinBudget",
+    );
+}
+
+#[test]
+fn f10_without_the_blind_observer_guard_machines_are_condemned_on_an_untrusted_node_list() {
+    caught(
+        Unsafe::Plan(Mechanism::BlindObserverGuard),
+        5,
+        "noRemediationOnBlindObserver",
+    );
+}
+
+#[test]
+fn f9_without_drain_before_delete_vmis_go_with_pods_still_on_their_guest_node() {
+    caught(
+        Unsafe::Plan(Mechanism::DrainBeforeDelete),
+        5,
+        "drainBeforeDelete",
+    );
+}
+
+#[test]
+fn f9_without_the_drain_deadline_a_blocked_drain_holds_the_infra_node() {
+    caught(
+        Unsafe::Plan(Mechanism::DrainDeadline),
+        5,
+        "drainBeforeDelete",
+    );
+}
+
+#[test]
+fn f1_without_the_last_holder_rule_a_shared_template_is_deleted_under_another_cluster() {
+    caught(
+        Unsafe::Plan(Mechanism::TemplateLastHolder),
+        3,
+        "convergence",
+    );
+}
+
+#[test]
+fn f2_without_surge_first_a_rollout_takes_the_api_down() {
+    caught(Unsafe::Plan(Mechanism::SurgeFirst), 1, "apiEndpointServing");
+}
+
+#[test]
+fn f2_without_the_member_gate_a_rollout_takes_the_api_down() {
+    caught(Unsafe::MemberGate, 15, "apiEndpointServing");
+}
+
+#[test]
+fn every_mechanism_has_a_flag_and_a_bad_one_is_named_in_the_error() {
+    for u in Unsafe::all() {
+        assert_eq!(Unsafe::from_flag(u.flag()), Ok(u));
+    }
+    let err = Unsafe::from_flag("everything").expect_err("no such mechanism");
+    assert!(
+        err.contains("\"everything\"") && err.contains("surge-first"),
+        "{err}"
+    );
+}
