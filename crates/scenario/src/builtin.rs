@@ -56,6 +56,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../../scenarios/f3-outage-at-birth.yaml"),
     ),
     (
+        "scenarios/f3-never-registered-at-birth.yaml",
+        include_str!("../../../scenarios/f3-never-registered-at-birth.yaml"),
+    ),
+    (
         "scenarios/f11-pool-repairs-not-a-loop.yaml",
         include_str!("../../../scenarios/f11-pool-repairs-not-a-loop.yaml"),
     ),
@@ -178,6 +182,10 @@ pub const FILES: &[(&str, &str)] = &[
     (
         "scenarios/f11-rules-keep-vanishing.yaml",
         include_str!("../../../scenarios/f11-rules-keep-vanishing.yaml"),
+    ),
+    (
+        "scenarios/clusters/demo-no-monitor.yaml",
+        include_str!("../../../scenarios/clusters/demo-no-monitor.yaml"),
     ),
     (
         "scenarios/clusters/neighbour.yaml",

@@ -29,10 +29,14 @@ pub struct FlightChecks {
     /// faults): a repair is judged from when they answer again, not through them.
     outages: Vec<(Timestamp, Timestamp)>,
     seen: BTreeSet<(String, String, u64)>,
-    rule_missing_since: BTreeMap<String, Timestamp>,
-    route_stale_since: BTreeMap<String, Timestamp>,
-    reported: BTreeSet<(Invariant, String)>,
+    /// When each problem (a missing rule, a stale or missing route) of a cluster was
+    /// first seen, by invariant, cluster and problem: each has its own clock, so two
+    /// short problems one after the other are not one long one (old swarm seed 7028827).
+    since: BTreeMap<Episode, Timestamp>,
+    reported: BTreeSet<Episode>,
 }
+
+type Episode = (Invariant, String, String);
 
 impl FlightChecks {
     pub fn new(blind: Vec<BlindWindow>, outages: Vec<(Timestamp, Timestamp)>) -> Self {
@@ -120,8 +124,7 @@ impl FlightChecks {
                 continue;
             };
             if track.ready_since.is_none() || track.deletion_requested || self.outage_at(now) {
-                self.rule_missing_since.remove(name);
-                self.route_stale_since.remove(name);
+                self.since.retain(|(_, c, _), _| c != name);
                 continue;
             }
             let bound =
@@ -149,17 +152,16 @@ impl FlightChecks {
             {
                 // The addresses the cluster's servers ever had: kept by its track.
                 let problem = if self.blind_at(name, now).is_some() {
-                    None
+                    Vec::new()
                 } else {
                     let stale =
                         stale_routes(world, &track.uid, pod, router.as_str(), &track.addresses)
-                            .map(|s| format!("stale route(s) {s}"));
+                            .into_iter()
+                            .map(|s| format!("stale route {s}"));
                     let missing = missing_routes(world, &track.uid, router.as_str())
-                        .map(|m| format!("no route for live node(s): {m}"));
-                    match (stale, missing) {
-                        (Some(s), Some(m)) => Some(format!("{s}; {m}")),
-                        (s, m) => s.or(m),
-                    }
+                        .into_iter()
+                        .map(|m| format!("no route for live node: {m}"));
+                    stale.chain(missing).collect()
                 };
                 let v = self.episode(
                     Invariant::RoutesConsistent,
@@ -174,32 +176,29 @@ impl FlightChecks {
         }
     }
 
-    /// Tracks how long a problem has lasted; a violation once it outlasts `bound`,
-    /// reported once per episode.
+    /// Tracks how long each of a cluster's `problems` has lasted; a violation names
+    /// those that outlast `bound`, each reported once per episode.
     fn episode(
         &mut self,
         inv: Invariant,
         cluster: &str,
         now: Timestamp,
-        problem: Option<String>,
+        problems: Vec<String>,
         bound: Duration,
         message: impl Fn(&str) -> String,
     ) -> Option<String> {
-        let clocks = match inv {
-            Invariant::RulesRestored => &mut self.rule_missing_since,
-            _ => &mut self.route_stale_since,
-        };
-        let key = (inv, cluster.to_string());
-        let Some(problem) = problem else {
-            clocks.remove(cluster);
-            self.reported.remove(&key);
-            return None;
-        };
-        let since = *clocks.entry(cluster.to_string()).or_insert(now);
-        if now.since(since) > bound && self.reported.insert(key) {
-            return Some(message(&problem));
+        let current = |(i, c, p): &Episode| *i == inv && c == cluster && !problems.contains(p);
+        self.since.retain(|k, _| !current(k));
+        self.reported.retain(|k| !current(k));
+        let mut overdue = Vec::new();
+        for p in &problems {
+            let key = (inv, cluster.to_string(), p.clone());
+            let since = *self.since.entry(key.clone()).or_insert(now);
+            if now.since(since) > bound && self.reported.insert(key) {
+                overdue.push(p.as_str());
+            }
         }
-        None
+        (!overdue.is_empty()).then(|| message(&overdue.join("; ")))
     }
 }
 
@@ -207,15 +206,17 @@ fn owned(tags: &[String], uid: &str) -> bool {
     uid_of(tags) == Some(uid)
 }
 
-fn rules_missing(world: &World, uid: &str, pod: Cidr) -> Option<String> {
-    let group = world.security_groups.iter().find(|g| {
+fn rules_missing(world: &World, uid: &str, pod: Cidr) -> Vec<String> {
+    let Some(group) = world.security_groups.iter().find(|g| {
         owned(&g.tags, uid)
             && g.tags
                 .iter()
                 .any(|t| t.strip_prefix(TAG_ROLE) == Some("security-group"))
-    })?;
+    }) else {
+        return Vec::new();
+    };
     let prefix = pod.to_string();
-    let missing: Vec<&str> = ["tcp", "udp", "icmp"]
+    ["tcp", "udp", "icmp"]
         .into_iter()
         .filter(|proto| {
             !group.rules.iter().any(|r| {
@@ -224,8 +225,8 @@ fn rules_missing(world: &World, uid: &str, pod: Cidr) -> Option<String> {
                     && r.remote_ip_prefix.as_deref() == Some(prefix.as_str())
             })
         })
-        .collect();
-    (!missing.is_empty()).then(|| missing.join(", "))
+        .map(str::to_string)
+        .collect()
 }
 
 /// The routes the cluster's live nodes lack on `router`: a Ready node of a running
@@ -233,18 +234,21 @@ fn rules_missing(world: &World, uid: &str, pod: Cidr) -> Option<String> {
 /// route stays while the node lives). Excused while the router is at its limit, and
 /// for as long as flightdeck trusts a limit it learned after the limit last changed
 /// (F8: a router that refused is not asked again at once).
-fn missing_routes(world: &World, uid: &str, router: &str) -> Option<String> {
+fn missing_routes(world: &World, uid: &str, router: &str) -> Vec<String> {
     let trusted = flightdeck_plan::LEARNED_LIMIT_TTL;
     if world
         .route_limit_changed
         .is_some_and(|t| world.now.since(t) < trusted)
     {
-        return None;
+        return Vec::new();
     }
-    let router = world
+    let Some(router) = world
         .routers
         .iter()
-        .find(|r| r.name == router || r.id == router)?;
+        .find(|r| r.name == router || r.id == router)
+    else {
+        return Vec::new();
+    };
     let address: BTreeMap<&str, std::net::IpAddr> = world
         .servers
         .iter()
@@ -266,7 +270,7 @@ fn missing_routes(world: &World, uid: &str, router: &str) -> Option<String> {
         })
         .collect();
     let at_limit = router.routes.len() + missing.len() > world.route_limit;
-    (!missing.is_empty() && !at_limit).then(|| missing.join(", "))
+    if at_limit { Vec::new() } else { missing }
 }
 
 /// The cluster's stale routes on `router`: a route to a pod network a node of a live
@@ -280,11 +284,14 @@ fn stale_routes(
     pod: Cidr,
     router: &str,
     had: &BTreeSet<std::net::IpAddr>,
-) -> Option<String> {
-    let router = world
+) -> Vec<String> {
+    let Some(router) = world
         .routers
         .iter()
-        .find(|r| r.name == router || r.id == router)?;
+        .find(|r| r.name == router || r.id == router)
+    else {
+        return Vec::new();
+    };
     let live: BTreeMap<std::net::IpAddr, &str> = world
         .servers
         .iter()
@@ -300,7 +307,7 @@ fn stale_routes(
         .filter_map(|(_, n)| Some((n.pod_cidr.as_deref()?, n.server_id.as_deref()?)))
         .filter(|(_, server)| live.values().any(|s| s == server))
         .collect();
-    let stale: Vec<String> = router
+    router
         .routes
         .iter()
         .filter(|r| r.destination.parse::<Cidr>().is_ok_and(|d| pod.covers(&d)))
@@ -314,6 +321,50 @@ fn stale_routes(
             }
         })
         .map(|r| format!("{} via {}", r.destination, r.nexthop))
-        .collect();
-    (!stale.is_empty()).then(|| stale.join(", "))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(secs: u64) -> Timestamp {
+        Timestamp::SIM_EPOCH.plus_millis(secs * 1000)
+    }
+
+    fn routes(checks: &mut FlightChecks, t: u64, problems: &[&str]) -> Option<String> {
+        checks.episode(
+            Invariant::RoutesConsistent,
+            "demo",
+            at(t),
+            problems.iter().map(|p| p.to_string()).collect(),
+            Duration::from_secs(510),
+            |s| format!("demo: {s}"),
+        )
+    }
+
+    #[test]
+    fn two_short_stale_routes_one_after_the_other_are_not_one_long_episode() {
+        // Old swarm seed 7028827: about 4.5 then 5.3 minutes, with no clean step between.
+        let mut checks = FlightChecks::default();
+        for t in (0..270).step_by(10) {
+            assert_eq!(routes(&mut checks, t, &["route A"]), None);
+        }
+        for t in (270..590).step_by(10) {
+            assert_eq!(routes(&mut checks, t, &["route B"]), None, "at {t}s");
+        }
+        assert_eq!(routes(&mut checks, 600, &[]), None);
+    }
+
+    #[test]
+    fn a_problem_that_outlasts_the_bound_is_named_once() {
+        let mut checks = FlightChecks::default();
+        assert_eq!(routes(&mut checks, 0, &["route A"]), None);
+        assert_eq!(routes(&mut checks, 300, &["route A", "route B"]), None);
+        let v = routes(&mut checks, 520, &["route A", "route B"]).expect("route A overdue");
+        assert_eq!(v, "demo: route A");
+        assert_eq!(routes(&mut checks, 530, &["route A", "route B"]), None);
+        let v = routes(&mut checks, 820, &["route A", "route B"]).expect("route B overdue");
+        assert_eq!(v, "demo: route B");
+    }
 }
