@@ -29,6 +29,9 @@ pub mod kind {
     /// Deletion sees none of the objects the cluster recorded and deleted none of them:
     /// it stops instead of forgetting the cluster.
     pub const DELETION_UNCONFIRMED: &str = "DeletionUnconfirmed";
+    /// The plan broke one of its own guarantees (a planner bug): none of it was carried
+    /// out, and it is planned again at the next look.
+    pub const PLAN_REJECTED: &str = "PlanRejected";
 }
 
 /// Reasons of the `Ready` condition.

@@ -30,6 +30,7 @@ mod routes;
 pub mod safety;
 pub mod status;
 mod userdata;
+pub mod verify;
 
 use flightdeck_cloud::{Observed, Timestamp};
 use flightdeck_spec::{Cluster, Duration};
@@ -120,7 +121,37 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
         drain::plan_drains(&mut p);
         churn::forget_idle(&mut p);
     }
-    p.finish()
+    let plan = p.finish();
+    match verify::verify_actions(&plan.actions, input.shared, input.options) {
+        Ok(()) => plan,
+        Err(why) => rejected(plan, &input, why),
+    }
+}
+
+/// A plan that broke a guarantee: nothing of it is carried out and none of its memory is
+/// kept (that memory assumes its actions happen); the cluster says why and is looked at
+/// again soon.
+fn rejected(mut plan: Plan, input: &PlanInput<'_>, why: String) -> Plan {
+    let message = format!(
+        "a plan of {} actions was refused, none carried out: {why}. This is a flightdeck bug; please report it with `flightdeck plan` output",
+        plan.actions.len()
+    );
+    plan.actions.clear();
+    plan.memory = input.memory.clone();
+    plan.deleted = false;
+    let c = Condition::new(
+        condition::kind::PLAN_REJECTED,
+        true,
+        "GuaranteeBroken",
+        &message,
+    );
+    plan.conditions.push(c);
+    plan.conditions.sort_by(|a, b| a.kind.cmp(&b.kind));
+    plan.status.conditions = plan.conditions.clone();
+    plan.events
+        .push(PlanEvent::warning("PlanRejected", message));
+    plan.requeue_after = Some(POLL_STUCK);
+    plan
 }
 
 /// The working state of one planning pass.

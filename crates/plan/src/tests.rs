@@ -14,6 +14,7 @@ mod rollout;
 mod routes;
 mod startup;
 mod userdata;
+mod verify;
 
 use std::net::{IpAddr, Ipv4Addr};
 

@@ -93,7 +93,12 @@ pub struct Verdict {
 /// VMI may still run. flightdeck counts the deadline from when it first sees the
 /// evacuation (KubeVirt stamps no time on `evacuationNodeName`), which an outage of the
 /// infra cluster's API delays, and a failed delete is retried with backoff.
-pub const EVACUATION_SLACK: flightdeck_spec::Duration = flightdeck_spec::Duration::from_mins(5);
+pub const EVACUATION_SLACK: flightdeck_spec::Duration = flightdeck_spec::Duration::from_mins(8);
+/// How much earlier than the simulator's stamp flightdeck may start a drain's clock.
+/// It counts from the start of the pass that first lists the evacuation; with slow
+/// calls (`api.latency` up to 5 s a call) the list comes back seconds later, after the
+/// simulator stamped it (swarm seed 20261: 7 s).
+pub const DEADLINE_TOLERANCE: flightdeck_spec::Duration = flightdeck_spec::Duration::from_secs(30);
 /// How much longer a control-plane VMI may wait for another control-plane machine to
 /// come back before it leaves (a new VM boots and joins in about five minutes).
 pub const EVACUATION_QUORUM_WAIT: flightdeck_spec::Duration =
@@ -384,7 +389,7 @@ impl Invariants {
                 .unwrap_or(flightdeck_spec::Duration::from_mins(10));
             let deadline_passed = d
                 .evacuation_since
-                .is_some_and(|since| d.at >= since.plus(timeout));
+                .is_some_and(|since| d.at.plus(DEADLINE_TOLERANCE) >= since.plus(timeout));
             let v = (!d.pods_left.is_empty() && !deadline_passed).then(|| {
                 format!(
                     "cluster {}: VMI {} was deleted while {} still had to leave guest node {}, before its drain deadline",
