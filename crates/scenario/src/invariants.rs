@@ -31,6 +31,8 @@ pub struct ClusterTrack {
     pub pod_cidr: flightdeck_spec::Cidr,
     /// Every address a server of the cluster has had, as the world showed it.
     pub addresses: std::collections::BTreeSet<std::net::IpAddr>,
+    /// What the spec says of its machine sets now, for `noChurn` per set.
+    pub sets: crate::churn_check::SetBounds,
 }
 
 impl ClusterTrack {
@@ -128,6 +130,7 @@ pub struct Invariants {
     vmi_deletions_seen: usize,
     /// VMIs (by uid) whose overdue evacuation was reported.
     evacuations_overdue: BTreeSet<String>,
+    set_churn: crate::churn_check::SetChurn,
 }
 
 impl Invariants {
@@ -162,6 +165,7 @@ impl Invariants {
             one_deleted: BTreeMap::new(),
             vmi_deletions_seen: 0,
             evacuations_overdue: BTreeSet::new(),
+            set_churn: Default::default(),
         }
     }
 
@@ -312,6 +316,11 @@ impl Invariants {
                     )),
                 };
                 self.record(Invariant::OnlyOwned, m.at, v);
+            }
+            if self.enabled.contains(&Invariant::NoChurn)
+                && let Some(v) = self.set_churn.note(m, clusters)
+            {
+                self.record(Invariant::NoChurn, m.at, Some(v));
             }
             if self.enabled.contains(&Invariant::NoChurn)
                 && let Some(identity) = identity(&m.target_tags)

@@ -6,6 +6,7 @@
 //! this crate is where the two meet.
 
 pub mod builtin;
+pub mod churn_check;
 mod dispatch;
 pub mod engine_faults;
 mod expect;

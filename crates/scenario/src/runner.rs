@@ -521,7 +521,9 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
                     resync_period: c.spec.spec.flight.resync_period,
                     pod_cidr: c.spec.spec.network.pod_cidr,
                     addresses: Default::default(),
+                    sets: Default::default(),
                 });
+            t.sets.refresh(&c.spec);
             t.ready_since = c.memory.ready_since;
             t.deletion_requested |= c.memory.deletion_requested.is_some();
         }

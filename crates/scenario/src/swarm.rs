@@ -155,6 +155,42 @@ fn minutes(rng: &mut SeededRng, lo: u64, hi: u64) -> Duration {
 
 const VERSIONS: [&str; 3] = ["v1.30.2", "v1.31.0", "v1.32.1"];
 
+/// When the faults stop, the operator resumes every cluster an endless boot failure
+/// struck (its churn breaker may have stopped its repairs), unless it was deleted.
+fn resumes(
+    faults: &[flightdeck_spec::scenario::Fault],
+    clusters: &[(Cluster, u64)],
+    workload: &[WorkloadStep],
+    safety: Duration,
+) -> Vec<WorkloadStep> {
+    let struck = crate::swarm_faults::endless_boot_failures(faults);
+    clusters
+        .iter()
+        .map(|(c, _)| &c.metadata.name)
+        .filter(|name| {
+            struck
+                .iter()
+                .any(|s| s.as_deref().is_none_or(|s| s == name.as_str()))
+        })
+        .filter(|name| {
+            !workload
+                .iter()
+                .any(|w| &w.cluster == *name && w.action == WorkloadAction::Delete)
+        })
+        .map(|name| WorkloadStep {
+            at: safety,
+            action: WorkloadAction::Resume,
+            cluster: name.clone(),
+            file: None,
+            pool: None,
+            replicas: None,
+            version: None,
+            machine: None,
+            refused: None,
+        })
+        .collect()
+}
+
 /// Expands `seed` into its fleet, faults, workload and engine perturbations.
 pub fn case(seed: u64, options: &SwarmOptions) -> Result<SwarmCase, String> {
     let mut rng = SeededRng::fork(seed, "swarm-case");
@@ -195,6 +231,7 @@ pub fn case(seed: u64, options: &SwarmOptions) -> Result<SwarmCase, String> {
             &mut rng, cloud, cluster, *pools, safety, keep_three,
         ));
     }
+    workload.extend(resumes(&faults, &clusters, &workload, safety));
     workload.sort_by_key(|w: &WorkloadStep| w.at);
     let clusters: Vec<Cluster> = clusters.into_iter().map(|(c, _)| c).collect();
 

@@ -121,7 +121,6 @@ spec:
   flight:
     memberTimeout: {timeout}s
     maxSurge: {surge}
-    churnLimit: 50
 "
     )
 }

@@ -88,6 +88,11 @@ fn f10_without_the_blind_observer_guard_machines_are_condemned_on_an_untrusted_n
 }
 
 #[test]
+fn f11_without_the_churn_breaker_a_set_keeps_remaking_machines_that_fail() {
+    caught(Unsafe::Plan(Mechanism::ChurnBreaker), 30, "noChurn");
+}
+
+#[test]
 fn f9_without_drain_before_delete_vmis_go_with_pods_still_on_their_guest_node() {
     caught(
         Unsafe::Plan(Mechanism::DrainBeforeDelete),

@@ -1,0 +1,112 @@
+//! `noChurn` per machine set (F11), from the mutation log: a remediation loop makes a
+//! new machine each time under a new name, so it is invisible to a check keyed on the
+//! machine. The churn breaker promises that each slot of a set is re-created at most
+//! `churnLimit` times within `churnWindow` without a spec change; so a set makes at most
+//! `churnLimit + 1` machines for each slot it may hold in any window, counted from its
+//! last spec change. Without the breaker a slot whose machines keep failing is re-made
+//! with a backoff of 30 s doubling up to 10 minutes: seven times in thirty minutes.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use flightdeck_cloud::Timestamp;
+use flightdeck_cloud::ownership::{TAG_MACHINE, TAG_ROLE, uid_of};
+use flightdeck_sim::{Mutation, MutationKind};
+use flightdeck_spec::{Cluster, Duration};
+
+use crate::invariants::ClusterTrack;
+
+/// What the spec says of a cluster's machine sets, refreshed every step.
+#[derive(Clone, Debug, Default)]
+pub struct SetBounds {
+    /// `cp` and each pool's name → replicas.
+    replicas: BTreeMap<String, u32>,
+    max_surge: u32,
+    churn_limit: u32,
+    churn_window: Duration,
+}
+
+impl SetBounds {
+    pub fn refresh(&mut self, spec: &Cluster) {
+        let s = &spec.spec;
+        self.replicas.clear();
+        self.replicas
+            .insert("cp".into(), s.control_plane.replicas.get());
+        for p in &s.node_pools {
+            self.replicas.insert(p.name.to_string(), p.replicas.get());
+        }
+        self.max_surge = s.flight.max_surge.get();
+        self.churn_limit = s.flight.churn_limit;
+        self.churn_window = s.flight.churn_window;
+    }
+
+    /// The most machines set `set` may make within one churn window: every slot it
+    /// may hold (replicas, and maxSurge more during a rollout or repair) made once and
+    /// re-created `churnLimit` times. Slots are counted as the spec has them now; a set
+    /// scaled down keeps the lineages of the slots it had until their machines go, so
+    /// the bound also counts the surge's slots.
+    fn allowed(&self, set: &str) -> u32 {
+        let replicas = self.replicas.get(set).copied().unwrap_or(0);
+        (replicas.max(1) + self.max_surge) * (self.churn_limit + 1)
+    }
+}
+
+/// The set a machine key (`cp-3`, `workers-12`) belongs to.
+fn set_of(key: &str) -> &str {
+    key.rsplit_once('-').map_or(key, |(set, _)| set)
+}
+
+#[derive(Default)]
+pub struct SetChurn {
+    /// (cluster UID, set) → when its machines were made since its last spec change.
+    made: BTreeMap<(String, String), VecDeque<Timestamp>>,
+    /// Cluster UID → the generation its history belongs to.
+    generation: BTreeMap<String, u64>,
+    reported: BTreeSet<(String, String, u64)>,
+}
+
+impl SetChurn {
+    /// Notes `m` if it makes a machine of one of `clusters`; answers a violation when
+    /// its set made more machines within one churn window than the breaker allows.
+    pub fn note(
+        &mut self,
+        m: &Mutation,
+        clusters: &BTreeMap<String, ClusterTrack>,
+    ) -> Option<String> {
+        if m.kind != MutationKind::Create
+            || !m
+                .target_tags
+                .iter()
+                .any(|t| t.strip_prefix(TAG_ROLE) == Some("machine"))
+        {
+            return None;
+        }
+        let uid = uid_of(&m.target_tags)?;
+        let key = m
+            .target_tags
+            .iter()
+            .find_map(|t| t.strip_prefix(TAG_MACHINE))?;
+        let c = clusters.values().find(|c| c.uid == uid)?;
+        if self.generation.get(uid) != Some(&c.generation) {
+            self.generation.insert(uid.to_string(), c.generation);
+            self.made.retain(|(u, _), _| u != uid);
+        }
+        let set = set_of(key).to_string();
+        let window = c.sets.churn_window;
+        let times = self.made.entry((uid.to_string(), set.clone())).or_default();
+        times.push_back(m.at);
+        while times.front().is_some_and(|t| m.at.since(*t) > window) {
+            times.pop_front();
+        }
+        let n = times.len() as u32;
+        let allowed = c.sets.allowed(&set);
+        (n > allowed && self.reported.insert((uid.to_string(), set.clone(), c.generation))).then(
+            || {
+                format!(
+                    "cluster {}: set {set} made {n} machines within {window} with no spec change \
+                     (the last: {}), more than the {allowed} its replicas, maxSurge and churnLimit allow: a repair loop",
+                    c.name, m.target_name
+                )
+            },
+        )
+    }
+}
