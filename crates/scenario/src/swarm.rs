@@ -177,18 +177,27 @@ fn resumes(
                 .iter()
                 .any(|w| &w.cluster == *name && w.action == WorkloadAction::Delete)
         })
-        .map(|name| WorkloadStep {
-            at: safety,
-            action: WorkloadAction::Resume,
-            cluster: name.clone(),
-            file: None,
-            pool: None,
-            replicas: None,
-            version: None,
-            machine: None,
-            refused: None,
-        })
+        .map(|name| bare_step(safety, WorkloadAction::Resume, name))
         .collect()
+}
+
+/// A workload step with nothing but its time, action and cluster.
+fn bare_step(
+    at: Duration,
+    action: WorkloadAction,
+    cluster: &flightdeck_spec::Name,
+) -> WorkloadStep {
+    WorkloadStep {
+        at,
+        action,
+        cluster: cluster.clone(),
+        file: None,
+        pool: None,
+        replicas: None,
+        version: None,
+        machine: None,
+        refused: None,
+    }
 }
 
 /// Expands `seed` into its fleet, faults, workload and engine perturbations.
@@ -322,17 +331,7 @@ fn cluster_workload(
     let latest = safety.as_millis() / 1000 - 180;
     for _ in 0..rng.below(4) {
         let at = Duration::from_secs(rng.between(180, latest));
-        let step = |action| WorkloadStep {
-            at,
-            action,
-            cluster: c.metadata.name.clone(),
-            file: None,
-            pool: None,
-            replicas: None,
-            version: None,
-            machine: None,
-            refused: None,
-        };
+        let step = |action| bare_step(at, action, &c.metadata.name);
         let kind = rng.below(10);
         let s = match kind {
             0..=2 if pools > 0 => WorkloadStep {
