@@ -155,23 +155,17 @@ fn minutes(rng: &mut SeededRng, lo: u64, hi: u64) -> Duration {
 
 const VERSIONS: [&str; 3] = ["v1.30.2", "v1.31.0", "v1.32.1"];
 
-/// When the faults stop, the operator resumes every cluster an endless boot failure
-/// struck (its churn breaker may have stopped its repairs), unless it was deleted.
+/// When the faults stop, the operator resumes every cluster that is not deleted: any
+/// fault that kills machines (boot failures, errored servers, an endless boot failure
+/// above all) may have tripped a churn breaker, which waits for a person by design.
 fn resumes(
-    faults: &[flightdeck_spec::scenario::Fault],
     clusters: &[(Cluster, u64)],
     workload: &[WorkloadStep],
     safety: Duration,
 ) -> Vec<WorkloadStep> {
-    let struck = crate::swarm_faults::endless_boot_failures(faults);
     clusters
         .iter()
         .map(|(c, _)| &c.metadata.name)
-        .filter(|name| {
-            struck
-                .iter()
-                .any(|s| s.as_deref().is_none_or(|s| s == name.as_str()))
-        })
         .filter(|name| {
             !workload
                 .iter()
@@ -240,7 +234,7 @@ pub fn case(seed: u64, options: &SwarmOptions) -> Result<SwarmCase, String> {
             &mut rng, cloud, cluster, *pools, safety, keep_three,
         ));
     }
-    workload.extend(resumes(&faults, &clusters, &workload, safety));
+    workload.extend(resumes(&clusters, &workload, safety));
     workload.sort_by_key(|w: &WorkloadStep| w.at);
     let clusters: Vec<Cluster> = clusters.into_iter().map(|(c, _)| c).collect();
 

@@ -179,24 +179,13 @@ pub(crate) fn cloud_faults(
 
 /// A quarter of boot failures fail every boot from the start until the faults stop (F11):
 /// repairs would go on for ever, and only the churn breaker stops them. The swarm then
-/// resumes the clusters, as an operator does once the cloud is fixed
-/// ([`endless_boot_failures`]).
+/// resumes the clusters, as an operator does once the cloud is fixed.
 fn endless_from_birth(rng: &mut SeededRng, f: &mut Fault, end_s: u64) {
     if rng.chance(0.25) {
         f.rate = Some(1.0);
         f.at = Duration::ZERO;
         f.duration = Some(Duration::from_secs(end_s));
     }
-}
-
-/// The clusters an endless boot failure strikes (`None`: every cluster).
-pub(crate) fn endless_boot_failures(faults: &[Fault]) -> Vec<Option<String>> {
-    faults
-        .iter()
-        .filter(|f| matches!(f.kind, FaultKind::BootError | FaultKind::OneVmBootFailure))
-        .filter(|f| f.rate == Some(1.0) && f.at == Duration::ZERO)
-        .map(|f| f.cluster.as_ref().map(|c| c.to_string()))
-        .collect()
 }
 
 /// Aims a fault that takes machines away (`operator.deleteMachine`,
