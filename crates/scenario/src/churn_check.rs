@@ -23,10 +23,18 @@ pub struct SetBounds {
     max_surge: u32,
     churn_limit: u32,
     churn_window: Duration,
+    /// The cluster's generation these bounds were read at.
+    generation: Option<u64>,
 }
 
 impl SetBounds {
-    pub fn refresh(&mut self, spec: &Cluster) {
+    /// Reads the bounds from `spec` when the cluster's `generation` moved on since the
+    /// last read (the runner calls this every step; the spec changes only with it).
+    pub fn refresh(&mut self, spec: &Cluster, generation: u64) {
+        if self.generation == Some(generation) {
+            return;
+        }
+        self.generation = Some(generation);
         let s = &spec.spec;
         self.replicas.clear();
         self.replicas

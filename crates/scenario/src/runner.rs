@@ -523,7 +523,7 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
                     addresses: Default::default(),
                     sets: Default::default(),
                 });
-            t.sets.refresh(&c.spec);
+            t.sets.refresh(&c.spec, t.generation);
             t.ready_since = c.memory.ready_since;
             t.deletion_requested |= c.memory.deletion_requested.is_some();
         }
