@@ -23,6 +23,13 @@ pub struct SetBounds {
     max_surge: u32,
     churn_limit: u32,
     churn_window: Duration,
+    /// `cp` and each pool's name → how many of its machines may be under repair at
+    /// once (`maxUnhealthy` of its replicas).
+    budgets: BTreeMap<String, u32>,
+    /// `cp` and each pool's name → its machine template (and, for `cp`, the version),
+    /// and the generation at which that last changed: machines made before it are
+    /// outdated, and their set may surge.
+    templates: BTreeMap<String, (String, u64)>,
     /// The cluster's generation these bounds were read at.
     generation: Option<u64>,
 }
@@ -37,14 +44,59 @@ impl SetBounds {
         self.generation = Some(generation);
         let s = &spec.spec;
         self.replicas.clear();
-        self.replicas
-            .insert("cp".into(), s.control_plane.replicas.get());
-        for p in &s.node_pools {
-            self.replicas.insert(p.name.to_string(), p.replicas.get());
+        self.budgets.clear();
+        let cp = &s.control_plane;
+        let sets = std::iter::once((
+            "cp".to_string(),
+            cp.replicas.get(),
+            format!("{:?} {}", cp.machine, cp.version),
+        ))
+        .chain(s.node_pools.iter().map(|p| {
+            (
+                p.name.to_string(),
+                p.replicas.get(),
+                format!("{:?}", p.machine),
+            )
+        }));
+        let mut templates = BTreeMap::new();
+        for (set, replicas, template) in sets {
+            self.replicas.insert(set.clone(), replicas);
+            self.budgets
+                .insert(set.clone(), s.flight.max_unhealthy.of(replicas));
+            let since = match self.templates.get(&set) {
+                Some((old, since)) if *old == template => *since,
+                _ => generation,
+            };
+            templates.insert(set, (template, since));
         }
+        self.templates = templates;
         self.max_surge = s.flight.max_surge.get();
         self.churn_limit = s.flight.churn_limit;
         self.churn_window = s.flight.churn_window;
+    }
+
+    /// The replicas the spec asks of set `set` (`cp`: the control plane).
+    pub fn replicas(&self, set: &str) -> u32 {
+        self.replicas.get(set).copied().unwrap_or(0)
+    }
+
+    /// The sets the spec has now: `cp` and each pool's name.
+    pub fn sets(&self) -> impl Iterator<Item = &str> {
+        self.replicas.keys().map(String::as_str)
+    }
+
+    /// How many of set `set`'s machines may be under repair at once.
+    pub fn budget(&self, set: &str) -> u32 {
+        self.budgets.get(set).copied().unwrap_or(0)
+    }
+
+    /// The generation at which set `set`'s machine template last changed.
+    pub fn template_generation(&self, set: &str) -> u64 {
+        self.templates.get(set).map_or(0, |(_, g)| *g)
+    }
+
+    pub fn max_surge(&self) -> u32 {
+        self.max_surge
     }
 
     /// The most machines set `set` may make within one churn window: every slot it
@@ -59,7 +111,7 @@ impl SetBounds {
 }
 
 /// The set a machine key (`cp-3`, `workers-12`) belongs to.
-fn set_of(key: &str) -> &str {
+pub(crate) fn set_of(key: &str) -> &str {
     key.rsplit_once('-').map_or(key, |(set, _)| set)
 }
 

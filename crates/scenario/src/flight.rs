@@ -7,7 +7,6 @@ use flightdeck_cloud::Provider;
 use flightdeck_cloud::ownership::{TAG_ROLE, uid_of};
 use flightdeck_cloud::{ServerStatus, Timestamp};
 use flightdeck_engine::Engine;
-use flightdeck_plan::MachineRole;
 use flightdeck_sim::World;
 use flightdeck_spec::{Cidr, Duration, Invariant};
 
@@ -28,12 +27,12 @@ pub struct FlightChecks {
     /// When the cloud's APIs answered some calls with errors or rate limits (`api.*`
     /// faults): a repair is judged from when they answer again, not through them.
     outages: Vec<(Timestamp, Timestamp)>,
-    seen: BTreeSet<(String, String, u64)>,
     /// When each problem (a missing rule, a stale or missing route) of a cluster was
     /// first seen, by invariant, cluster and problem: each has its own clock, so two
     /// short problems one after the other are not one long one (old swarm seed 7028827).
     since: BTreeMap<Episode, Timestamp>,
     reported: BTreeSet<Episode>,
+    repairs: crate::repair_check::RepairCheck,
 }
 
 type Episode = (Invariant, String, String);
@@ -65,61 +64,9 @@ impl FlightChecks {
         engine: &Engine<P>,
         tracks: &BTreeMap<String, ClusterTrack>,
     ) {
+        self.check_repairs(inv, now, world, tracks);
         for (name, c) in engine.clusters() {
             let spec = &c.spec.spec;
-            // remediationWithinBudget: judged when a remediation starts, against the
-            // budget of that moment (a later scale-down shrinks the budget of repairs
-            // already under way; that is no breach).
-            if inv.enabled(Invariant::RemediationWithinBudget) {
-                for r in c.memory.machines.values() {
-                    let Some(rem) = &r.remediation else { continue };
-                    let key = (format!("budget/{name}"), r.name.clone(), rem.since.millis());
-                    if !self.seen.insert(key) {
-                        continue;
-                    }
-                    let in_set = c
-                        .memory
-                        .machines
-                        .values()
-                        .filter(|x| x.role == r.role && x.remediation.is_some())
-                        .count() as u32;
-                    let replicas = match &r.role {
-                        MachineRole::ControlPlane => spec.control_plane.replicas.get(),
-                        MachineRole::Pool(p) => spec
-                            .node_pools
-                            .iter()
-                            .find(|x| x.name.as_str() == p)
-                            .map_or(0, |x| x.replicas.get()),
-                    };
-                    let budget = spec.flight.max_unhealthy.of(replicas);
-                    let v = (in_set > budget).then(|| {
-                        format!(
-                            "cluster {name}: remediation of {} started with {in_set} {} machine(s) under remediation, budget {budget} (maxUnhealthy {})",
-                            r.name,
-                            r.role.label(),
-                            spec.flight.max_unhealthy
-                        )
-                    });
-                    inv.record(Invariant::RemediationWithinBudget, now, v);
-                }
-            }
-            // noRemediationOnBlindObserver
-            if inv.enabled(Invariant::NoRemediationOnBlindObserver) {
-                for r in c.memory.machines.values() {
-                    let Some(rem) = &r.remediation else { continue };
-                    let key = (name.clone(), r.name.clone(), rem.since.millis());
-                    if !rem.node_based || !self.seen.insert(key) {
-                        continue;
-                    }
-                    let v = self.blind_at(name, rem.since).map(|w| {
-                        format!(
-                            "cluster {name}: {} was condemned ({}) while {}",
-                            r.name, rem.reason, w.what
-                        )
-                    });
-                    inv.record(Invariant::NoRemediationOnBlindObserver, now, v);
-                }
-            }
             let Some(track) = tracks.get(name) else {
                 continue;
             };
@@ -176,6 +123,52 @@ impl FlightChecks {
         }
     }
 
+    /// What the repair check knows of the machines it has seen.
+    pub fn repairs(&self) -> &crate::repair_check::RepairCheck {
+        &self.repairs
+    }
+
+    /// `remediationWithinBudget` and `noRemediationOnBlindObserver`, from the world.
+    fn check_repairs(
+        &mut self,
+        inv: &mut Invariants,
+        now: Timestamp,
+        world: &World,
+        tracks: &BTreeMap<String, ClusterTrack>,
+    ) {
+        let blind = self.blind.clone();
+        let found = self.repairs.look(world, tracks, |cluster| {
+            blind
+                .iter()
+                .find(|w| {
+                    w.start <= now
+                        && now < w.end
+                        && w.cluster.as_deref().is_none_or(|c| c == cluster)
+                })
+                .map(|w| w.what)
+        });
+        // Each repair that began is one check of each; a violation is one of them.
+        let judged = found.started;
+        if inv.enabled(Invariant::RemediationWithinBudget) {
+            let held = judged.saturating_sub(found.over_budget.len());
+            for v in found.over_budget {
+                inv.record(Invariant::RemediationWithinBudget, now, Some(v));
+            }
+            for _ in 0..held {
+                inv.record(Invariant::RemediationWithinBudget, now, None);
+            }
+        }
+        if inv.enabled(Invariant::NoRemediationOnBlindObserver) {
+            let held = judged.saturating_sub(found.grew.len());
+            for (_, v) in found.grew {
+                inv.record(Invariant::NoRemediationOnBlindObserver, now, Some(v));
+            }
+            for _ in 0..held {
+                inv.record(Invariant::NoRemediationOnBlindObserver, now, None);
+            }
+        }
+    }
+
     /// Tracks how long each of a cluster's `problems` has lasted; a violation names
     /// those that outlast `bound`, each reported once per episode.
     fn episode(
@@ -200,6 +193,37 @@ impl FlightChecks {
         }
         (!overdue.is_empty()).then(|| message(&overdue.join("; ")))
     }
+}
+
+/// Pod-network rules missing, or routes missing or stale, in `world` for the cluster of
+/// `track`: what `convergence` asks to be in place once the faults stop. A repair the
+/// spec switched off is not asked for.
+pub(crate) fn network_problem(
+    world: &World,
+    track: &ClusterTrack,
+    spec: &flightdeck_spec::ClusterSpec,
+) -> Option<String> {
+    let pod = track.pod_cidr;
+    let rules = rules_missing(world, &track.uid, pod);
+    if spec.flight.repairs.security_group_rules && !rules.is_empty() {
+        return Some(format!("pod-network rule(s) {} missing", rules.join(", ")));
+    }
+    let router = spec
+        .provider
+        .openstack
+        .as_ref()
+        .and_then(|o| o.router.as_ref())
+        .filter(|_| spec.flight.repairs.routes)?;
+    let router = router.as_str();
+    let stale = stale_routes(world, &track.uid, pod, router, &track.addresses);
+    let missing = missing_routes(world, &track.uid, router);
+    (!stale.is_empty() || !missing.is_empty()).then(|| {
+        format!(
+            "on router {router}: stale route(s) [{}], missing route(s) [{}]",
+            stale.join(", "),
+            missing.join(", ")
+        )
+    })
 }
 
 fn owned(tags: &[String], uid: &str) -> bool {

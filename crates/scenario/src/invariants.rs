@@ -131,6 +131,7 @@ pub struct Invariants {
     /// VMIs (by uid) whose overdue evacuation was reported.
     evacuations_overdue: BTreeSet<String>,
     set_churn: crate::churn_check::SetChurn,
+    serving: crate::serving::ServingCheck,
 }
 
 impl Invariants {
@@ -166,6 +167,7 @@ impl Invariants {
             vmi_deletions_seen: 0,
             evacuations_overdue: BTreeSet::new(),
             set_churn: Default::default(),
+            serving: Default::default(),
         }
     }
 
@@ -287,6 +289,12 @@ impl Invariants {
             }
         }
         self.check_drains(world, clusters);
+        let removed_serving = self.serving.check(world, &fresh, clusters);
+        if self.enabled.contains(&Invariant::ApiEndpointServing) {
+            for (at, v) in removed_serving {
+                self.record(Invariant::ApiEndpointServing, at, Some(v));
+            }
+        }
         let known: BTreeSet<&str> = clusters.values().map(|c| c.uid.as_str()).collect();
         self.mutations_seen = next;
         // Any spec change, new cluster or deletion anywhere in the fleet.

@@ -7,6 +7,7 @@
 
 pub mod builtin;
 pub mod churn_check;
+pub mod converge_check;
 mod dispatch;
 pub mod engine_faults;
 mod expect;
@@ -17,8 +18,10 @@ pub mod load;
 mod loopback;
 pub mod one;
 mod pace;
+pub mod repair_check;
 pub mod report;
 pub mod runner;
+pub mod serving;
 mod stage;
 pub mod swarm;
 mod swarm_faults;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use flightdeck_cloud::{Clock, Provider, Rng, SeededRng, SimClock, Timestamp};
 use flightdeck_engine::{Engine, EngineConfig, EngineError};
 use flightdeck_plan::{Event, Severity};
-use flightdeck_sim::{SimCloud, SimConfig};
+use flightdeck_sim::{SimCloud, SimConfig, World};
 use flightdeck_spec::scenario::{WorkloadAction, WorkloadStep};
 use flightdeck_spec::{Cluster, Duration, Invariant};
 use flightdeck_store::{MemoryDisk, Store, StoreError};
@@ -296,7 +296,7 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
             for w in &mut self.watches {
                 w.observe(now, &self.engine);
             }
-            if self.check_convergence(now) || now >= self.end {
+            if self.check_convergence(now, &world) || now >= self.end {
                 break;
             }
             if self.options.stop_when_ready
@@ -539,14 +539,14 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
 
     /// Whether the fleet has converged after the faults stopped: every cluster that
     /// should exist is Ready with nothing left to do, every deleted one is gone.
-    fn check_convergence(&mut self, now: Timestamp) -> bool {
+    fn check_convergence(&mut self, now: Timestamp, world: &World) -> bool {
         let Some(after) = self.converge_after.map(|d| self.start.plus(d)) else {
             return false;
         };
         if now < after || self.next_step < self.workload.len() {
             return false;
         }
-        let problem = self.fleet_problem();
+        let problem = self.fleet_problem(world);
         if problem.is_none() {
             self.converged_at = Some(now);
             self.invariants.check_convergence(now, None);
@@ -565,7 +565,28 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
         false
     }
 
-    fn fleet_problem(&self) -> Option<String> {
+    /// What keeps the fleet from having converged. The verdict is the world's: it must
+    /// match the specs the test bed gave, read from the simulator alone
+    /// (`converge_check`). Then flightdeck's status must say so too (Ready, nothing left
+    /// to do): a status that lags a converged world for good is a defect of its own, and
+    /// the runner stops only once both hold.
+    fn fleet_problem(&self, world: &World) -> Option<String> {
+        for (name, spec) in &self.specs {
+            let Some(t) = self.tracks.get(name) else {
+                return Some(format!("{name} was never taken up"));
+            };
+            let problem =
+                crate::converge_check::cluster_problem(world, t, spec, self.flight.repairs());
+            if problem.is_some() {
+                return problem;
+            }
+        }
+        self.status_lags()
+            .map(|s| format!("the world matches every spec, but {s}"))
+    }
+
+    /// A cluster whose status does not yet say it converged.
+    fn status_lags(&self) -> Option<String> {
         for t in self.tracks.values() {
             let c = self.engine.cluster(&t.name);
             match (t.deletion_requested, c) {

@@ -29,6 +29,11 @@ pub(crate) struct MemberRec {
     healthy_since: Option<Timestamp>,
     /// The `octavia.memberOffline` faults holding it offline.
     pub(crate) offline_faults: BTreeSet<usize>,
+    /// Since when Octavia has sent traffic to a live backend through it without
+    /// interruption: ACTIVE and ONLINE, or ACTIVE and NO_MONITOR with its server
+    /// running and registered as a node. Ground truth for the checks, which look at
+    /// the world only now and then and must know what served in between.
+    pub(crate) serving_since: Option<Timestamp>,
 }
 
 pub(crate) fn create_member(st: &mut State, now: Timestamp, req: &MemberCreate) -> Result<Member> {
@@ -82,6 +87,7 @@ pub(crate) fn create_member(st: &mut State, now: Timestamp, req: &MemberCreate) 
             monitored_since: None,
             healthy_since: None,
             offline_faults: BTreeSet::new(),
+            serving_since: None,
         },
     );
     let latency = st.config.latencies.member_create;
@@ -251,6 +257,17 @@ pub(crate) fn evaluate(st: &mut State, now: Timestamp) {
             OperatingStatus::Online
         } else {
             OperatingStatus::Error
+        };
+        let serving = m.member.provisioning_status == ProvisioningStatus::Active
+            && match m.member.operating_status {
+                OperatingStatus::Online => true,
+                OperatingStatus::NoMonitor => backend_ok,
+                _ => false,
+            };
+        m.serving_since = if serving {
+            m.serving_since.or(Some(now))
+        } else {
+            None
         };
     }
     for (at, id) in checks {

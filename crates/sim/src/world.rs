@@ -26,6 +26,10 @@ pub struct World {
     pub pools: Vec<Pool>,
     pub health_monitors: Vec<HealthMonitor>,
     pub members: Vec<Member>,
+    /// Member id → since when it has carried traffic to a live backend without
+    /// interruption (ACTIVE and ONLINE, or ACTIVE and NO_MONITOR with its server running
+    /// and registered as a node); members that serve nothing are absent.
+    pub member_serving_since: std::collections::BTreeMap<String, Timestamp>,
     /// Workload-cluster nodes with the cluster UID their server was tagged with, in
     /// registration order.
     pub nodes: Vec<(String, Node)>,
@@ -157,6 +161,11 @@ pub(crate) fn snapshot(st: &State, now: Timestamp) -> World {
         pools: st.pools.values().cloned().collect(),
         health_monitors: st.health_monitors.values().cloned().collect(),
         members: st.members.values().map(|m| m.member.clone()).collect(),
+        member_serving_since: st
+            .members
+            .values()
+            .filter_map(|m| Some((m.member.id.clone(), m.serving_since?)))
+            .collect(),
         nodes: st
             .nodes
             .values()

@@ -107,7 +107,9 @@ pub struct WorkloadStep {
 #[serde(rename_all = "camelCase")]
 pub enum Invariant {
     /// Once a cluster has been Ready, and until its deletion starts, at least one member is
-    /// ACTIVE and ONLINE (or NO_MONITOR) and points at a Ready control-plane node.
+    /// ACTIVE and ONLINE (or NO_MONITOR) and points at a Ready control-plane node; and
+    /// no serving member is deleted while fewer other members serve than the spec's
+    /// control-plane replicas (a rollout or repair never takes the pool below it).
     ApiEndpointServing,
     /// No owned object is deleted and re-created without a spec change.
     NoChurn,
@@ -118,12 +120,17 @@ pub enum Invariant {
     /// Cloud API calls stay within budget: per reconcile, per cluster-hour, and no
     /// action fails over and over in a hot loop.
     CallBudget,
-    /// Once faults stop, the fleet converges to its spec within a bound.
+    /// Once faults stop, the world comes to match the spec within a bound (each set's
+    /// machines, members, rules, routes and templates, read from the cloud), and the
+    /// cluster's status then says so.
     Convergence,
-    /// No set has more machines under remediation than its `maxUnhealthy` budget.
+    /// No set holds more machines under repair (live machines beyond its replicas that
+    /// neither a rollout's surge nor a scale-down explains) than its `maxUnhealthy`
+    /// budget.
     RemediationWithinBudget,
-    /// No remediation decided from the node list starts while that list is blind
-    /// (empty, or every node NotReady because of the observer).
+    /// No set begins a repair while a fault blinds its cluster's observer (its node list
+    /// empty, stale or all NotReady), unless the cloud itself reports a machine of the set
+    /// failed.
     NoRemediationOnBlindObserver,
     /// A lost pod-network rule is back within one resync interval plus its backoff.
     RulesRestored,

@@ -139,6 +139,8 @@ pub struct KubeVmView {
     pub run_strategy: String,
     pub printable_status: String,
     pub tags: Vec<String>,
+    /// It has a deletion timestamp: its removal was asked for.
+    pub deleting: bool,
 }
 
 /// A KubeVirt VirtualMachineInstance.
@@ -553,6 +555,7 @@ pub(crate) fn snapshot(st: &State) -> KubeWorld {
                 .unwrap_or("")
                 .to_string(),
             tags: tags_of_labels(&labels_of(v)),
+            deleting: store::deleting(v),
         })
         .collect();
     let vmis = infra

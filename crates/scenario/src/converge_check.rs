@@ -1,0 +1,144 @@
+//! `convergence`, from the simulator's state and the spec the test bed gave: once the
+//! faults have stopped, the world must come to match the spec. What flightdeck says of
+//! itself (its phase, its conditions, the actions it still plans) is not looked at.
+//!
+//! A cluster that is not being deleted matches when:
+//! - each machine set has as many live machines as its replicas, each running with a
+//!   Ready node, none failed, none made before the set's last template change, and on
+//!   OpenStack each from the spec's image and flavor;
+//! - on OpenStack, its API pool has one member per control-plane machine, each serving
+//!   (`World::member_serving_since`), and its pod-network rules are in place;
+//! - on a router, each of its live nodes has its route and no route of the cluster is
+//!   stale;
+//! - on OpenNebula, the template each VM was instantiated from is still there (F1).
+//!
+//! A deleted cluster matches when nothing it owned is left (`noLeaks`' reading).
+//!
+//! Not compared, and said so: the userData a machine booted with (the simulator keeps
+//! it but the world does not show it; a change to it is still a template change, so a
+//! machine that predates it counts as outdated).
+
+use flightdeck_cloud::ownership::uid_of;
+use flightdeck_sim::World;
+use flightdeck_spec::{Cluster, ClusterSpec, MachineTemplate};
+
+use crate::invariants::ClusterTrack;
+use crate::repair_check::{Live, RepairCheck, live_machines};
+
+/// What keeps the cluster of `track` from matching `spec` in `world`, if anything.
+pub fn cluster_problem(
+    world: &World,
+    track: &ClusterTrack,
+    spec: &Cluster,
+    repairs: &RepairCheck,
+) -> Option<String> {
+    if track.deletion_requested {
+        return crate::invariants::leaks(world, track);
+    }
+    let live = live_machines(world);
+    let s = &spec.spec;
+    let sets = std::iter::once((
+        "cp",
+        s.control_plane.replicas.get(),
+        &s.control_plane.machine,
+    ))
+    .chain(
+        s.node_pools
+            .iter()
+            .map(|p| (p.name.as_str(), p.replicas.get(), &p.machine)),
+    );
+    for (set, replicas, template) in sets {
+        let machines: Vec<&Live<'_>> = live
+            .iter()
+            .filter(|m| m.uid == track.uid && m.set == set)
+            .collect();
+        if let Some(p) = set_problem(track, set, replicas, template, &machines, repairs) {
+            return Some(format!("{}: {p}", track.name));
+        }
+        // F1: the template a VM was made from must still be there, or the set can make
+        // no machine again (another cluster deleted a template this one holds).
+        for m in &machines {
+            if let Some(t) = m.template
+                && !world.one_templates.iter().any(|x| x.id == t)
+            {
+                return Some(format!(
+                    "{}: {} of set {set} was instantiated from template {t}, which is gone",
+                    track.name, m.name
+                ));
+            }
+        }
+    }
+    if s.provider.openstack.is_some() {
+        openstack_problem(world, track, s).map(|p| format!("{}: {p}", track.name))
+    } else {
+        None
+    }
+}
+
+fn set_problem(
+    track: &ClusterTrack,
+    set: &str,
+    replicas: u32,
+    template: &MachineTemplate,
+    machines: &[&Live<'_>],
+    repairs: &RepairCheck,
+) -> Option<String> {
+    if machines.len() as u32 != replicas {
+        return Some(format!(
+            "set {set} has {} live machine(s), the spec asks for {replicas}",
+            machines.len()
+        ));
+    }
+    let changed = track.sets.template_generation(set);
+    for m in machines {
+        if m.failed {
+            return Some(format!("{} of set {set} has failed", m.name));
+        }
+        if !m.serving {
+            return Some(format!(
+                "{} of set {set} is not running with a Ready node",
+                m.name
+            ));
+        }
+        if repairs.predates(&m.id, changed) {
+            return Some(format!(
+                "{} of set {set} predates the set's last template change",
+                m.name
+            ));
+        }
+        if let Some((image, flavor)) = m.image_flavor {
+            let wrong = |want: Option<&str>, have: &str| want.is_some_and(|w| w != have);
+            if wrong(template.image.as_ref().map(|t| t.as_str()), image)
+                || wrong(template.flavor.as_ref().map(|t| t.as_str()), flavor)
+            {
+                return Some(format!(
+                    "{} of set {set} runs image {image} on flavor {flavor}, not the spec's",
+                    m.name
+                ));
+            }
+        }
+    }
+    None
+}
+
+fn openstack_problem(world: &World, track: &ClusterTrack, s: &ClusterSpec) -> Option<String> {
+    let cp = s.control_plane.replicas.get();
+    if !track.external_endpoint {
+        let members: Vec<_> = world
+            .members
+            .iter()
+            .filter(|m| uid_of(&m.tags) == Some(track.uid.as_str()))
+            .collect();
+        let serving = members
+            .iter()
+            .filter(|m| world.member_serving_since.contains_key(&m.id))
+            .count() as u32;
+        if members.len() as u32 != cp || serving != cp {
+            return Some(format!(
+                "its API pool has {} member(s), {serving} serving, for {cp} control-plane machine(s)",
+                members.len()
+            ));
+        }
+    }
+    crate::flight::network_problem(world, track, s)
+}
