@@ -36,6 +36,28 @@ pub struct ClusterTrack {
 }
 
 impl ClusterTrack {
+    /// The track of cluster `name` (UID `uid`) as its `spec` first was: not yet Ready,
+    /// not being deleted, at generation 0.
+    pub fn new(name: &str, uid: &str, spec: &flightdeck_spec::Cluster) -> Self {
+        let s = &spec.spec;
+        let mut sets = crate::churn_check::SetBounds::default();
+        sets.refresh(spec, 0);
+        ClusterTrack {
+            name: name.to_string(),
+            uid: uid.to_string(),
+            ready_since: None,
+            deletion_requested: false,
+            deleted_at: None,
+            generation: 0,
+            external_endpoint: s.provider.external_endpoint(),
+            drain_timeout: s.provider.kubevirt.as_ref().map(|k| k.drain_timeout),
+            resync_period: s.flight.resync_period,
+            pod_cidr: s.network.pod_cidr,
+            addresses: Default::default(),
+            sets,
+        }
+    }
+
     /// Notes the addresses the cluster's servers have in `world`.
     pub fn note_addresses(&mut self, world: &World) {
         let uid = self.uid.as_str();
@@ -781,6 +803,24 @@ pub fn leaks(world: &World, track: &ClusterTrack) -> Option<String> {
         world
             .kube
             .vmis
+            .iter()
+            .filter(|x| owned_by(&x.tags, uid))
+            .count(),
+    );
+    count(
+        "Kubernetes Service(s)",
+        world
+            .kube
+            .services
+            .iter()
+            .filter(|x| owned_by(&x.tags, uid))
+            .count(),
+    );
+    count(
+        "Kubernetes Secret(s)",
+        world
+            .kube
+            .secrets
             .iter()
             .filter(|x| owned_by(&x.tags, uid))
             .count(),

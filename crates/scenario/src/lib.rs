@@ -5,6 +5,8 @@
 //! The simulator knows nothing of the planner and the planner nothing of the simulator;
 //! this crate is where the two meet.
 
+#[cfg(test)]
+mod broken_world;
 pub mod builtin;
 pub mod churn_check;
 pub mod converge_check;

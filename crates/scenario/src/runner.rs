@@ -503,26 +503,7 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
             let t = self
                 .tracks
                 .entry(name.clone())
-                .or_insert_with(|| ClusterTrack {
-                    name: name.clone(),
-                    uid: c.memory.uid.clone(),
-                    ready_since: None,
-                    deletion_requested: false,
-                    deleted_at: None,
-                    generation: 0,
-                    external_endpoint: c.spec.spec.provider.external_endpoint(),
-                    drain_timeout: c
-                        .spec
-                        .spec
-                        .provider
-                        .kubevirt
-                        .as_ref()
-                        .map(|k| k.drain_timeout),
-                    resync_period: c.spec.spec.flight.resync_period,
-                    pod_cidr: c.spec.spec.network.pod_cidr,
-                    addresses: Default::default(),
-                    sets: Default::default(),
-                });
+                .or_insert_with(|| ClusterTrack::new(name, &c.memory.uid, &c.spec));
             t.sets.refresh(&c.spec, t.generation);
             t.ready_since = c.memory.ready_since;
             t.deletion_requested |= c.memory.deletion_requested.is_some();

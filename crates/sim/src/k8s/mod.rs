@@ -130,6 +130,15 @@ pub struct KubeNodeView {
     pub unschedulable: bool,
 }
 
+/// Another object of the infrastructure cluster flightdeck may make (a Service, a
+/// Secret), with the ownership tags its labels carry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct KubeObjectView {
+    pub namespace: String,
+    pub name: String,
+    pub tags: Vec<String>,
+}
+
 /// A KubeVirt VirtualMachine.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct KubeVmView {
@@ -205,6 +214,9 @@ pub struct KubeWorld {
     pub workloads: Vec<KubeWorkloadView>,
     /// Client-initiated VMI deletions, oldest first (the latest [`VMI_DELETIONS_MAX`]).
     pub vmi_deletions: Vec<VmiDeletion>,
+    /// The infrastructure cluster's Services and Secrets.
+    pub services: Vec<KubeObjectView>,
+    pub secrets: Vec<KubeObjectView>,
 }
 
 /// One workload cluster as the simulator keeps it.
@@ -545,6 +557,18 @@ pub(crate) fn snapshot(st: &State) -> KubeWorld {
         unschedulable: at(n, &["spec", "unschedulable"]).and_then(Value::as_bool) == Some(true),
     };
     let infra = &st.kube.infra;
+    let objects = |kind: Kind| -> Vec<KubeObjectView> {
+        infra
+            .list(kind, None)
+            .map(|v| KubeObjectView {
+                namespace: str_at(v, &["metadata", "namespace"])
+                    .unwrap_or("")
+                    .to_string(),
+                name: name_of(v).to_string(),
+                tags: tags_of_labels(&labels_of(v)),
+            })
+            .collect()
+    };
     let vms = infra
         .list(Kind::Vm, None)
         .map(|v| KubeVmView {
@@ -622,5 +646,7 @@ pub(crate) fn snapshot(st: &State) -> KubeWorld {
         vmis,
         workloads,
         vmi_deletions: st.kube.deletions.iter().cloned().collect(),
+        services: objects(Kind::Service),
+        secrets: objects(Kind::Secret),
     }
 }
