@@ -61,6 +61,14 @@ pub const POLL_STUCK: Duration = Duration::from_secs(30);
 /// How long a recorded object must be missing from the cloud's lists before it is taken
 /// for gone: one empty page is not proof.
 pub const GONE_AFTER: Duration = Duration::from_secs(60);
+/// How far behind the cloud a list may lag (a cache or a read replica, the Sieve class's
+/// stale read) with every guarantee kept. A list served at `t` shows the cloud as it was
+/// after `t - LIST_LAG_MAX`, so:
+/// - a server made less than this long ago may be missing from it although it exists,
+///   and is not taken for gone yet;
+/// - a server confirmed deleted less than this long ago may still be in it, and is not
+///   taken for one that exists (nor adopted as an orphan).
+pub const LIST_LAG_MAX: Duration = Duration::from_mins(5);
 /// How often to look again while servers boot or nodes join.
 pub const POLL_MACHINES: Duration = Duration::from_secs(10);
 
@@ -110,7 +118,22 @@ pub struct Plan {
 
 /// Plans one reconcile of one cluster.
 pub fn plan(input: PlanInput<'_>) -> Plan {
+    // A lagging list may still show servers confirmed deleted: they are not there.
+    let filtered;
+    let input = match without_gone_servers(input.observed, input.memory, input.now) {
+        Some(observed) => {
+            filtered = observed;
+            PlanInput {
+                observed: &filtered,
+                ..input
+            }
+        }
+        None => input,
+    };
     let mut p = Planner::new(&input);
+    p.memory
+        .gone_servers
+        .retain(|_, at| input.now.since(*at) < LIST_LAG_MAX);
     machines::forgive_unobserved_time(&mut p);
     if p.memory.deletion_requested.is_some() {
         deletion::plan_deletion(&mut p);
@@ -126,6 +149,23 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
         Ok(()) => plan,
         Err(why) => rejected(plan, &input, why),
     }
+}
+
+/// `observed` without the servers confirmed deleted within [`LIST_LAG_MAX`], if it
+/// lists any.
+fn without_gone_servers(observed: &Observed, memory: &Memory, now: Timestamp) -> Option<Observed> {
+    let gone = |s: &flightdeck_cloud::Server| {
+        memory
+            .gone_servers
+            .get(&s.id)
+            .is_some_and(|at| now.since(*at) < LIST_LAG_MAX)
+    };
+    if !observed.servers.iter().any(gone) {
+        return None;
+    }
+    let mut o = observed.clone();
+    o.servers.retain(|s| !gone(s));
+    Some(o)
 }
 
 /// A plan that broke a guarantee: nothing of it is carried out and none of its memory is

@@ -180,6 +180,10 @@ pub struct Memory {
     /// KubeVirt: guest drains under way, by machine name (F9).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub drains: BTreeMap<String, DrainRecord>,
+    /// Servers (by id) whose removal was confirmed, and when: for
+    /// [`crate::LIST_LAG_MAX`] a lagging list may still show them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gone_servers: BTreeMap<String, Timestamp>,
     /// Whether the cloud was searched for objects an earlier cluster of this name left.
     #[serde(default, skip_serializing_if = "IdentityCheck::is_confirmed")]
     pub identity: IdentityCheck,
@@ -337,6 +341,7 @@ impl Memory {
             routes: BTreeSet::new(),
             one: OneHoldings::default(),
             drains: BTreeMap::new(),
+            gone_servers: BTreeMap::new(),
             identity: IdentityCheck::Confirmed,
             unobserved_since: None,
             deletion_proof: DeletionProof::default(),

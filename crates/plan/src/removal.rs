@@ -83,7 +83,10 @@ pub(crate) fn plan_removals(p: &mut Planner<'_>, all: &[MachineView<'_>]) {
             }
             ServerPhase::Deleting => p.wait(POLL_MACHINES),
             ServerPhase::Gone | ServerPhase::Requested => {
-                p.memory.machines.remove(m.name());
+                let now = p.now;
+                if let Some(id) = p.memory.machines.remove(m.name()).and_then(|r| r.server_id) {
+                    p.memory.gone_servers.insert(id, now);
+                }
                 p.events.push(PlanEvent::normal(
                     "MachineRemoved",
                     format!("{} is gone: member and server confirmed deleted", m.name()),

@@ -698,10 +698,21 @@ fn note_missing_servers(p: &mut Planner<'_>, all: &[MachineView<'_>]) {
     }
 }
 
-/// Whether a machine whose server is not listed may be taken for gone: missing for
-/// [`GONE_AFTER`], and not every recorded server missing at once.
+/// Whether a machine whose server is not listed may be taken for gone: made more than
+/// [`crate::LIST_LAG_MAX`] ago, missing for [`GONE_AFTER`], and not every recorded server
+/// missing at once.
 fn gone_confirmed(p: &mut Planner<'_>, m: &MachineView<'_>) -> bool {
     if p.servers_suspect {
+        return false;
+    }
+    // A list that lags may not show a server made lately: not gone yet.
+    let young = p
+        .memory
+        .machines
+        .get(m.name())
+        .is_some_and(|r| p.now.since(r.created_at) < crate::LIST_LAG_MAX);
+    if young {
+        p.wait(POLL_MACHINES);
         return false;
     }
     let since = p

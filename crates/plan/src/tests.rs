@@ -12,6 +12,7 @@ mod nodes;
 mod opennebula;
 mod rollout;
 mod routes;
+mod stale;
 mod startup;
 mod userdata;
 mod verify;

@@ -1,5 +1,5 @@
-//! Engine faults injected by a run: crashes between two writes of one plan, stale
-//! observations, and lost or late requeues, drawn from a seeded stream while the fault
+//! Engine faults injected by a run: crashes between two writes of one plan, and lost or
+//! late requeues, drawn from a seeded stream while the fault
 //! window is open.
 
 use std::collections::BTreeMap;
@@ -16,8 +16,6 @@ pub struct EngineFaultProfile {
     pub until: Duration,
     /// Chance, per action about to be carried out, that the engine crashes first.
     pub crash_rate: f64,
-    /// Chance, per reconcile, of being handed the previous observation.
-    pub stale_rate: f64,
     /// Chance, per requeue, that it is lost.
     pub requeue_drop_rate: f64,
     /// Chance, per requeue, that it arrives late, by up to `requeue_delay_max`.
@@ -27,7 +25,6 @@ pub struct EngineFaultProfile {
 
 /// The names under which engine faults are reported, like cloud fault kinds.
 pub const ENGINE_CRASH: &str = "engine.crashBetweenWrites";
-pub const ENGINE_STALE: &str = "engine.staleObservation";
 pub const ENGINE_REQUEUE_DROPPED: &str = "engine.requeueDropped";
 pub const ENGINE_REQUEUE_DELAYED: &str = "engine.requeueDelayed";
 pub const STORE_RESTART: &str = "store.restart";
@@ -84,8 +81,12 @@ impl EngineFaults for InjectedEngineFaults {
         self.strike(self.profile.crash_rate, ENGINE_CRASH)
     }
 
+    /// Never: a stale read comes from the cloud (`api.staleRead` answers a list with
+    /// what it answered a while ago), where the engine cannot tell it from a fresh one.
+    /// Handing the engine its own previous observation exercised nothing: it stamps
+    /// its observations itself and always threw that one away.
     fn stale_observation(&mut self, _cluster: &str) -> bool {
-        self.strike(self.profile.stale_rate, ENGINE_STALE)
+        false
     }
 
     fn requeue(&mut self, _cluster: &str, _after: Duration) -> RequeueFate {

@@ -405,16 +405,11 @@ fn engine_faults(rng: &mut SeededRng, safety: Duration) -> Option<EngineFaultPro
     let profile = EngineFaultProfile {
         until: safety,
         crash_rate: on(0.5, 0.005, 0.03, rng),
-        stale_rate: on(0.5, 0.05, 0.3, rng),
         requeue_drop_rate: on(0.5, 0.02, 0.2, rng),
         requeue_delay_rate: on(0.5, 0.05, 0.3, rng),
         requeue_delay_max: Duration::from_secs(rng.between(5, 60)),
     };
-    let any = profile.crash_rate
-        + profile.stale_rate
-        + profile.requeue_drop_rate
-        + profile.requeue_delay_rate
-        > 0.0;
+    let any = profile.crash_rate + profile.requeue_drop_rate + profile.requeue_delay_rate > 0.0;
     any.then_some(profile)
 }
 

@@ -95,6 +95,16 @@ pub(crate) fn cloud_faults(
                     f.service = Some(*pick(rng, services));
                     f.latency = Some(Duration::from_millis(rng.between(200, 5000)));
                 }
+                FaultKind::ApiStaleRead => {
+                    // The lists that lag: servers, and nodes (a Kubernetes watch cache).
+                    // Not Octavia's members: the member gate (F2) judges health from
+                    // them, and no gate can see through a health list minutes old
+                    // (seed 756 of 3e62c2c+: a rollout removed a member while a lagging
+                    // list still showed two members ONLINE that had gone OFFLINE).
+                    let listed = [Service::Nova, Service::Kubernetes];
+                    f.service = Some(*pick(rng, &listed));
+                    f.latency = Some(Duration::from_secs(rng.between(5, 120)));
+                }
                 FaultKind::BootError => {
                     f.rate = Some(0.1 + 0.5 * rng.unit());
                     f.cluster = any_cluster(rng);

@@ -320,7 +320,7 @@ pub(crate) fn note_route_limit(st: &mut State, t: Timestamp, tags: &[String]) {
 const RETRY_AFTER_DEFAULT: Duration = Duration::from_secs(2);
 
 /// The indices of the active faults of `kind` that hit `service` at `now`.
-fn active_on(st: &State, kind: FaultKind, service: &str, now: Timestamp) -> Vec<usize> {
+pub(crate) fn active_on(st: &State, kind: FaultKind, service: &str, now: Timestamp) -> Vec<usize> {
     st.faults
         .iter()
         .enumerate()

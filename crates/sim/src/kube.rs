@@ -213,7 +213,7 @@ pub(crate) fn list_nodes(st: &mut State, now: Timestamp, owner: &Ownership) -> O
 
 impl GuestCluster for SimCloud {
     async fn list_nodes(&self, owner: &Ownership) -> Result<Option<Vec<Node>>> {
-        self.read(KUBERNETES, "GET /api/v1/nodes", |st, now| {
+        self.list(KUBERNETES, "GET /api/v1/nodes", &owner.uid, |st, now| {
             Ok(list_nodes(st, now, owner))
         })
     }

@@ -33,6 +33,7 @@ mod nova;
 mod octavia;
 mod one;
 mod routes;
+mod stale;
 mod world;
 
 use std::collections::BTreeMap;
@@ -64,6 +65,7 @@ pub use one::{
     OneTemplate, OneVm,
 };
 pub use routes::{ROUTERS_MAX, ROUTES_PER_ROUTER_MAX};
+pub use stale::KEPT as STALE_READ_LAG_MAX;
 pub use world::{MUTATIONS_MAX, Mutation, MutationKind, World};
 
 use ids::{AddressPool, Table};
@@ -243,6 +245,8 @@ pub(crate) struct State {
     pub(crate) one: one::OneState,
     /// The simulated Kubernetes API servers (infrastructure and workload clusters).
     pub(crate) kube: k8s::KubeState,
+    /// What lists answered lately, for `api.staleRead`.
+    pub(crate) lists: stale::ListHistory,
 }
 
 impl State {
@@ -279,6 +283,7 @@ impl State {
             session: auth::Session::default(),
             log: Log::default(),
             one: one::OneState::default(),
+            lists: stale::ListHistory::default(),
         }
     }
 
@@ -607,6 +612,21 @@ impl SimCloud {
         let mut st = self.lock();
         let now = self.enter(&mut st, service, operation)?;
         f(&mut st, now)
+    }
+
+    /// Runs a list call whose answer an `api.staleRead` may replace with an earlier one
+    /// of the same list (`key`: whose list it is).
+    pub(crate) fn list<T: Clone + Send + Sync + 'static>(
+        &self,
+        service: &'static str,
+        operation: &'static str,
+        key: &str,
+        f: impl FnOnce(&mut State, Timestamp) -> Result<T>,
+    ) -> Result<T> {
+        let mut st = self.lock();
+        let now = self.enter(&mut st, service, operation)?;
+        let fresh = f(&mut st, now)?;
+        Ok(stale::answer(&mut st, service, operation, key, now, fresh))
     }
 
     /// Runs a call that creates an object, recording it as a [`MutationKind::Create`]

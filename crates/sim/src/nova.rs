@@ -408,7 +408,9 @@ pub(crate) fn fail_running(st: &mut State, now: Timestamp, fault: &SimFault, cou
 
 impl Compute for SimCloud {
     async fn list_servers(&self, owner: &Ownership) -> Result<Vec<Server>> {
-        self.read(NOVA, "GET /servers/detail", |st, _| Ok(list(st, owner)))
+        self.list(NOVA, "GET /servers/detail", &owner.uid, |st, _| {
+            Ok(list(st, owner))
+        })
     }
 
     async fn create_server(&self, req: &ServerCreate) -> Result<Server> {

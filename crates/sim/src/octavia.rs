@@ -519,7 +519,7 @@ impl LoadBalancing for SimCloud {
 
     async fn list_members(&self, pool_id: &str) -> Result<Vec<Member>> {
         const OP: &str = "GET /v2/lbaas/pools/{pool_id}/members";
-        self.read(OCTAVIA, OP, |st, _| {
+        self.list(OCTAVIA, OP, pool_id, |st, _| {
             pool_lb(st, OP, pool_id)?;
             Ok(st
                 .members

@@ -244,3 +244,48 @@ fn a_fault_targeted_at_one_cluster_leaves_the_others_alone() {
         "released when the fault ends"
     );
 }
+
+#[test]
+fn stale_read_answers_a_list_with_what_it_answered_that_long_before() {
+    let sim = sim(5);
+    let o = owner("u1");
+    let start = now(&sim);
+    sim.inject(SimFault {
+        service: Some(Service::Nova),
+        latency: Some(Duration::from_secs(30)),
+        ..SimFault::new(FaultKind::ApiStaleRead, start.plus_millis(40_000))
+    });
+    let names = |l: Vec<flightdeck_cloud::Server>| -> Vec<String> {
+        l.into_iter().map(|s| s.name).collect()
+    };
+    let first = ready(sim.create_server(&server_req("first", &o, &[]))).expect("create");
+    assert_eq!(names(ready(sim.list_servers(&o)).expect("list")), ["first"]);
+    wait_ms(&sim, 20_000);
+    ready(sim.create_server(&server_req("second", &o, &[]))).expect("create");
+    assert_eq!(
+        names(ready(sim.list_servers(&o)).expect("list")),
+        ["first", "second"],
+        "before the fault, lists are fresh"
+    );
+    wait_ms(&sim, 25_000);
+    ready(sim.delete_server(&first.id)).expect("delete");
+    wait_ms(&sim, 10_000);
+    // 55 s in: the newest answer at least 30 s old is the one given at 20 s.
+    let listed = ready(sim.list_servers(&o)).expect("list");
+    assert_eq!(names(listed.clone()), ["first", "second"]);
+    assert!(
+        sim.snapshot().servers.iter().all(|s| s.name != "first"),
+        "the world has moved on"
+    );
+    assert_eq!(
+        listed[0].status,
+        ServerStatus::Active,
+        "as it was then, not as it is"
+    );
+    // Other services answer fresh.
+    assert!(
+        ready(sim.list_load_balancers(&o))
+            .expect("octavia")
+            .is_empty()
+    );
+}

@@ -6,6 +6,9 @@ use serde::{Deserialize, Serialize};
 use crate::duration::Duration;
 use crate::names::{Name, Text};
 
+/// The most an `api.staleRead` may lag a list: the simulator keeps its answers that long.
+pub const STALE_READ_LAG_MAX: Duration = Duration::from_mins(10);
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum FaultKind {
     /// New members stay PENDING_CREATE while their load balancer reports ACTIVE.
@@ -93,11 +96,17 @@ pub enum FaultKind {
     /// one answers 401, and the client must authenticate again.
     #[serde(rename = "keystone.revokeTokens")]
     KeystoneRevokeTokens,
+    /// While active, one service's lists (Nova's servers, Octavia's members, the
+    /// workload cluster's nodes) answer with what that same list answered `latency`
+    /// before: a read from a lagging cache or replica (the Sieve class's stale read).
+    /// Before the service has answered that long ago, the list is fresh.
+    #[serde(rename = "api.staleRead")]
+    ApiStaleRead,
 }
 
 impl FaultKind {
     /// The kinds that hit an OpenStack fleet (and its workload clusters).
-    pub const OPENSTACK: [FaultKind; 18] = [
+    pub const OPENSTACK: [FaultKind; 19] = [
         FaultKind::MemberStuckPending,
         FaultKind::MemberOffline,
         FaultKind::BootError,
@@ -116,6 +125,7 @@ impl FaultKind {
         FaultKind::MemberStuckDeleting,
         FaultKind::ApiRateLimit,
         FaultKind::KeystoneRevokeTokens,
+        FaultKind::ApiStaleRead,
     ];
 
     /// The kinds that hit only OpenNebula or KubeVirt fleets.
@@ -129,8 +139,8 @@ impl FaultKind {
     ];
 
     /// Every kind: [`FaultKind::OPENSTACK`], then [`FaultKind::OTHER_CLOUDS`].
-    pub const ALL: [FaultKind; 24] = {
-        let mut all = [FaultKind::MemberStuckPending; 24];
+    pub const ALL: [FaultKind; 25] = {
+        let mut all = [FaultKind::MemberStuckPending; 25];
         let mut i = 0;
         while i < Self::OPENSTACK.len() {
             all[i] = Self::OPENSTACK[i];
@@ -169,6 +179,7 @@ impl FaultKind {
             FaultKind::MemberStuckDeleting => "octavia.memberStuckDeleting",
             FaultKind::ApiRateLimit => "api.rateLimit",
             FaultKind::KeystoneRevokeTokens => "keystone.revokeTokens",
+            FaultKind::ApiStaleRead => "api.staleRead",
         }
     }
 }
@@ -211,7 +222,7 @@ pub struct Fault {
     /// `api.errorRate`, `nova.bootError`: fraction of calls or servers hit, 0 < rate ≤ 1.
     #[serde(default)]
     pub rate: Option<f64>,
-    /// `api.latency`: extra time per call.
+    /// `api.latency`: extra time per call; `api.staleRead`: how far behind the lists are.
     #[serde(default)]
     pub latency: Option<Duration>,
     /// `octavia.memberOffline`: how many existing members go offline (default 1).
@@ -327,6 +338,7 @@ impl Fault {
             FaultKind::MemberStuckDeleting => (false, false, false, false, false),
             FaultKind::ApiRateLimit => (true, true, false, false, true),
             FaultKind::KeystoneRevokeTokens => (false, false, false, false, false),
+            FaultKind::ApiStaleRead => (true, false, true, false, false),
         };
         let drains = f.kind == FaultKind::KubevirtDrainInfraNode;
         if drains != f.node.is_some() {
@@ -363,6 +375,17 @@ impl Fault {
         if needs_latency != f.latency.is_some() {
             return Err(("latency".into(), presence(kind, needs_latency)));
         }
+        if f.kind == FaultKind::ApiStaleRead
+            && let Some(lag) = f.latency
+            && (lag > STALE_READ_LAG_MAX || lag.as_millis() == 0)
+        {
+            return Err((
+                "latency".into(),
+                format!(
+                    "api.staleRead lags lists by more than 0 and at most {STALE_READ_LAG_MAX}, got {lag}"
+                ),
+            ));
+        }
         if !takes_count && f.count.is_some() {
             return Err(("count".into(), presence(kind, false)));
         }
@@ -379,6 +402,7 @@ impl Fault {
                 | FaultKind::KubevirtDrainInfraNode
                 | FaultKind::ApiRateLimit
                 | FaultKind::KeystoneRevokeTokens
+                | FaultKind::ApiStaleRead
         );
         if !takes_cluster && f.cluster.is_some() {
             return Err((

@@ -248,12 +248,19 @@ async fn list(app: &App, mv: Mv, raw: Option<&str>, detail: bool) -> Response {
     } else {
         TagFilter::default()
     };
-    if let Err(e) = app.cloud.list_servers(&tags.owner()).await {
-        return errors::from_cloud(Service::Nova, &e);
-    }
-    let world = app.cloud.snapshot();
-    let items: Vec<Value> = world
-        .servers
+    let owner = tags.owner();
+    let listed = match app.cloud.list_servers(&owner).await {
+        Ok(listed) => listed,
+        Err(e) => return errors::from_cloud(Service::Nova, &e),
+    };
+    // A list by owner is the simulator's answer itself (which an `api.staleRead` may
+    // have taken from a while ago); any other list is read from the world now.
+    let servers = if owner.uid.is_empty() {
+        app.cloud.snapshot().servers
+    } else {
+        listed
+    };
+    let items: Vec<Value> = servers
         .iter()
         .rev()
         .filter(|s| tags.matches(&s.tags))
