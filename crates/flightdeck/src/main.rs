@@ -365,6 +365,10 @@ pub struct SwarmArgs {
     /// surge-first.
     #[arg(long = "unsafe-disable", value_parser = parse_unsafe)]
     unsafe_disable: Vec<UnsafeSwitch>,
+    /// Also restore the store 20 s to 10 minutes behind the cloud now and then, as from a
+    /// backup (the fleet's specs are applied again after). Not yet survived: see README.
+    #[arg(long)]
+    lagging_store: bool,
 }
 
 /// A mechanism `--unsafe-disable` names (the simulator's; absent without it).

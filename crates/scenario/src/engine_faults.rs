@@ -28,6 +28,7 @@ pub const ENGINE_CRASH: &str = "engine.crashBetweenWrites";
 pub const ENGINE_REQUEUE_DROPPED: &str = "engine.requeueDropped";
 pub const ENGINE_REQUEUE_DELAYED: &str = "engine.requeueDelayed";
 pub const STORE_RESTART: &str = "store.restart";
+pub const STORE_RESTORED_LAGGING: &str = "store.restoredLagging";
 
 /// Counts of the engine faults that struck, by name. Shared between the runner and
 /// every engine it builds.

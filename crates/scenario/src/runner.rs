@@ -14,7 +14,9 @@ use flightdeck_spec::scenario::{WorkloadAction, WorkloadStep};
 use flightdeck_spec::{Cluster, Duration, Invariant};
 use flightdeck_store::{MemoryDisk, Store, StoreError};
 
-use crate::engine_faults::{EngineFaultProfile, Fired, InjectedEngineFaults, STORE_RESTART};
+use crate::engine_faults::{
+    EngineFaultProfile, Fired, InjectedEngineFaults, STORE_RESTART, STORE_RESTORED_LAGGING,
+};
 use crate::expect::{ConditionWatch, MutationCounts, count_expectations, final_expectations};
 use crate::flight::FlightChecks;
 use crate::invariants::{CallBudget, ClusterTrack, Invariants};
@@ -41,6 +43,10 @@ pub struct RunOptions {
     pub restarts: Vec<Duration>,
     /// Virtual times at which the engine and the store are both closed and reopened.
     pub store_restarts: Vec<Duration>,
+    /// (at, lag): at `at` the engine and the store are closed, and the store comes back
+    /// as it was `lag` before, as from a backup or a replica that lost its last commits:
+    /// the cloud is ahead of what flightdeck remembers. Needs the in-memory disk.
+    pub lagging_restores: Vec<(Duration, Duration)>,
     /// Engine faults (crashes between writes, stale observations, lost requeues).
     pub engine_faults: Option<EngineFaultProfile>,
     /// End as soon as every cluster is Ready (the `up` command).
@@ -57,6 +63,8 @@ pub enum RunError {
     Engine(#[from] EngineError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error("a lagging store restore needs the in-memory disk, not a state directory")]
+    LaggingRestoreNeedsMemoryDisk,
     #[error("the run took more than {STEPS_MAX} steps; a loop is suspected")]
     TooManySteps,
     #[error("wire mode: {0}")]
@@ -74,6 +82,19 @@ pub struct Run {
 }
 
 /// Where the state store lives; either can be closed and opened again.
+/// What a scheduled restart does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Restart {
+    /// The engine is dropped and rebuilt on the same store.
+    Engine,
+    /// The engine and the store are closed and reopened.
+    Store,
+    /// An image of the store's disk is taken, for the lagging restore at that instant.
+    Image(Timestamp),
+    /// The engine and the store are closed; the store reopens from the image taken then.
+    Lagging(Timestamp),
+}
+
 enum StoreHome {
     Dir(PathBuf),
     Disk(MemoryDisk),
@@ -132,7 +153,9 @@ struct Driver<'a, P: Provider> {
     marks: Vec<stage::Mark>,
     workload: Vec<(usize, &'a WorkloadStep)>,
     next_step: usize,
-    restarts: Vec<(Timestamp, bool)>,
+    restarts: Vec<(Timestamp, Restart)>,
+    /// The disk images taken for lagging restores, by the instant they restore to.
+    images: Vec<(Timestamp, MemoryDisk)>,
     tracks: BTreeMap<String, ClusterTrack>,
     specs: BTreeMap<String, Cluster>,
     invariants: Invariants,
@@ -183,18 +206,27 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
         let engine = build_engine(&provider, &store, &clock, seed, 0, options, start, &fired)?;
         let mut workload: Vec<(usize, &WorkloadStep)> = spec.workload.iter().enumerate().collect();
         workload.sort_by_key(|(i, w)| (w.at, *i));
-        let mut restarts: Vec<(Timestamp, bool)> = options
+        let mut restarts: Vec<(Timestamp, Restart)> = options
             .restarts
             .iter()
             .chain(&spec.restarts)
-            .map(|d| (start.plus(*d), false))
+            .map(|d| (start.plus(*d), Restart::Engine))
             .chain(
                 options
                     .store_restarts
                     .iter()
-                    .map(|d| (start.plus(*d), true)),
+                    .map(|d| (start.plus(*d), Restart::Store)),
             )
             .collect();
+        for (at, lag) in &options.lagging_restores {
+            if matches!(home, StoreHome::Dir(_)) {
+                return Err(RunError::LaggingRestoreNeedsMemoryDisk);
+            }
+            let at = start.plus(*at);
+            let image_at = Timestamp(at.0.saturating_sub(lag.as_millis()).max(start.0));
+            restarts.push((image_at, Restart::Image(at)));
+            restarts.push((at, Restart::Lagging(image_at)));
+        }
         restarts.sort();
         let enabled: Vec<Invariant> = spec
             .expect
@@ -226,6 +258,7 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
             workload,
             next_step: 0,
             restarts,
+            images: Vec::new(),
             tracks: BTreeMap::new(),
             specs: BTreeMap::new(),
             invariants: Invariants::new(&enabled, start, options.call_budget.clone()),
@@ -346,30 +379,75 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
 
     fn fire_restarts(&mut self, now: Timestamp) -> Result<(), RunError> {
         while self.restarts.first().is_some_and(|r| r.0 <= now) {
-            let (_, with_store) = self.restarts.remove(0);
-            let what = if with_store {
-                "the engine and its store were closed and reopened"
-            } else {
-                "the engine was dropped and rebuilt on the same store"
+            let (_, restart) = self.restarts.remove(0);
+            let what = match restart {
+                Restart::Engine => {
+                    self.restart_engine(false)?;
+                    "the engine was dropped and rebuilt on the same store".to_string()
+                }
+                Restart::Store => {
+                    self.restart_engine(true)?;
+                    self.count_fired(STORE_RESTART);
+                    "the engine and its store were closed and reopened".to_string()
+                }
+                Restart::Image(_) => {
+                    if let StoreHome::Disk(disk) = &self.home {
+                        let image = disk.image().map_err(|e| StoreError::Backend {
+                            path: "<memory disk>".into(),
+                            message: format!("taking an image for a lagging restore: {e}"),
+                        })?;
+                        self.images.push((now, image));
+                    }
+                    continue;
+                }
+                Restart::Lagging(image_at) => {
+                    let Some(i) = self.images.iter().position(|(t, _)| *t == image_at) else {
+                        continue;
+                    };
+                    let (_, image) = self.images.remove(i);
+                    self.home = StoreHome::Disk(image);
+                    self.restart_engine(true)?;
+                    self.count_fired(STORE_RESTORED_LAGGING);
+                    self.reassert_specs();
+                    format!(
+                        "the engine and its store were closed; the store came back as it was {} before",
+                        now.since(image_at)
+                    )
+                }
             };
-            self.restart_engine(with_store)?;
-            if with_store {
-                *self
-                    .fired
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .entry(STORE_RESTART)
-                    .or_default() += 1;
-            }
-            self.emit(
-                now,
-                "sim",
-                Severity::Warning,
-                "EngineRestarted",
-                what.into(),
-            );
+            self.emit(now, "sim", Severity::Warning, "EngineRestarted", what);
         }
         Ok(())
+    }
+
+    /// After a restore that lost commits, the operator applies the fleet's specs again
+    /// (as GitOps would) and deletes again what was being deleted: the store lost what
+    /// flightdeck did and learned, not what the user wants.
+    fn reassert_specs(&mut self) {
+        for (name, spec) in &self.specs {
+            let deleting = self.tracks.get(name).is_some_and(|t| t.deletion_requested);
+            let result = if deleting {
+                match self.engine.cluster(name) {
+                    Some(_) => self.engine.delete(name),
+                    None => Ok(()),
+                }
+            } else {
+                self.engine.apply(spec.clone())
+            };
+            if let Err(e) = result {
+                self.workload_failures
+                    .push(format!("re-applying {name} after a lagging restore: {e}"));
+            }
+        }
+    }
+
+    fn count_fired(&self, name: &'static str) {
+        *self
+            .fired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(name)
+            .or_default() += 1;
     }
 
     /// Drops the engine (losing everything it held in memory) and builds a new one from

@@ -8,6 +8,7 @@ fn options(seeds: u64, from: u64, disabled: Vec<Unsafe>) -> SwarmOptions {
         from,
         jobs: 2,
         disabled,
+        lagging_store: false,
         check_determinism: true,
     }
 }

@@ -135,6 +135,19 @@ impl MemoryDisk {
     pub fn new() -> Self {
         MemoryDisk::default()
     }
+
+    /// A separate image with the bytes this one holds now: what a backup or a snapshot
+    /// of the disk taken at this instant would restore.
+    pub fn image(&self) -> Result<MemoryDisk, std::io::Error> {
+        use redb::StorageBackend;
+        let len = self.0.len()?;
+        let mut bytes = vec![0u8; usize::try_from(len).map_err(std::io::Error::other)?];
+        self.0.read(0, &mut bytes)?;
+        let copy = MemoryDisk::new();
+        copy.0.set_len(len)?;
+        copy.0.write(0, &bytes)?;
+        Ok(copy)
+    }
 }
 
 impl redb::StorageBackend for MemoryDisk {
