@@ -30,7 +30,9 @@ pub(crate) fn record_observed_ids(p: &mut Planner<'_>, all: &[MachineView<'_>]) 
 }
 
 /// Servers that carry this cluster's UID and a machine tag but have no record: memory
-/// was lost. They are adopted with an unknown template, so a rollout replaces them.
+/// was lost. They are adopted with the image and flavor the server shows; what the
+/// server does not show (a control-plane version, a user-data digest) is unknown, so a
+/// rollout replaces them where the spec asks for one.
 pub(crate) fn adopt_orphans(p: &mut Planner<'_>) {
     let cluster = p.spec.name().to_string();
     for s in &p.observed.servers {
@@ -52,6 +54,12 @@ pub(crate) fn adopt_orphans(p: &mut Planner<'_>) {
             p.memory.machine_seq = p.memory.machine_seq.max(n);
         }
         let name = format!("{cluster}-{key}");
+        // A pool's machines have no version of their own; the control plane's is not
+        // on the server, so its adopted machines are rolled.
+        let version = match role {
+            MachineRole::ControlPlane => "unknown".to_string(),
+            MachineRole::Pool(_) => String::new(),
+        };
         p.events.push(PlanEvent::warning(
             "MachineAdopted",
             format!(
@@ -68,7 +76,9 @@ pub(crate) fn adopt_orphans(p: &mut Planner<'_>) {
                 template: MachineTemplate {
                     flavor: s.flavor.clone(),
                     image: s.image.clone(),
-                    version: "unknown".into(),
+                    // A pool's machines have no version of their own; the control
+                    // plane's is not on the server, so its adopted machines are rolled.
+                    version: version.clone(),
                     // Unknown: the adopted server is taken for outdated if the set
                     // has user data, and rolled.
                     user_data: 0,

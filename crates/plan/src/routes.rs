@@ -116,6 +116,15 @@ pub(crate) fn plan_routes(p: &mut Planner<'_>, all: &[MachineView<'_>], blind: O
                 .get(&r.destination)
                 .is_some_and(|d| d.0 == r.nexthop)
     });
+    // A route into the pod network via one of the cluster's live machines is the
+    // cluster's, whoever added it: it is remembered, so that it goes with its machine
+    // even when the record of adding it was lost (a store restored from a backup).
+    for r in &router.routes {
+        let inside = r.destination.parse::<Cidr>().is_ok_and(|c| pod.covers(&c));
+        if inside && live.contains_key(&r.nexthop) && !stale.contains(r) {
+            p.memory.routes.insert(r.clone());
+        }
+    }
     let wanted: Vec<Route> = desired
         .iter()
         .map(|(destination, (nexthop, _))| Route {
