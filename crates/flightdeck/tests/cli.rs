@@ -499,3 +499,46 @@ fn up_kubevirt_reaches_the_served_infra_and_workload_clusters_through_kubeconfig
     assert!(progress.contains("CreateEndpointService"), "{progress}");
     assert!(String::from_utf8_lossy(&up.stdout).contains("\"kv\": \"Ready\""));
 }
+
+#[test]
+fn up_of_twenty_clusters_exits_zero_once_every_cluster_is_ready() {
+    // Twenty copies of the example, each with its own name, pod network and group. A
+    // fleet's build once failed the call budget (a quarter hour for the whole fleet, not
+    // per cluster): `up` exited 1 with "ready": false although every cluster was Ready.
+    let example = std::fs::read_to_string(repo().join("examples/openstack.yaml")).expect("example");
+    let docs: Vec<String> = (1..=20)
+        .map(|i| {
+            example
+                .replace("name: demo\n", &format!("name: c{i}\n"))
+                .replace(
+                    "podCIDR: 10.244.0.0/16",
+                    &format!("podCIDR: 10.{}.0.0/16", 100 + i),
+                )
+                .replace(
+                    "securityGroup: demo-nodes",
+                    &format!("securityGroup: c{i}-nodes"),
+                )
+        })
+        .collect();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("fleet.yaml");
+    std::fs::write(&file, docs.join("\n---\n")).expect("write fleet");
+    let out = flightdeck(&[
+        "up",
+        "-f",
+        file.to_str().expect("utf-8"),
+        "--output",
+        "json",
+        "--quiet",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json(&out);
+    assert_eq!(v["ready"], true);
+    let clusters = v["clusters"].as_array().expect("clusters");
+    assert_eq!(clusters.len(), 20);
+    assert!(clusters.iter().all(|c| c["phase"] == "Ready"));
+}

@@ -22,7 +22,8 @@ pub struct Report {
     /// service → "METHOD /path" → calls.
     pub api_calls: BTreeMap<String, BTreeMap<String, u64>>,
     pub api_calls_total: u64,
-    /// Calls divided by the cluster-hours the run simulated (at least a quarter hour).
+    /// Calls divided by the cluster-hours the run simulated (at least a quarter hour per
+    /// cluster).
     pub api_calls_per_cluster_hour: f64,
     pub engine: ReconcileStats,
     /// fault kind → how often the scheduled faults of that kind struck (calls answered,
