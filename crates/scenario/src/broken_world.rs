@@ -16,12 +16,13 @@ use flightdeck_sim::{KubeObjectView, Mutation, MutationKind, SimCloud, SimConfig
 use flightdeck_spec::Cluster;
 use flightdeck_spec::{Document, load_documents};
 
-use crate::churn_check::SetBounds;
 use crate::converge_check::cluster_problem;
 use crate::flight::network_problem;
-use crate::invariants::{ClusterTrack, leaks};
+use crate::invariants::leaks;
 use crate::repair_check::RepairCheck;
 use crate::serving::ServingCheck;
+use crate::track::ClusterTrack;
+use crate::track::SetBounds;
 
 const UID: &str = "0123456789abcdef";
 const MACHINES: [&str; 5] = ["cp-1", "cp-2", "cp-3", "workers-4", "workers-5"];

@@ -22,8 +22,8 @@ use flightdeck_cloud::ownership::uid_of;
 use flightdeck_sim::World;
 use flightdeck_spec::{Cluster, ClusterSpec, MachineTemplate};
 
-use crate::invariants::ClusterTrack;
 use crate::repair_check::{Live, RepairCheck, live_machines};
+use crate::track::ClusterTrack;
 
 /// What keeps the cluster of `track` from matching `spec` in `world`, if anything.
 pub fn cluster_problem(

@@ -10,8 +10,9 @@ use flightdeck_spec::scenario::{
     ConditionExpectation, CountExpectation, Expectations, FinalExpectation, FinalState,
 };
 
-use crate::invariants::{ClusterTrack, leaks};
+use crate::invariants::leaks;
 use crate::report::ExpectationResult;
+use crate::track::ClusterTrack;
 
 /// Watches for one condition to be seen with a status inside a time window.
 pub(crate) struct ConditionWatch {

@@ -10,7 +10,8 @@ use flightdeck_engine::Engine;
 use flightdeck_sim::World;
 use flightdeck_spec::{Cidr, Duration, Invariant};
 
-use crate::invariants::{ClusterTrack, Invariants};
+use crate::invariants::Invariants;
+use crate::track::ClusterTrack;
 
 /// A window in which a fault blinds the observer of a cluster (`None`: every cluster).
 #[derive(Clone, Debug)]

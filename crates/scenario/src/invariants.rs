@@ -8,68 +8,7 @@ use flightdeck_sim::{Mutation, MutationKind, World};
 use flightdeck_spec::Invariant;
 use serde::Serialize;
 
-/// What the runner knows of one cluster, for the invariants.
-#[derive(Clone, Debug)]
-pub struct ClusterTrack {
-    pub name: String,
-    pub uid: String,
-    /// When the cluster was first Ready; from then on its API must serve.
-    pub ready_since: Option<Timestamp>,
-    pub deletion_requested: bool,
-    pub deleted_at: Option<Timestamp>,
-    /// Bumped by every spec change the workload makes.
-    pub generation: u64,
-    /// The API endpoint is not a load balancer flightdeck builds member by member
-    /// (OpenNebula's VIP, KubeVirt's Service): it serves while some control-plane VM or
-    /// VMI runs with a Ready node.
-    pub external_endpoint: bool,
-    /// KubeVirt: how long a guest drain may take (F9).
-    pub drain_timeout: Option<flightdeck_spec::Duration>,
-    /// `flight.resyncPeriod`: a lost requeue is made up for by the next resync.
-    pub resync_period: flightdeck_spec::Duration,
-    /// The cluster's pod network (the routes to it are the cluster's, via its servers).
-    pub pod_cidr: flightdeck_spec::Cidr,
-    /// Every address a server of the cluster has had, as the world showed it.
-    pub addresses: std::collections::BTreeSet<std::net::IpAddr>,
-    /// What the spec says of its machine sets now, for `noChurn` per set.
-    pub sets: crate::churn_check::SetBounds,
-}
-
-impl ClusterTrack {
-    /// The track of cluster `name` (UID `uid`) as its `spec` first was: not yet Ready,
-    /// not being deleted, at generation 0.
-    pub fn new(name: &str, uid: &str, spec: &flightdeck_spec::Cluster) -> Self {
-        let s = &spec.spec;
-        let mut sets = crate::churn_check::SetBounds::default();
-        sets.refresh(spec, 0);
-        ClusterTrack {
-            name: name.to_string(),
-            uid: uid.to_string(),
-            ready_since: None,
-            deletion_requested: false,
-            deleted_at: None,
-            generation: 0,
-            external_endpoint: s.provider.external_endpoint(),
-            drain_timeout: s.provider.kubevirt.as_ref().map(|k| k.drain_timeout),
-            resync_period: s.flight.resync_period,
-            pod_cidr: s.network.pod_cidr,
-            addresses: Default::default(),
-            sets,
-        }
-    }
-
-    /// Notes the addresses the cluster's servers have in `world`.
-    pub fn note_addresses(&mut self, world: &World) {
-        let uid = self.uid.as_str();
-        self.addresses.extend(
-            world
-                .servers
-                .iter()
-                .filter(|s| owned_by(&s.tags, uid))
-                .filter_map(|s| s.address),
-        );
-    }
-}
+pub use crate::track::ClusterTrack;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Violation {

@@ -28,6 +28,7 @@ mod stage;
 pub mod swarm;
 mod swarm_faults;
 mod swarm_fleet;
+pub mod track;
 pub mod wire;
 mod workload;
 

@@ -23,7 +23,7 @@ use flightdeck_cloud::{OperatingStatus, ProvisioningStatus, ServerStatus};
 use flightdeck_sim::World;
 
 use crate::churn_check::set_of;
-use crate::invariants::ClusterTrack;
+use crate::track::ClusterTrack;
 
 /// OpenNebula's LCM states that flightdeck reads as a failed VM (`states.rs`).
 const ONE_FAILURES: &[u32] = &[14, 36, 37, 38, 39, 40, 41, 42, 44, 46, 47, 48, 49, 50, 61];

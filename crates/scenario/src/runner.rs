@@ -19,12 +19,16 @@ use crate::engine_faults::{
 };
 use crate::expect::{ConditionWatch, MutationCounts, count_expectations, final_expectations};
 use crate::flight::FlightChecks;
-use crate::invariants::{CallBudget, ClusterTrack, Invariants};
+use crate::invariants::{CallBudget, Invariants};
 use crate::load::LoadedScenario;
 use crate::pace::Pace;
 use crate::report::{ClusterReport, ExpectationResult, Report, TimelineEntry};
 use crate::stage;
+use crate::track::ClusterTrack;
 use crate::workload::apply_step;
+
+mod converge;
+mod restarts;
 
 /// The most steps one run may take; a run that needs more is stuck in a loop.
 pub const STEPS_MAX: u64 = 2_000_000;
@@ -81,7 +85,6 @@ pub struct Run {
     pub convergence_seconds: Option<f64>,
 }
 
-/// Where the state store lives; either can be closed and opened again.
 /// What a scheduled restart does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Restart {
@@ -95,6 +98,7 @@ enum Restart {
     Lagging(Timestamp),
 }
 
+/// Where the state store lives; either can be closed and opened again.
 enum StoreHome {
     Dir(PathBuf),
     Disk(MemoryDisk),
@@ -377,98 +381,6 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
         }
     }
 
-    fn fire_restarts(&mut self, now: Timestamp) -> Result<(), RunError> {
-        while self.restarts.first().is_some_and(|r| r.0 <= now) {
-            let (_, restart) = self.restarts.remove(0);
-            let what = match restart {
-                Restart::Engine => {
-                    self.restart_engine(false)?;
-                    "the engine was dropped and rebuilt on the same store".to_string()
-                }
-                Restart::Store => {
-                    self.restart_engine(true)?;
-                    self.count_fired(STORE_RESTART);
-                    "the engine and its store were closed and reopened".to_string()
-                }
-                Restart::Image(_) => {
-                    if let StoreHome::Disk(disk) = &self.home {
-                        let image = disk.image().map_err(|e| StoreError::Backend {
-                            path: "<memory disk>".into(),
-                            message: format!("taking an image for a lagging restore: {e}"),
-                        })?;
-                        self.images.push((now, image));
-                    }
-                    continue;
-                }
-                Restart::Lagging(image_at) => {
-                    let Some(i) = self.images.iter().position(|(t, _)| *t == image_at) else {
-                        continue;
-                    };
-                    let (_, image) = self.images.remove(i);
-                    self.home = StoreHome::Disk(image);
-                    self.restart_engine(true)?;
-                    self.count_fired(STORE_RESTORED_LAGGING);
-                    self.reassert_specs();
-                    format!(
-                        "the engine and its store were closed; the store came back as it was {} before",
-                        now.since(image_at)
-                    )
-                }
-            };
-            self.emit(now, "sim", Severity::Warning, "EngineRestarted", what);
-        }
-        Ok(())
-    }
-
-    /// After a restore that lost commits, the operator applies the fleet's specs again
-    /// (as GitOps would) and deletes again what was being deleted: the store lost what
-    /// flightdeck did and learned, not what the user wants.
-    fn reassert_specs(&mut self) {
-        for (name, spec) in &self.specs {
-            let deleting = self.tracks.get(name).is_some_and(|t| t.deletion_requested);
-            let result = if deleting {
-                match self.engine.cluster(name) {
-                    Some(_) => self.engine.delete(name),
-                    None => Ok(()),
-                }
-            } else {
-                self.engine.apply(spec.clone())
-            };
-            if let Err(e) = result {
-                self.workload_failures
-                    .push(format!("re-applying {name} after a lagging restore: {e}"));
-            }
-        }
-    }
-
-    fn count_fired(&self, name: &'static str) {
-        *self
-            .fired
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(name)
-            .or_default() += 1;
-    }
-
-    /// Drops the engine (losing everything it held in memory) and builds a new one from
-    /// the store; with `with_store` the store itself is closed and reopened first.
-    fn restart_engine(&mut self, with_store: bool) -> Result<(), RunError> {
-        self.engine_generation += 1;
-        // A stand-in on a scratch store lets the old engine, the only holder of the real
-        // store, be dropped before the store is reopened. It never runs.
-        let scratch = Arc::new(Store::in_memory()?);
-        let stand_in = self.build(&scratch, u64::MAX)?;
-        let store = std::mem::replace(&mut self.engine, stand_in).into_store();
-        let store = if with_store {
-            drop(store);
-            Arc::new(self.home.open()?)
-        } else {
-            store
-        };
-        self.engine = self.build(&store, self.engine_generation)?;
-        Ok(())
-    }
-
     fn build(&self, store: &Arc<Store>, generation: u64) -> Result<Engine<P>, EngineError> {
         build_engine(
             &self.provider,
@@ -594,76 +506,6 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
                 t.deleted_at = Some(now);
             }
         }
-    }
-
-    /// Whether the fleet has converged after the faults stopped: every cluster that
-    /// should exist is Ready with nothing left to do, every deleted one is gone.
-    fn check_convergence(&mut self, now: Timestamp, world: &World) -> bool {
-        let Some(after) = self.converge_after.map(|d| self.start.plus(d)) else {
-            return false;
-        };
-        if now < after || self.next_step < self.workload.len() {
-            return false;
-        }
-        let problem = self.fleet_problem(world);
-        if problem.is_none() {
-            self.converged_at = Some(now);
-            self.invariants.check_convergence(now, None);
-            return true;
-        }
-        if now >= self.end {
-            let bound = self.end.since(after);
-            let why = problem.unwrap_or_default();
-            self.invariants.check_convergence(
-                now,
-                Some(format!(
-                    "not converged {bound} after the faults stopped: {why}"
-                )),
-            );
-        }
-        false
-    }
-
-    /// What keeps the fleet from having converged. The verdict is the world's: it must
-    /// match the specs the test bed gave, read from the simulator alone
-    /// (`converge_check`). Then flightdeck's status must say so too (Ready, nothing left
-    /// to do): a status that lags a converged world for good is a defect of its own, and
-    /// the runner stops only once both hold.
-    fn fleet_problem(&self, world: &World) -> Option<String> {
-        for (name, spec) in &self.specs {
-            let Some(t) = self.tracks.get(name) else {
-                return Some(format!("{name} was never taken up"));
-            };
-            let problem =
-                crate::converge_check::cluster_problem(world, t, spec, self.flight.repairs());
-            if problem.is_some() {
-                return problem;
-            }
-        }
-        self.status_lags()
-            .map(|s| format!("the world matches every spec, but {s}"))
-    }
-
-    /// A cluster whose status does not yet say it converged.
-    fn status_lags(&self) -> Option<String> {
-        for t in self.tracks.values() {
-            let c = self.engine.cluster(&t.name);
-            match (t.deletion_requested, c) {
-                (true, Some(c)) => {
-                    return Some(format!("{} is still {}", t.name, c.status.phase.as_str()));
-                }
-                (true, None) => {}
-                (false, None) => return Some(format!("{} is missing", t.name)),
-                (false, Some(c)) if !c.status.ready => {
-                    return Some(format!("{} is {}", t.name, c.status.phase.as_str()));
-                }
-                (false, Some(c)) if c.last_actions != Some(0) => {
-                    return Some(format!("{} still has actions to take", t.name));
-                }
-                (false, Some(_)) => {}
-            }
-        }
-        None
     }
 
     fn finish(mut self) -> Run {

@@ -19,7 +19,7 @@ use flightdeck_cloud::Timestamp;
 use flightdeck_cloud::ownership::uid_of;
 use flightdeck_sim::{Mutation, MutationKind, World};
 
-use crate::invariants::ClusterTrack;
+use crate::track::ClusterTrack;
 
 #[derive(Default)]
 pub struct ServingCheck {

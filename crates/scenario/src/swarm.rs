@@ -22,9 +22,9 @@ use crate::engine_faults::EngineFaultProfile;
 use crate::load::LoadedScenario;
 use crate::report::{Report, TimelineEntry};
 use crate::runner::RunOptions;
-use crate::swarm_faults::{cloud_faults, pick};
+use crate::swarm_faults::cloud_faults;
 pub use crate::swarm_fleet::SwarmCloud;
-use crate::swarm_fleet::cluster_yaml;
+use crate::swarm_fleet::{cluster_yaml, pick};
 
 /// The most clusters one seed's fleet holds.
 pub const FLEET_MAX: u64 = 5;

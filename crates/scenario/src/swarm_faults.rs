@@ -6,7 +6,7 @@ use flightdeck_spec::scenario::Fault;
 use flightdeck_spec::scenario::LockLevelSpec;
 use flightdeck_spec::{Cluster, Duration, FaultKind, Name, Service, Text};
 
-use crate::swarm_fleet::SwarmCloud;
+use crate::swarm_fleet::{SwarmCloud, pick};
 
 /// The services the API faults hit.
 const SERVICES: [Service; 5] = [
@@ -16,11 +16,6 @@ const SERVICES: [Service; 5] = [
     Service::Kubernetes,
     Service::Keystone,
 ];
-
-pub(crate) fn pick<'a, T>(rng: &mut SeededRng, items: &'a [T]) -> &'a T {
-    let i = rng.below(items.len() as u64) as usize;
-    &items[i.min(items.len() - 1)]
-}
 
 /// The kinds that hit an OpenNebula fleet.
 const OPENNEBULA: [FaultKind; 7] = [

@@ -7,8 +7,6 @@ use std::fmt::Write as _;
 use flightdeck_cloud::{Rng, SeededRng};
 use serde::Serialize;
 
-use crate::swarm_faults::pick;
-
 /// The cloud a seed's fleet lives on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -148,3 +146,9 @@ const ONE_TEMPLATES: &str = r#"      images:
             VCPU = "4"
             MEMORY = "8192"
             NIC = [ NETWORK = "private" ]"#;
+
+/// One of `items`, drawn from `rng` (`items` is never empty).
+pub(crate) fn pick<'a, T>(rng: &mut SeededRng, items: &'a [T]) -> &'a T {
+    let i = rng.below(items.len() as u64) as usize;
+    &items[i.min(items.len() - 1)]
+}

@@ -1,0 +1,172 @@
+//! What the runner knows of each cluster for the checks: its identity, when it was first
+//! Ready, its spec's machine sets, the addresses its servers have had.
+
+use std::collections::BTreeMap;
+
+use flightdeck_cloud::Timestamp;
+use flightdeck_cloud::ownership::uid_of;
+use flightdeck_sim::World;
+use flightdeck_spec::{Cluster, Duration};
+
+/// What the runner knows of one cluster, for the invariants.
+#[derive(Clone, Debug)]
+pub struct ClusterTrack {
+    pub name: String,
+    pub uid: String,
+    /// When the cluster was first Ready; from then on its API must serve.
+    pub ready_since: Option<Timestamp>,
+    pub deletion_requested: bool,
+    pub deleted_at: Option<Timestamp>,
+    /// Bumped by every spec change the workload makes.
+    pub generation: u64,
+    /// The API endpoint is not a load balancer flightdeck builds member by member
+    /// (OpenNebula's VIP, KubeVirt's Service): it serves while some control-plane VM or
+    /// VMI runs with a Ready node.
+    pub external_endpoint: bool,
+    /// KubeVirt: how long a guest drain may take (F9).
+    pub drain_timeout: Option<flightdeck_spec::Duration>,
+    /// `flight.resyncPeriod`: a lost requeue is made up for by the next resync.
+    pub resync_period: flightdeck_spec::Duration,
+    /// The cluster's pod network (the routes to it are the cluster's, via its servers).
+    pub pod_cidr: flightdeck_spec::Cidr,
+    /// Every address a server of the cluster has had, as the world showed it.
+    pub addresses: std::collections::BTreeSet<std::net::IpAddr>,
+    /// What the spec says of its machine sets now, for `noChurn` per set.
+    pub sets: SetBounds,
+}
+
+impl ClusterTrack {
+    /// The track of cluster `name` (UID `uid`) as its `spec` first was: not yet Ready,
+    /// not being deleted, at generation 0.
+    pub fn new(name: &str, uid: &str, spec: &flightdeck_spec::Cluster) -> Self {
+        let s = &spec.spec;
+        let mut sets = SetBounds::default();
+        sets.refresh(spec, 0);
+        ClusterTrack {
+            name: name.to_string(),
+            uid: uid.to_string(),
+            ready_since: None,
+            deletion_requested: false,
+            deleted_at: None,
+            generation: 0,
+            external_endpoint: s.provider.external_endpoint(),
+            drain_timeout: s.provider.kubevirt.as_ref().map(|k| k.drain_timeout),
+            resync_period: s.flight.resync_period,
+            pod_cidr: s.network.pod_cidr,
+            addresses: Default::default(),
+            sets,
+        }
+    }
+
+    /// Notes the addresses the cluster's servers have in `world`.
+    pub fn note_addresses(&mut self, world: &World) {
+        let uid = self.uid.as_str();
+        self.addresses.extend(
+            world
+                .servers
+                .iter()
+                .filter(|s| uid_of(&s.tags) == Some(uid))
+                .filter_map(|s| s.address),
+        );
+    }
+}
+
+/// What the spec says of a cluster's machine sets, refreshed every step.
+#[derive(Clone, Debug, Default)]
+pub struct SetBounds {
+    /// `cp` and each pool's name → replicas.
+    replicas: BTreeMap<String, u32>,
+    max_surge: u32,
+    churn_limit: u32,
+    churn_window: Duration,
+    /// `cp` and each pool's name → how many of its machines may be under repair at
+    /// once (`maxUnhealthy` of its replicas).
+    budgets: BTreeMap<String, u32>,
+    /// `cp` and each pool's name → its machine template (and, for `cp`, the version),
+    /// and the generation at which that last changed: machines made before it are
+    /// outdated, and their set may surge.
+    templates: BTreeMap<String, (String, u64)>,
+    /// The cluster's generation these bounds were read at.
+    generation: Option<u64>,
+}
+
+impl SetBounds {
+    /// Reads the bounds from `spec` when the cluster's `generation` moved on since the
+    /// last read (the runner calls this every step; the spec changes only with it).
+    pub fn refresh(&mut self, spec: &Cluster, generation: u64) {
+        if self.generation == Some(generation) {
+            return;
+        }
+        self.generation = Some(generation);
+        let s = &spec.spec;
+        self.replicas.clear();
+        self.budgets.clear();
+        let cp = &s.control_plane;
+        let sets = std::iter::once((
+            "cp".to_string(),
+            cp.replicas.get(),
+            format!("{:?} {}", cp.machine, cp.version),
+        ))
+        .chain(s.node_pools.iter().map(|p| {
+            (
+                p.name.to_string(),
+                p.replicas.get(),
+                format!("{:?}", p.machine),
+            )
+        }));
+        let mut templates = BTreeMap::new();
+        for (set, replicas, template) in sets {
+            self.replicas.insert(set.clone(), replicas);
+            self.budgets
+                .insert(set.clone(), s.flight.max_unhealthy.of(replicas));
+            let since = match self.templates.get(&set) {
+                Some((old, since)) if *old == template => *since,
+                _ => generation,
+            };
+            templates.insert(set, (template, since));
+        }
+        self.templates = templates;
+        self.max_surge = s.flight.max_surge.get();
+        self.churn_limit = s.flight.churn_limit;
+        self.churn_window = s.flight.churn_window;
+    }
+
+    /// The replicas the spec asks of set `set` (`cp`: the control plane).
+    pub fn replicas(&self, set: &str) -> u32 {
+        self.replicas.get(set).copied().unwrap_or(0)
+    }
+
+    /// The sets the spec has now: `cp` and each pool's name.
+    pub fn sets(&self) -> impl Iterator<Item = &str> {
+        self.replicas.keys().map(String::as_str)
+    }
+
+    /// How many of set `set`'s machines may be under repair at once.
+    pub fn budget(&self, set: &str) -> u32 {
+        self.budgets.get(set).copied().unwrap_or(0)
+    }
+
+    /// The generation at which set `set`'s machine template last changed.
+    pub fn template_generation(&self, set: &str) -> u64 {
+        self.templates.get(set).map_or(0, |(_, g)| *g)
+    }
+
+    pub fn max_surge(&self) -> u32 {
+        self.max_surge
+    }
+
+    /// `flight.churnWindow`.
+    pub fn churn_window(&self) -> Duration {
+        self.churn_window
+    }
+
+    /// The most machines set `set` may make within one churn window: every slot it
+    /// may hold (replicas, and maxSurge more during a rollout or repair) made once and
+    /// re-created `churnLimit` times. Slots are counted as the spec has them now; a set
+    /// scaled down keeps the lineages of the slots it had until their machines go, so
+    /// the bound also counts the surge's slots.
+    pub(crate) fn allowed(&self, set: &str) -> u32 {
+        let replicas = self.replicas.get(set).copied().unwrap_or(0);
+        (replicas.max(1) + self.max_surge) * (self.churn_limit + 1)
+    }
+}
