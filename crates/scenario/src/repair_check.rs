@@ -20,19 +20,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use flightdeck_cloud::ownership::{TAG_CLUSTER, TAG_MACHINE, TAG_ROLE, uid_of};
 use flightdeck_cloud::{OperatingStatus, ProvisioningStatus, ServerStatus};
+use flightdeck_opennebula::states::vm_status;
 use flightdeck_sim::World;
 
 use crate::churn_check::set_of;
 use crate::track::ClusterTrack;
 
-/// OpenNebula's LCM states that flightdeck reads as a failed VM (`states.rs`).
-const ONE_FAILURES: &[u32] = &[14, 36, 37, 38, 39, 40, 41, 42, 44, 46, 47, 48, 49, 50, 61];
-const ONE_ACTIVE: u32 = 3;
-const ONE_RUNNING: u32 = 3;
+/// OpenNebula's `STATE` for a VM that is gone (it stays listed).
 const ONE_DONE: u32 = 6;
-const ONE_EPILOG: u32 = 11;
-const ONE_SHUTDOWN: u32 = 12;
-const ONE_CLEANUP_DELETE: u32 = 23;
 
 /// One live machine of some cluster, as the cloud shows it.
 pub(crate) struct Live<'a> {
@@ -90,24 +85,25 @@ pub(crate) fn live_machines(world: &World) -> Vec<Live<'_>> {
                 template: None,
             })
         });
+    // OpenNebula's states read as the provider reads them (`states.rs`): a VM being
+    // terminated shows as deleting, one in a failure state as ERROR.
     let vms = world
         .one_vms
         .iter()
         .filter(|v| v.state != ONE_DONE)
-        .filter(|v| {
-            !(v.state == ONE_ACTIVE
-                && matches!(v.lcm_state, ONE_EPILOG | ONE_SHUTDOWN | ONE_CLEANUP_DELETE))
-        })
         .filter_map(|v| {
             let (uid, set) = machine_tags(&v.tags)?;
+            let status = vm_status(i64::from(v.state), i64::from(v.lcm_state));
+            if status.task_state.as_deref() == Some("deleting") {
+                return None;
+            }
             Some(Live {
                 id: format!("vm/{}", v.id),
                 name: &v.name,
                 uid,
                 set,
-                failed: v.state == ONE_ACTIVE && ONE_FAILURES.contains(&v.lcm_state),
-                serving: v.state == ONE_ACTIVE
-                    && v.lcm_state == ONE_RUNNING
+                failed: status.status == ServerStatus::Error,
+                serving: status.status == ServerStatus::Active
                     && node_ready(world, &v.id.to_string()),
                 image_flavor: None,
                 template: v.template_id,
