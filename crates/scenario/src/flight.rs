@@ -28,6 +28,11 @@ pub struct FlightChecks {
     /// When the cloud's APIs answered some calls with errors or rate limits (`api.*`
     /// faults): a repair is judged from when they answer again, not through them.
     outages: Vec<(Timestamp, Timestamp)>,
+    /// When the server or node lists lagged (`api.staleRead` on nova or kubernetes): a
+    /// machine born in such a window may be invisible to flightdeck until it ends, so a
+    /// missing or stale route is judged from the window's end (old swarm seed 187264497:
+    /// a dropped requeue, then a stale list, then another dropped requeue).
+    stale_lists: Vec<(Timestamp, Timestamp)>,
     /// When each problem (a missing rule, a stale or missing route) of a cluster was
     /// first seen, by invariant, cluster and problem: each has its own clock, so two
     /// short problems one after the other are not one long one (old swarm seed 7028827).
@@ -39,10 +44,15 @@ pub struct FlightChecks {
 type Episode = (Invariant, String, String);
 
 impl FlightChecks {
-    pub fn new(blind: Vec<BlindWindow>, outages: Vec<(Timestamp, Timestamp)>) -> Self {
+    pub fn new(
+        blind: Vec<BlindWindow>,
+        outages: Vec<(Timestamp, Timestamp)>,
+        stale_lists: Vec<(Timestamp, Timestamp)>,
+    ) -> Self {
         FlightChecks {
             blind,
             outages,
+            stale_lists,
             ..FlightChecks::default()
         }
     }
@@ -99,7 +109,8 @@ impl FlightChecks {
                 && spec.flight.repairs.routes
             {
                 // The addresses the cluster's servers ever had: kept by its track.
-                let problem = if self.blind_at(name, now).is_some() {
+                let stale_list = self.stale_lists.iter().any(|(s, e)| *s <= now && now < *e);
+                let problem = if self.blind_at(name, now).is_some() || stale_list {
                     Vec::new()
                 } else {
                     let stale =

@@ -199,6 +199,7 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
             blind,
             outages,
             slow,
+            stale_lists,
             marks,
         } = stage::set(&cloud, loaded, start);
         let home = match &options.state_dir {
@@ -273,7 +274,7 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
             converged_at: None,
             converge_after: options.converge_after.or(spec.expect.converge_after),
             cluster_millis: 0,
-            flight: FlightChecks::new(blind, outages),
+            flight: FlightChecks::new(blind, outages, stale_lists),
             pace: Pace::new(slow),
             pod_networks: BTreeSet::new(),
         })

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use flightdeck_cloud::Timestamp;
 use flightdeck_plan::Severity;
 use flightdeck_sim::{SimCloud, SimFault};
-use flightdeck_spec::{Duration, FaultKind};
+use flightdeck_spec::{Duration, FaultKind, Service};
 
 use crate::flight::BlindWindow;
 use crate::load::LoadedScenario;
@@ -26,6 +26,10 @@ pub(crate) struct Stage {
     pub(crate) outages: Vec<(Timestamp, Timestamp)>,
     /// When `api.latency` faults of at least [`SLOW_CALL`] were active.
     pub(crate) slow: Vec<(Timestamp, Timestamp)>,
+    /// When `api.staleRead` faults on nova or kubernetes were active: the servers and
+    /// nodes flightdeck lists may be minutes old, so a machine born in the window may not
+    /// be seen, nor its route added, before the window ends.
+    pub(crate) stale_lists: Vec<(Timestamp, Timestamp)>,
     /// The start and end of every fault, in time order.
     pub(crate) marks: Vec<Mark>,
 }
@@ -71,22 +75,27 @@ pub(crate) fn set(cloud: &SimCloud, loaded: &LoadedScenario, start: Timestamp) -
             },
         })
         .collect();
-    let window = |kinds: &[FaultKind]| -> Vec<(Timestamp, Timestamp)> {
-        spec.faults
-            .iter()
-            .filter(|f| kinds.contains(&f.kind))
-            .filter(|f| f.latency.is_none_or(|l| l >= SLOW_CALL))
-            .map(|f| {
-                let from = start.plus(f.at);
-                let to = f
-                    .duration
-                    .map_or(start.plus(spec.duration), |d| from.plus(d));
-                (from, to)
-            })
-            .collect()
-    };
-    let outages = window(&[FaultKind::ApiErrorRate, FaultKind::ApiRateLimit]);
-    let slow = window(&[FaultKind::ApiLatency]);
+    let window =
+        |active: &dyn Fn(&flightdeck_spec::fault::Fault) -> bool| -> Vec<(Timestamp, Timestamp)> {
+            spec.faults
+                .iter()
+                .filter(|f| active(f))
+                .map(|f| {
+                    let from = start.plus(f.at);
+                    let to = f
+                        .duration
+                        .map_or(start.plus(spec.duration), |d| from.plus(d));
+                    (from, to)
+                })
+                .collect()
+        };
+    let outages = window(&|f| matches!(f.kind, FaultKind::ApiErrorRate | FaultKind::ApiRateLimit));
+    let slow =
+        window(&|f| f.kind == FaultKind::ApiLatency && f.latency.is_none_or(|l| l >= SLOW_CALL));
+    let stale_lists = window(&|f| {
+        f.kind == FaultKind::ApiStaleRead
+            && matches!(f.service, Some(Service::Nova | Service::Kubernetes))
+    });
     let mut marks: Vec<Mark> = Vec::new();
     for f in &spec.faults {
         let at = start.plus(f.at);
@@ -116,6 +125,7 @@ pub(crate) fn set(cloud: &SimCloud, loaded: &LoadedScenario, start: Timestamp) -
         blind,
         outages,
         slow,
+        stale_lists,
         marks,
     }
 }
