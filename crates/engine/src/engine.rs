@@ -67,6 +67,9 @@ pub struct ReconcileStats {
     pub actions: u64,
     pub action_failures: u64,
     pub observe_failures: u64,
+    /// Store transactions committed by this engine: a reconcile that changes nothing
+    /// commits nothing.
+    pub store_commits: u64,
 }
 
 pub struct Engine<P: Provider> {
@@ -79,6 +82,8 @@ pub struct Engine<P: Provider> {
     pub(crate) queue: WorkQueue,
     pub(crate) events: Vec<Event>,
     pub(crate) stats: ReconcileStats,
+    /// The store's commit count when this engine took it over.
+    pub(crate) commits_base: u64,
     /// The last observation per cluster, kept only to be handed out stale by injected
     /// faults.
     pub(crate) last_observed: BTreeMap<String, flightdeck_cloud::Observed>,
@@ -113,6 +118,7 @@ impl<P: Provider> Engine<P> {
         config: EngineConfig,
         accept: &dyn Fn(&Cluster) -> bool,
     ) -> Result<Self, EngineError> {
+        let commits_base = store.commits();
         let mut engine = Engine {
             provider,
             store,
@@ -123,6 +129,7 @@ impl<P: Provider> Engine<P> {
             queue: WorkQueue::default(),
             events: Vec::new(),
             stats: ReconcileStats::default(),
+            commits_base,
             last_observed: BTreeMap::new(),
             faults: None,
             ledger: Default::default(),
@@ -425,6 +432,7 @@ impl<P: Provider> Engine<P> {
         self.stats.actions += o.actions;
         self.stats.action_failures += o.action_failures;
         self.stats.observe_failures += u64::from(o.observe_failed);
+        self.stats.store_commits = self.store.commits() - self.commits_base;
         self.events.extend(o.events);
         if let Some(observed) = o.observed {
             self.last_observed.insert(o.name.clone(), observed);

@@ -88,13 +88,18 @@ pub(crate) async fn reconcile<P: Provider>(
     } = job;
     let now = ctx.clock.now();
     let mut events = Vec::new();
+    // The memory the store holds: every path below that ends with other memory commits
+    // it, and a reconcile that changes nothing commits nothing.
+    let stored = memory.clone();
     // A new cluster creates nothing before the cloud shows no object of its name under
     // another UID (or it adopts them): see `identity.rs`.
     let owner = owner_of(&name, &memory);
     match identity::gate(ctx.provider, &owner, &mut memory, &prev).await {
         Ok(Gate::Go(told)) => events.extend(told.into_iter().map(|e| stamp(now, &name, e))),
-        Ok(Gate::Hold(status)) => return hold(ctx, name, memory, prev, *status, now),
-        Err(e) => return observe_failed(ctx, name, memory, events, e),
+        Ok(Gate::Hold(status)) => {
+            return hold(ctx, name, (&stored, memory), prev, *status, now);
+        }
+        Err(e) => return observe_failed(ctx, name, (&stored, memory), events, e),
     }
     let job_memory = memory.clone();
     let owner = owner_of(&name, &memory);
@@ -126,7 +131,7 @@ pub(crate) async fn reconcile<P: Provider>(
         });
     let observed = match observed {
         Ok(o) => o,
-        Err(e) => return observe_failed(ctx, name, memory, events, e),
+        Err(e) => return observe_failed(ctx, name, (&stored, memory), events, e),
     };
     let plan = plan_now(ctx, &name, &spec, &observed, &memory, now);
     events.extend(plan.events.iter().cloned().map(|e| stamp(now, &name, e)));
@@ -153,6 +158,10 @@ pub(crate) async fn reconcile<P: Provider>(
         if let Some(race) = race {
             drop(ledger);
             tracing::debug!(cluster = %name, race, "shared object changed hands; planning again");
+            if job_memory != stored {
+                ctx.store
+                    .commit(vec![Write::put(T_MEMORY, &name, &job_memory)])?;
+            }
             return Ok(Outcome {
                 name,
                 memory: job_memory,
@@ -167,10 +176,13 @@ pub(crate) async fn reconcile<P: Provider>(
                 observed: Some(observed),
             });
         }
-        ctx.store
-            .commit(vec![Write::put(T_MEMORY, &name, &memory)])?;
+        if memory != stored {
+            ctx.store
+                .commit(vec![Write::put(T_MEMORY, &name, &memory)])?;
+        }
         ledger.insert(name.clone(), memory.one.clone());
     }
+    let ahead = memory.clone();
 
     let (failure, actions, action_failures, act_events, failure_conditions) =
         carry_out(ctx, &owner, &observed, &mut memory, &plan.actions, &name).await?;
@@ -192,12 +204,16 @@ pub(crate) async fn reconcile<P: Provider>(
     ));
     status.conditions = conditions;
 
-    let mut writes = vec![
-        Write::put(T_MEMORY, &name, &memory),
-        Write::put(T_STATUS, &name, &status),
-    ];
+    // Only what changed is written: a quiet reconcile commits nothing.
+    let mut writes = Vec::new();
+    if memory != ahead {
+        writes.push(Write::put(T_MEMORY, &name, &memory));
+    }
+    if status != prev {
+        writes.push(Write::put(T_STATUS, &name, &status));
+    }
     writes.extend(events.iter().map(|e| Write::event(&name, e)));
-    {
+    if !writes.is_empty() {
         let mut ledger = lock(ctx.ledger);
         ctx.store.commit(writes)?;
         ledger.insert(name.clone(), memory.one.clone());
@@ -238,7 +254,7 @@ fn owner_of(name: &str, memory: &Memory) -> Ownership {
 fn observe_failed<P>(
     ctx: &Ctx<'_, P>,
     name: String,
-    mut memory: Memory,
+    (stored, mut memory): (&Memory, Memory),
     mut events: Vec<Event>,
     e: flightdeck_cloud::CloudError,
 ) -> Result<Outcome, EngineError> {
@@ -252,8 +268,11 @@ fn observe_failed<P>(
         reason: "ObserveFailed".into(),
         message: e.to_string(),
     });
-    ctx.store
-        .commit(events.iter().map(|e| Write::event(&name, e)).collect())?;
+    let mut writes: Vec<Write> = events.iter().map(|e| Write::event(&name, e)).collect();
+    if memory != *stored {
+        writes.push(Write::put(T_MEMORY, &name, &memory));
+    }
+    ctx.store.commit(writes)?;
     Ok(Outcome {
         name,
         memory,
@@ -274,7 +293,7 @@ fn observe_failed<P>(
 fn hold<P>(
     ctx: &Ctx<'_, P>,
     name: String,
-    memory: Memory,
+    (stored, memory): (&Memory, Memory),
     prev: ClusterStatus,
     mut status: ClusterStatus,
     now: Timestamp,
@@ -283,9 +302,17 @@ fn hold<P>(
     conditions.sort_by(|a, b| a.kind.cmp(&b.kind));
     let events = condition_events(&prev.conditions, &mut conditions, now, &name);
     status.conditions = conditions;
-    let mut writes = vec![Write::put(T_STATUS, &name, &status)];
+    let mut writes = Vec::new();
+    if status != prev {
+        writes.push(Write::put(T_STATUS, &name, &status));
+    }
+    if memory != *stored {
+        writes.push(Write::put(T_MEMORY, &name, &memory));
+    }
     writes.extend(events.iter().map(|e| Write::event(&name, e)));
-    ctx.store.commit(writes)?;
+    if !writes.is_empty() {
+        ctx.store.commit(writes)?;
+    }
     Ok(Outcome {
         name,
         memory,

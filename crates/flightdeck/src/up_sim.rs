@@ -6,9 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use flightdeck_scenario::{LoadedScenario, RunOptions, run as run_scenario};
-use flightdeck_spec::cluster::ApiVersion;
-use flightdeck_spec::scenario::{Expectations, ScenarioMetadata, ScenarioSpec};
-use flightdeck_spec::{Document, Scenario, Text, load_file};
+use flightdeck_spec::{Document, load_file};
 use serde::Serialize;
 
 use crate::output::{progress_line, status_table};
@@ -63,31 +61,12 @@ pub async fn run_up(args: &UpArgs) -> anyhow::Result<(bool, flightdeck_scenario:
             ),
         }
     }
-    let loaded = LoadedScenario {
-        source: args.file.display().to_string(),
-        scenario: Scenario {
-            api_version: ApiVersion,
-            kind: "Scenario".into(),
-            metadata: ScenarioMetadata {
-                name: Text::new("up").map_err(anyhow::Error::msg)?,
-            },
-            spec: ScenarioSpec {
-                description: "flightdeck up".into(),
-                seed: args.seed,
-                duration: args.timeout,
-                clusters: Vec::new(),
-                faults: Vec::new(),
-                workload: Vec::new(),
-                restarts: Vec::new(),
-                expect: Expectations {
-                    invariants: None,
-                    ..Expectations::default()
-                },
-            },
-        },
+    let loaded = LoadedScenario::of_clusters(
+        args.file.display().to_string(),
         clusters,
-        applies: Vec::new(),
-    };
+        args.seed,
+        args.timeout,
+    );
     let options = RunOptions {
         seed: Some(args.seed),
         state_dir: args.state_dir.clone(),

@@ -67,8 +67,12 @@ pub(crate) fn note_recreation(p: &mut Planner<'_>, object: &str) -> bool {
 /// `object` is in the cloud now.
 pub(crate) fn seen(p: &mut Planner<'_>, object: &str) {
     let now = p.now;
-    if let Some(h) = p.memory.churn.objects.get_mut(object) {
+    p.seen_now.insert(object.to_string());
+    if let Some(h) = p.memory.churn.objects.get_mut(object)
+        && (!h.seen || h.missing)
+    {
         h.seen = true;
+        h.missing = false;
         h.last = now;
     }
 }
@@ -117,6 +121,7 @@ pub(crate) fn making(p: &mut Planner<'_>, object: &str) {
         h.recreated.push(now);
         h.seen = false;
     }
+    h.missing = false;
     h.last = now;
 }
 
@@ -124,10 +129,18 @@ pub(crate) fn making(p: &mut Planner<'_>, object: &str) {
 pub(crate) fn forget_idle(p: &mut Planner<'_>) {
     let window = p.spec.spec.flight.churn_window;
     let now = p.now;
-    p.memory
-        .churn
-        .objects
-        .retain(|_, h| now.since(h.last) < window);
+    let seen_now = std::mem::take(&mut p.seen_now);
+    p.memory.churn.objects.retain(|object, h| {
+        if seen_now.contains(object) {
+            return true;
+        }
+        if h.seen && !h.missing {
+            // The first pass without it: its idle time counts from now.
+            h.missing = true;
+            h.last = now;
+        }
+        now.since(h.last) < window
+    });
 }
 
 /// A spec change closes every breaker and forgets the history: the loop's cause may

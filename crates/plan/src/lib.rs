@@ -219,6 +219,8 @@ pub(crate) struct Planner<'a> {
     pub requeue_after: Option<Duration>,
     pub deleted: bool,
     pub status: ClusterStatus,
+    /// The churn-tracked objects seen in the cloud in this pass.
+    pub seen_now: std::collections::BTreeSet<String>,
 }
 
 impl<'a> Planner<'a> {
@@ -241,6 +243,7 @@ impl<'a> Planner<'a> {
             requeue_after: None,
             deleted: false,
             status: ClusterStatus::default(),
+            seen_now: Default::default(),
         }
     }
 

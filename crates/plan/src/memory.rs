@@ -127,8 +127,14 @@ pub struct ObjectHistory {
     /// Whether it has been in the cloud since it was last made: making it again before
     /// then is a retry of the same creation, not a re-creation.
     pub seen: bool,
-    /// When it was last seen or made; a history idle for a churn window is forgotten.
+    /// When it was made, first seen, or first found missing after it had been seen; a
+    /// history whose object is not in the cloud and that is idle for a churn window is
+    /// forgotten. Not moved while the object stays in the cloud, so a quiet reconcile
+    /// leaves memory as it was (and commits nothing).
     pub last: Timestamp,
+    /// A pass found it missing since it was last seen (`last` says when).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub missing: bool,
 }
 
 /// IDs of the cluster-wide objects flightdeck created.

@@ -47,6 +47,44 @@ pub struct LoadedScenario {
     pub applies: Vec<(usize, Cluster)>,
 }
 
+impl LoadedScenario {
+    /// A run of `clusters` alone, with no faults, workload or restarts: what `up` and
+    /// the benchmark drive, for at most `duration` of virtual time.
+    pub fn of_clusters(
+        source: String,
+        clusters: Vec<Cluster>,
+        seed: u64,
+        duration: flightdeck_spec::Duration,
+    ) -> Self {
+        use flightdeck_spec::cluster::ApiVersion;
+        use flightdeck_spec::scenario::{Expectations, ScenarioMetadata, ScenarioSpec};
+        let name = flightdeck_spec::Text::new("up").expect("`up` is a valid name");
+        LoadedScenario {
+            source,
+            scenario: Scenario {
+                api_version: ApiVersion,
+                kind: "Scenario".into(),
+                metadata: ScenarioMetadata { name },
+                spec: ScenarioSpec {
+                    description: "flightdeck up".into(),
+                    seed,
+                    duration,
+                    clusters: Vec::new(),
+                    faults: Vec::new(),
+                    workload: Vec::new(),
+                    restarts: Vec::new(),
+                    expect: Expectations {
+                        invariants: None,
+                        ..Expectations::default()
+                    },
+                },
+            },
+            clusters,
+            applies: Vec::new(),
+        }
+    }
+}
+
 enum Origin {
     Builtin(String),
     Disk(PathBuf),

@@ -172,6 +172,8 @@ pub struct Store {
     db: Database,
     path: PathBuf,
     durable: bool,
+    /// Transactions committed through this handle (a figure for benchmarks and tests).
+    commits: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Store {
@@ -223,6 +225,7 @@ impl Store {
                 db,
                 path: path.to_path_buf(),
                 durable: true,
+                commits: Default::default(),
             };
             store.init_tables()?;
             Ok(store)
@@ -241,6 +244,7 @@ impl Store {
             db,
             path: PathBuf::from("<memory>"),
             durable: false,
+            commits: Default::default(),
         };
         store.init_tables()?;
         Ok(store)
@@ -261,6 +265,7 @@ impl Store {
             path: PathBuf::from("<memory disk>"),
             // Only durable commits survive a reopen; syncing memory costs nothing.
             durable: true,
+            commits: Default::default(),
         };
         store.init_tables()?;
         Ok(store)
@@ -374,7 +379,15 @@ impl Store {
         if writes.is_empty() {
             return Ok(());
         }
-        self.guarded(|| self.commit_unguarded(&writes))
+        self.guarded(|| self.commit_unguarded(&writes))?;
+        self.commits
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// How many transactions this handle has committed.
+    pub fn commits(&self) -> u64 {
+        self.commits.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn commit_unguarded(&self, writes: &[Write]) -> Result<(), StoreError> {

@@ -163,3 +163,29 @@ fn f11_a_member_made_but_never_seen_is_retried_not_counted() {
     }
     assert!(condition(&p, "ReconcileLoopDetected").is_none());
 }
+
+#[test]
+fn f11_the_history_of_an_object_that_stays_in_the_cloud_does_not_change_from_pass_to_pass() {
+    let mut w = World::cluster(spec(V1, 2), V1, 2);
+    let tcp = |r: &flightdeck_cloud::SecurityGroupRule| r.protocol.as_deref() == Some("tcp");
+    w.observed.security_groups[0].rules.retain(|r| !tcp(r));
+    let p = w.plan();
+    assert_eq!(count(&p, "CreateSecurityGroupRule"), 1, "{:#?}", p.actions);
+    w.memory = p.memory;
+    w.observed.security_groups[0]
+        .rules
+        .push(super::rule("tcp", "ingress", POD_CIDR));
+    w.now = w.now.plus_millis(60_000);
+    // First seen: the history says so once.
+    w.memory = w.plan().memory;
+    let settled = w.memory.churn.clone();
+    // An hour of resyncs with the rule in place leaves the memory as it was: a quiet
+    // reconcile commits nothing (issue 16).
+    for _ in 0..12 {
+        w.now = w.now.plus_millis(300_000);
+        let p = w.plan();
+        assert!(p.actions.is_empty(), "{:#?}", p.actions);
+        assert_eq!(p.memory.churn, settled);
+        w.memory = p.memory;
+    }
+}
