@@ -1,6 +1,12 @@
 //! `flightdeck`: the command line. Every command that needs a cloud runs against the
 //! built-in simulated OpenStack in accelerated virtual time.
 
+#[cfg(feature = "sim")]
+mod bench;
+#[cfg(feature = "sim")]
+mod bench_report;
+#[cfg(feature = "sim")]
+mod bench_scale;
 mod client;
 mod output;
 mod plan_cmd;
@@ -73,6 +79,11 @@ enum Command {
     /// The built-in cloud simulator: scenarios, faults and invariants.
     #[command(subcommand)]
     Sim(SimCommand),
+    /// Measure flightdeck on this machine: `up` of 10, 100 and 1,000 clusters, the cloud
+    /// calls of one build and of a quiet hour, the swarm's speed and the wire's cost;
+    /// writes bench.json and bench.md (see --out).
+    #[cfg(feature = "sim")]
+    Bench(bench::BenchArgs),
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -480,6 +491,8 @@ fn main() -> ExitCode {
             Command::Describe(args) => client::describe(args).await,
             Command::Events(args) => client::events(args).await,
             Command::Store(command) => store_cmd::run(command),
+            #[cfg(feature = "sim")]
+            Command::Bench(args) => bench::run(args).await,
             #[cfg(feature = "sim")]
             Command::Sim(SimCommand::Scenarios) => sim_cmd::list(),
             #[cfg(feature = "sim")]
