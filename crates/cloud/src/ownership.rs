@@ -63,8 +63,8 @@ impl Ownership {
 
     /// Whether `tags` mark an object as owned by this cluster.
     pub fn owns(&self, tags: &[String]) -> bool {
-        let uid = self.uid_tag();
-        tags.contains(&uid)
+        tags.iter()
+            .any(|t| t.strip_prefix(TAG_UID) == Some(self.uid.as_str()))
     }
 }
 

@@ -17,7 +17,7 @@ pub(crate) const T_STATUS: &str = "status";
 pub const CONFLICTS_BEFORE_BACKOFF: u32 = 10;
 
 /// The most clusters one engine manages; a bound on every per-cluster structure.
-pub const CLUSTERS_MAX: usize = 1000;
+pub const CLUSTERS_MAX: usize = 4_096;
 
 #[derive(Clone, Debug)]
 pub struct EngineConfig {

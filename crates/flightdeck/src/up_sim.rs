@@ -73,6 +73,10 @@ pub async fn run_up(args: &UpArgs) -> anyhow::Result<(bool, flightdeck_scenario:
         stop_when_ready: true,
         ..RunOptions::default()
     };
+    let mut options = options;
+    if let Some(n) = args.concurrency {
+        options.engine.concurrency_max = usize::from(n);
+    }
     let quiet = args.quiet;
     let mut on_event = |e: &flightdeck_scenario::report::TimelineEntry| {
         if !quiet {

@@ -214,17 +214,21 @@ impl RepairCheck {
         let mut findings = Findings::default();
         let ids: BTreeSet<&str> = live.iter().map(|m| m.id.as_str()).collect();
         self.first_seen.retain(|id, _| ids.contains(id.as_str()));
+        // Grouped once: a fleet of N clusters is looked at in O(N), not O(N²).
+        let mut by_set: BTreeMap<(&str, &str), Vec<&Live<'_>>> = BTreeMap::new();
+        for m in &live {
+            by_set.entry((m.uid, m.set)).or_default().push(m);
+        }
         for c in clusters.values() {
             if c.deletion_requested {
                 self.sets.retain(|(uid, _), _| *uid != c.uid);
                 continue;
             }
             for set in c.sets.sets() {
-                let members: Vec<&Live<'_>> = live
-                    .iter()
-                    .filter(|m| m.uid == c.uid && m.set == set)
-                    .collect();
-                for m in &members {
+                let members: &[&Live<'_>] = by_set
+                    .get(&(c.uid.as_str(), set))
+                    .map_or(&[], Vec::as_slice);
+                for m in members {
                     self.first_seen.entry(m.id.clone()).or_insert(c.generation);
                 }
                 let changed = c.sets.template_generation(set);

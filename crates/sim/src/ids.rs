@@ -25,12 +25,21 @@ pub(crate) fn uuid(rng: &mut SeededRng) -> String {
     )
 }
 
+/// What a [`Table`] indexes its objects by besides their id: the cluster UID their
+/// tags name, or the pool a member is in. Fixed when the object is made (OpenStack
+/// objects' tags and a member's pool never change), so a list of one cluster's objects
+/// costs what it answers, not the size of the cloud.
+pub(crate) trait Grouped {
+    fn group(&self) -> Option<&str>;
+}
+
 /// Objects of one kind, by id, iterated in creation order (the order every list
 /// answers in). Lookups by id are logarithmic.
 #[derive(Debug)]
 pub(crate) struct Table<T> {
     by_seq: BTreeMap<u64, T>,
     seq_of: BTreeMap<String, u64>,
+    by_group: BTreeMap<String, std::collections::BTreeSet<u64>>,
 }
 
 impl<T> Default for Table<T> {
@@ -38,11 +47,12 @@ impl<T> Default for Table<T> {
         Table {
             by_seq: BTreeMap::new(),
             seq_of: BTreeMap::new(),
+            by_group: BTreeMap::new(),
         }
     }
 }
 
-impl<T> Table<T> {
+impl<T: Grouped> Table<T> {
     pub(crate) fn len(&self) -> usize {
         self.by_seq.len()
     }
@@ -54,6 +64,9 @@ impl<T> Table<T> {
     }
     /// Adds `value` under `id`; `seq` must be unique and grow with creation time.
     pub(crate) fn insert(&mut self, seq: u64, id: String, value: T) {
+        if let Some(g) = value.group() {
+            self.by_group.entry(g.to_string()).or_default().insert(seq);
+        }
         self.seq_of.insert(id, seq);
         self.by_seq.insert(seq, value);
     }
@@ -66,7 +79,24 @@ impl<T> Table<T> {
     }
     pub(crate) fn remove(&mut self, id: &str) -> Option<T> {
         let seq = self.seq_of.remove(id)?;
-        self.by_seq.remove(&seq)
+        let value = self.by_seq.remove(&seq)?;
+        if let Some(g) = value.group()
+            && let Some(seqs) = self.by_group.get_mut(g)
+        {
+            seqs.remove(&seq);
+            if seqs.is_empty() {
+                self.by_group.remove(g);
+            }
+        }
+        Some(value)
+    }
+    /// The objects of `group`, in creation order.
+    pub(crate) fn in_group<'a>(&'a self, group: &str) -> impl Iterator<Item = &'a T> + 'a {
+        self.by_group
+            .get(group)
+            .into_iter()
+            .flatten()
+            .filter_map(|seq| self.by_seq.get(seq))
     }
     pub(crate) fn values(&self) -> impl Iterator<Item = &T> {
         self.by_seq.values()
@@ -229,5 +259,41 @@ mod tests {
     #[test]
     fn unparsable_subnet_has_no_addresses() {
         assert_eq!(AddressPool::new("banana").allocate(), None);
+    }
+}
+
+/// OpenStack objects are grouped by the cluster UID their tags name.
+macro_rules! grouped_by_owner {
+    ($($t:ty => |$v:ident| $tags:expr;)*) => {$(
+        impl Grouped for $t {
+            fn group(&self) -> Option<&str> {
+                let $v = self;
+                flightdeck_cloud::ownership::uid_of($tags)
+            }
+        }
+    )*};
+}
+
+grouped_by_owner! {
+    crate::nova::ServerRec => |s| &s.server.tags;
+    flightdeck_cloud::SecurityGroup => |g| &g.tags;
+    flightdeck_cloud::Router => |r| &r.tags;
+    crate::octavia::LbRec => |l| &l.lb.tags;
+    flightdeck_cloud::Listener => |l| &l.tags;
+    flightdeck_cloud::Pool => |p| &p.tags;
+    flightdeck_cloud::HealthMonitor => |h| &h.tags;
+}
+
+/// Members are grouped by their pool (what their list asks for).
+impl Grouped for crate::members::MemberRec {
+    fn group(&self) -> Option<&str> {
+        Some(&self.member.pool_id)
+    }
+}
+
+/// Nodes are grouped by the cluster UID of their server.
+impl Grouped for crate::kube::NodeRec {
+    fn group(&self) -> Option<&str> {
+        Some(&self.uid)
     }
 }

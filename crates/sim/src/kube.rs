@@ -201,7 +201,7 @@ pub(crate) fn list_nodes(st: &mut State, now: Timestamp, owner: &Ownership) -> O
     let not_ready = faults::strike(st, FaultKind::AllNotReady, now, &tags);
     Some(
         st.nodes
-            .values()
+            .in_group(&owner.uid)
             .filter(|n| n.uid == owner.uid)
             .map(|n| Node {
                 ready: n.node.ready && !not_ready,

@@ -247,6 +247,19 @@ pub(crate) struct State {
     pub(crate) kube: k8s::KubeState,
     /// What lists answered lately, for `api.staleRead`.
     pub(crate) lists: stale::ListHistory,
+    /// Something changed outside a call or a transition (a fixture added, a fault
+    /// scheduled): derived statuses are re-evaluated at the next catch-up. Calls and
+    /// transitions settle themselves, so a read that finds nothing due settles nothing.
+    pub(crate) unsettled: bool,
+    /// Objects added as the operator's own (`add_foreign_*`): outside the quotas.
+    pub(crate) fixtures: Fixtures,
+}
+
+/// How many of the cloud's objects are fixtures, which the quotas do not count.
+#[derive(Debug, Default)]
+pub(crate) struct Fixtures {
+    pub(crate) servers: usize,
+    pub(crate) load_balancers: usize,
 }
 
 impl State {
@@ -266,6 +279,8 @@ impl State {
             rng_latency,
             rng_faults,
             seq: 0,
+            unsettled: false,
+            fixtures: Fixtures::default(),
             timers: BTreeMap::new(),
             server_by_address: BTreeMap::new(),
             servers: Table::default(),
@@ -327,6 +342,7 @@ impl State {
     /// Applies every transition due at or before `now`, in time order, re-evaluating
     /// derived statuses after each so that they change at the right virtual time.
     pub(crate) fn run_due(&mut self, now: Timestamp) {
+        let mut fired = false;
         while let Some((&(at, _), _)) = self.timers.first_key_value() {
             if at > now {
                 break;
@@ -343,8 +359,14 @@ impl State {
                 Event::K8s(e) => k8s::apply(self, at, e),
             }
             self.settle(at);
+            fired = true;
         }
-        self.settle(now);
+        // Member health and the Kubernetes controllers change only when something else
+        // did: every threshold they wait for is a transition of its own.
+        if fired || self.unsettled {
+            self.unsettled = false;
+            self.settle(now);
+        }
     }
 
     /// Re-evaluates statuses derived from the rest of the world (member health, and
@@ -397,7 +419,10 @@ impl State {
 
     /// Whether the machine `id` (server or VM) runs.
     pub(crate) fn host_running(&self, id: &str) -> bool {
-        self.host(id).is_some_and(|h| h.running)
+        match self.servers.get(id) {
+            Some(s) => s.is_running(),
+            None => self.one.vm_by_key(id).is_some_and(|v| v.is_running()),
+        }
     }
 
     /// The name of the object with this id, of any kind (an OpenNebula object by its
@@ -487,6 +512,7 @@ impl SimCloud {
     pub fn inject(&self, fault: SimFault) {
         let mut st = self.lock();
         faults::inject(&mut st, fault);
+        st.unsettled = true;
     }
 
     /// How often the scheduled faults of each kind struck: calls they answered, objects
@@ -559,6 +585,8 @@ impl SimCloud {
         let mut st = self.lock();
         let now = self.clock.now();
         st.run_due(now);
+        st.unsettled = true;
+        st.fixtures.servers += 1;
         nova::add_foreign(&mut st, now, name, tags)
     }
 
@@ -567,6 +595,7 @@ impl SimCloud {
     pub fn add_foreign_security_group(&self, name: &str) -> String {
         let mut st = self.lock();
         st.run_due(self.clock.now());
+        st.unsettled = true;
         neutron::add_foreign_group(&mut st, name)
     }
 
@@ -584,6 +613,8 @@ impl SimCloud {
     pub fn add_foreign_load_balancer(&self, name: &str) -> String {
         let mut st = self.lock();
         st.run_due(self.clock.now());
+        st.unsettled = true;
+        st.fixtures.load_balancers += 1;
         octavia::add_foreign(&mut st, name)
     }
 

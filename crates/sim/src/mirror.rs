@@ -29,6 +29,7 @@ impl SimCloud {
         let mut st = self.lock();
         let now = self.clock.now();
         st.run_due(now);
+        st.unsettled = true;
         st.mirrored.insert(cluster.to_string());
         let running: Vec<&Server> = servers
             .iter()

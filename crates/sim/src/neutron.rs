@@ -195,7 +195,7 @@ impl Network for SimCloud {
         self.read(NEUTRON, "GET /v2.0/security-groups", |st, _| {
             Ok(st
                 .security_groups
-                .values()
+                .in_group(&owner.uid)
                 .filter(|g| owner.owns(&g.tags))
                 .cloned()
                 .collect())

@@ -21,9 +21,9 @@ use crate::{Event as SimEvent, MutationKind, Result, SimCloud, State};
 pub(crate) const OCTAVIA: &str = "octavia";
 
 /// The most load balancers the cloud holds.
-pub const LOAD_BALANCERS_MAX: usize = 1_000;
+pub const LOAD_BALANCERS_MAX: usize = 5_000;
 /// The most listeners, pools, health monitors or members (each) the cloud holds.
-pub const CHILDREN_MAX: usize = 10_000;
+pub const CHILDREN_MAX: usize = 50_000;
 
 pub(crate) struct LbRec {
     pub(crate) lb: LoadBalancer,
@@ -194,7 +194,8 @@ fn new_lb(st: &mut State, name: &str, tags: &[String], active: bool) -> LoadBala
 }
 
 fn create_lb(st: &mut State, now: Timestamp, req: &LoadBalancerCreate) -> Result<LoadBalancer> {
-    if st.lbs.len() >= LOAD_BALANCERS_MAX {
+    // The operator's own load balancers (fixtures) are not the project's to count.
+    if st.lbs.len().saturating_sub(st.fixtures.load_balancers) >= LOAD_BALANCERS_MAX {
         return Err(quota("POST /v2/lbaas/loadbalancers", "Load Balancer"));
     }
     let lb = new_lb(st, &req.name, &req.tags, false);
@@ -450,7 +451,7 @@ pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
     }
 }
 
-fn remove_where<T>(
+fn remove_where<T: crate::ids::Grouped>(
     table: &mut crate::ids::Table<T>,
     doomed: impl Fn(&T) -> bool,
     id: impl Fn(&T) -> &String,
@@ -480,40 +481,42 @@ pub(crate) fn is_live(st: &State, event: &Event) -> bool {
     }
 }
 
-fn owned<T: Clone>(
-    values: impl Iterator<Item = T>,
+/// The objects of `table` tagged with `owner`'s UID, as `view` shows them.
+fn owned<T: crate::ids::Grouped, V>(
+    table: &crate::ids::Table<T>,
     owner: &Ownership,
     tags: impl Fn(&T) -> &[String],
-) -> Vec<T> {
-    values.filter(|v| owner.owns(tags(v))).collect()
+    view: impl Fn(&T) -> V,
+) -> Vec<V> {
+    table
+        .in_group(&owner.uid)
+        .filter(|v| owner.owns(tags(v)))
+        .map(view)
+        .collect()
 }
 
 impl LoadBalancing for SimCloud {
     async fn list_load_balancers(&self, owner: &Ownership) -> Result<Vec<LoadBalancer>> {
         self.read(OCTAVIA, "GET /v2/lbaas/loadbalancers", |st, _| {
-            Ok(owned(st.lbs.values().map(|l| l.lb.clone()), owner, |l| {
-                &l.tags
-            }))
+            Ok(owned(&st.lbs, owner, |l| &l.lb.tags, |l| l.lb.clone()))
         })
     }
 
     async fn list_listeners(&self, owner: &Ownership) -> Result<Vec<Listener>> {
         self.read(OCTAVIA, "GET /v2/lbaas/listeners", |st, _| {
-            Ok(owned(st.listeners.values().cloned(), owner, |l| &l.tags))
+            Ok(owned(&st.listeners, owner, |l| &l.tags, Clone::clone))
         })
     }
 
     async fn list_pools(&self, owner: &Ownership) -> Result<Vec<Pool>> {
         self.read(OCTAVIA, "GET /v2/lbaas/pools", |st, _| {
-            Ok(owned(st.pools.values().cloned(), owner, |p| &p.tags))
+            Ok(owned(&st.pools, owner, |p| &p.tags, Clone::clone))
         })
     }
 
     async fn list_health_monitors(&self, owner: &Ownership) -> Result<Vec<HealthMonitor>> {
         self.read(OCTAVIA, "GET /v2/lbaas/healthmonitors", |st, _| {
-            Ok(owned(st.health_monitors.values().cloned(), owner, |h| {
-                &h.tags
-            }))
+            Ok(owned(&st.health_monitors, owner, |h| &h.tags, Clone::clone))
         })
     }
 
@@ -523,7 +526,7 @@ impl LoadBalancing for SimCloud {
             pool_lb(st, OP, pool_id)?;
             Ok(st
                 .members
-                .values()
+                .in_group(pool_id)
                 .filter(|m| m.member.pool_id == pool_id)
                 .map(|m| m.member.clone())
                 .collect())

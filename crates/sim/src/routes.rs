@@ -332,6 +332,7 @@ impl SimCloud {
     pub fn set_pod_network(&self, cluster: &str, uid: &str, cidr: Cidr) {
         let mut st = self.lock();
         st.run_due(self.clock.now());
+        st.unsettled = true;
         set_pod_network(&mut st, cluster, uid, cidr);
     }
 
@@ -340,6 +341,7 @@ impl SimCloud {
     pub fn add_foreign_router(&self, name: &str) -> String {
         let mut st = self.lock();
         st.run_due(self.clock.now());
+        st.unsettled = true;
         new_router(&mut st, name, &[]).id
     }
 
@@ -364,7 +366,7 @@ impl SimCloud {
         self.read(NEUTRON, OP_FIND, |st, _| {
             Ok(st
                 .routers
-                .values()
+                .in_group(&owner.uid)
                 .filter(|r| owner.owns(&r.tags))
                 .cloned()
                 .collect())

@@ -10,9 +10,9 @@ use crate::kind_probe::{KindValue, Probe};
 use crate::scenario::Scenario;
 
 /// The largest spec file flightdeck reads; anything bigger is a mistake, not a spec.
-pub const SPEC_FILE_MAX_BYTES: u64 = 4 * 1024 * 1024;
+pub const SPEC_FILE_MAX_BYTES: u64 = 16 * 1024 * 1024;
 /// The most documents one file may hold.
-pub const DOCUMENTS_MAX: usize = 256;
+pub const DOCUMENTS_MAX: usize = 4_096;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Document {

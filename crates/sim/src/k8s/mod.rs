@@ -43,7 +43,7 @@ use store::{Kind, Store};
 /// The name [`SimCloud::kube_request`] knows the infrastructure cluster by.
 pub const INFRA_CLUSTER: &str = "infra";
 /// The most workload clusters the simulator runs at once.
-pub const KUBE_WORKLOAD_CLUSTERS_MAX: usize = 1_024;
+pub const KUBE_WORKLOAD_CLUSTERS_MAX: usize = 4_096;
 /// The most client-initiated VMI deletions [`KubeWorld::vmi_deletions`] keeps.
 pub const VMI_DELETIONS_MAX: usize = 10_000;
 /// The largest request body the simulated API servers accept (the real limit, 3 MiB).
