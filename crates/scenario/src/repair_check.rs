@@ -58,16 +58,39 @@ fn machine_tags(tags: &[String]) -> Option<(&str, &str)> {
     Some((uid_of(tags)?, set_of(key)))
 }
 
-/// Whether `world` has a Ready node for the server (or OpenNebula VM) `id`.
-fn node_ready(world: &World, id: &str) -> bool {
+/// The servers (and OpenNebula VMs) of `world` that have a Ready node, by id.
+fn ready_nodes(world: &World) -> BTreeSet<&str> {
     world
         .nodes
         .iter()
-        .any(|(_, n)| n.ready && n.server_id.as_deref() == Some(id))
+        .filter(|(_, n)| n.ready)
+        .filter_map(|(_, n)| n.server_id.as_deref())
+        .collect()
 }
 
-/// Every live machine in `world`, on every cloud.
+/// Every live machine in `world`, on every cloud. Each list is walked once (a fleet
+/// of N clusters costs O(N log N), not O(N²)).
 pub(crate) fn live_machines(world: &World) -> Vec<Live<'_>> {
+    let ready = ready_nodes(world);
+    let node_ready = |id: &str| ready.contains(id);
+    let vmi_phase: BTreeMap<&str, &str> = world
+        .kube
+        .vmis
+        .iter()
+        .map(|i| (i.name.as_str(), i.phase.as_str()))
+        .rev()
+        .collect();
+    let workload_ready: BTreeSet<(&str, &str)> = world
+        .kube
+        .workloads
+        .iter()
+        .flat_map(|w| {
+            w.nodes
+                .iter()
+                .filter(|n| n.ready)
+                .map(move |n| (w.name.as_str(), n.name.as_str()))
+        })
+        .collect();
     let servers = world
         .servers
         .iter()
@@ -80,7 +103,7 @@ pub(crate) fn live_machines(world: &World) -> Vec<Live<'_>> {
                 uid,
                 set,
                 failed: s.status == ServerStatus::Error,
-                serving: s.status == ServerStatus::Active && node_ready(world, &s.id),
+                serving: s.status == ServerStatus::Active && node_ready(&s.id),
                 image_flavor: Some((&s.image, &s.flavor)),
                 template: None,
             })
@@ -103,8 +126,7 @@ pub(crate) fn live_machines(world: &World) -> Vec<Live<'_>> {
                 uid,
                 set,
                 failed: status.status == ServerStatus::Error,
-                serving: status.status == ServerStatus::Active
-                    && node_ready(world, &v.id.to_string()),
+                serving: status.status == ServerStatus::Active && node_ready(&v.id.to_string()),
                 image_flavor: None,
                 template: v.template_id,
             })
@@ -116,21 +138,13 @@ pub(crate) fn live_machines(world: &World) -> Vec<Live<'_>> {
         .filter(|v| !v.deleting)
         .filter_map(|v| {
             let (uid, set) = machine_tags(&v.tags)?;
-            let phase = world
-                .kube
-                .vmis
-                .iter()
-                .find(|i| i.name == v.name)
-                .map(|i| i.phase.as_str());
+            let phase = vmi_phase.get(v.name.as_str()).copied();
             let cluster = v
                 .tags
                 .iter()
                 .find_map(|t| t.strip_prefix(TAG_CLUSTER))
                 .unwrap_or_default();
-            let node_ready =
-                world.kube.workloads.iter().any(|w| {
-                    w.name == cluster && w.nodes.iter().any(|n| n.name == v.name && n.ready)
-                });
+            let node_ready = workload_ready.contains(&(cluster, v.name.as_str()));
             Some(Live {
                 id: format!("kubevirt/{}", v.uid),
                 name: &v.name,

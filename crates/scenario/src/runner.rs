@@ -161,6 +161,8 @@ struct Driver<'a, P: Provider> {
     /// The disk images taken for lagging restores, by the instant they restore to.
     images: Vec<(Timestamp, MemoryDisk)>,
     tracks: BTreeMap<String, ClusterTrack>,
+    /// The world as the last step saw it, with the simulator's change count then.
+    world: Option<(u64, flightdeck_sim::World)>,
     specs: BTreeMap<String, Cluster>,
     invariants: Invariants,
     watches: Vec<ConditionWatch>,
@@ -265,6 +267,7 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
             restarts,
             images: Vec::new(),
             tracks: BTreeMap::new(),
+            world: None,
             specs: BTreeMap::new(),
             invariants: Invariants::new(&enabled, start, options.call_budget.clone()),
             watches,
@@ -316,10 +319,9 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
             self.reconcile_due().await?;
             let now = self.clock.now();
             self.track_clusters(now);
-            let world = self.cloud.snapshot();
-            for t in self.tracks.values_mut() {
-                t.note_addresses(&world);
-            }
+            // The world is taken again only when something in it changed.
+            let (changes, world) = self.cloud.refresh(self.world.take());
+            crate::track::note_addresses(&mut self.tracks, &world);
             let fresh = self.cloud.mutations_since(self.invariants.mutations_seen());
             self.mutation_counts.add(&fresh.0);
             self.invariants.check(&world, fresh, &self.tracks);
@@ -334,7 +336,9 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
             for w in &mut self.watches {
                 w.observe(now, &self.engine);
             }
-            if self.check_convergence(now, &world) || now >= self.end {
+            let converged = self.check_convergence(now, &world);
+            self.world = Some((changes, world));
+            if converged || now >= self.end {
                 break;
             }
             if self.options.stop_when_ready

@@ -71,6 +71,21 @@ impl ClusterTrack {
     }
 }
 
+/// Notes the addresses every cluster's servers have in `world`, walking the servers once.
+pub fn note_addresses(tracks: &mut BTreeMap<String, ClusterTrack>, world: &World) {
+    let mut by_uid: BTreeMap<&str, Vec<std::net::IpAddr>> = BTreeMap::new();
+    for s in &world.servers {
+        if let (Some(uid), Some(a)) = (uid_of(&s.tags), s.address) {
+            by_uid.entry(uid).or_default().push(a);
+        }
+    }
+    for t in tracks.values_mut() {
+        if let Some(addresses) = by_uid.get(t.uid.as_str()) {
+            t.addresses.extend(addresses.iter().copied());
+        }
+    }
+}
+
 /// What the spec says of a cluster's machine sets, refreshed every step.
 #[derive(Clone, Debug, Default)]
 pub struct SetBounds {

@@ -94,6 +94,9 @@ pub(crate) struct Log {
     pub(crate) mutations: VecDeque<Mutation>,
     pub(crate) mutations_dropped: u64,
     pub(crate) faults_ignored: u64,
+    /// Bumped by every mutating call, transition and out-of-band change: a world taken
+    /// at the same count is the same world (but for the time).
+    pub(crate) changes: u64,
 }
 
 impl Log {
@@ -107,6 +110,7 @@ impl Log {
     }
 
     pub(crate) fn mutation(&mut self, m: Mutation) {
+        self.changes += 1;
         if self.mutations.len() >= MUTATIONS_MAX {
             self.mutations.pop_front();
             self.mutations_dropped += 1;
