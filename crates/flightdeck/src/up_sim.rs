@@ -71,6 +71,9 @@ pub async fn run_up(args: &UpArgs) -> anyhow::Result<(bool, flightdeck_scenario:
         seed: Some(args.seed),
         state_dir: args.state_dir.clone(),
         stop_when_ready: true,
+        // A fleet of many clusters takes many steps over a large world: the invariants
+        // are checked once per virtual second, and at the end.
+        check_every: Some(flightdeck_spec::Duration::from_secs(1)),
         ..RunOptions::default()
     };
     let mut options = options;

@@ -55,6 +55,12 @@ pub struct RunOptions {
     pub engine_faults: Option<EngineFaultProfile>,
     /// End as soon as every cluster is Ready (the `up` command).
     pub stop_when_ready: bool,
+    /// Check the invariants at most this often in virtual time (and always at the last
+    /// step) instead of at every step: `up` of a large fleet, whose steps are many and
+    /// whose world is large. The checks read the mutation log since their last look
+    /// and judge episodes by their length, so a coarser look delays a finding by at
+    /// most this much; scenarios and the swarm look at every step.
+    pub check_every: Option<Duration>,
     /// From this time on no fault is active and the fleet must converge before the
     /// scenario ends (the `convergence` invariant); the run ends once it has.
     pub converge_after: Option<Duration>,
@@ -163,6 +169,8 @@ struct Driver<'a, P: Provider> {
     tracks: BTreeMap<String, ClusterTrack>,
     /// The world as the last step saw it, with the simulator's change count then.
     world: Option<(u64, flightdeck_sim::World)>,
+    /// When the invariants were last checked.
+    last_check: Option<Timestamp>,
     specs: BTreeMap<String, Cluster>,
     invariants: Invariants,
     watches: Vec<ConditionWatch>,
@@ -268,6 +276,7 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
             images: Vec::new(),
             tracks: BTreeMap::new(),
             world: None,
+            last_check: None,
             specs: BTreeMap::new(),
             invariants: Invariants::new(&enabled, start, options.call_budget.clone()),
             watches,
@@ -296,6 +305,39 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
         self.timeline.push(e);
     }
 
+    /// Whether the invariants are to be checked at `now` (see [`RunOptions::check_every`]).
+    fn check_due(&self, now: Timestamp) -> bool {
+        match (self.options.check_every, self.last_check) {
+            (Some(every), Some(at)) if self.converge_after.is_none() => {
+                now.since(at).as_millis() >= every.as_millis()
+            }
+            _ => true,
+        }
+    }
+
+    /// Checks every invariant against the world now; answers whether the fleet has
+    /// converged (the run may end).
+    fn check_step(&mut self, now: Timestamp) -> bool {
+        self.last_check = Some(now);
+        // The world is taken again only when something in it changed.
+        let (changes, world) = self.cloud.refresh(self.world.take());
+        crate::track::note_addresses(&mut self.tracks, &world);
+        let fresh = self.cloud.mutations_since(self.invariants.mutations_seen());
+        self.mutation_counts.add(&fresh.0);
+        self.invariants.check(&world, fresh, &self.tracks);
+        self.flight.check(
+            &mut self.invariants,
+            now,
+            &world,
+            &self.engine,
+            &self.tracks,
+        );
+        self.pace.check(&mut self.invariants, now, &self.engine);
+        let converged = self.check_convergence(now, &world);
+        self.world = Some((changes, world));
+        converged
+    }
+
     async fn run(&mut self) -> Result<(), RunError> {
         for c in &self.loaded.clusters {
             self.engine.apply(c.clone())?;
@@ -319,33 +361,18 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
             self.reconcile_due().await?;
             let now = self.clock.now();
             self.track_clusters(now);
-            // The world is taken again only when something in it changed.
-            let (changes, world) = self.cloud.refresh(self.world.take());
-            crate::track::note_addresses(&mut self.tracks, &world);
-            let fresh = self.cloud.mutations_since(self.invariants.mutations_seen());
-            self.mutation_counts.add(&fresh.0);
-            self.invariants.check(&world, fresh, &self.tracks);
-            self.flight.check(
-                &mut self.invariants,
-                now,
-                &world,
-                &self.engine,
-                &self.tracks,
-            );
-            self.pace.check(&mut self.invariants, now, &self.engine);
             for w in &mut self.watches {
                 w.observe(now, &self.engine);
             }
-            let converged = self.check_convergence(now, &world);
-            self.world = Some((changes, world));
-            if converged || now >= self.end {
-                break;
-            }
-            if self.options.stop_when_ready
+            let ready = self.options.stop_when_ready
                 && self.next_step >= self.workload.len()
                 && self.engine.clusters().count() > 0
-                && self.engine.clusters().all(|(_, c)| c.status.ready)
-            {
+                && self.engine.clusters().all(|(_, c)| c.status.ready);
+            let last = ready || now >= self.end;
+            if (last || self.check_due(now)) && self.check_step(now) {
+                break;
+            }
+            if last {
                 break;
             }
             let candidates = [

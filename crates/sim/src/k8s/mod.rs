@@ -525,8 +525,10 @@ impl SimCloud {
                 ok: response.status < 400,
             });
             st.kube.dirty = true;
+            // A read changes nothing a controller or a health check looks at: only a
+            // mutation settles the world again.
+            st.settle(now);
         }
-        st.settle(now);
         response
     }
 
