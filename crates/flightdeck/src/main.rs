@@ -423,6 +423,25 @@ pub struct SimRunArgs {
     wire: bool,
 }
 
+/// `flightdeck up ... | head` closes stdout early. Rust ignores SIGPIPE, so the next
+/// print fails and `println!` panics; a reader that went away is no error of ours: the
+/// process ends as a shell would end it for SIGPIPE (141), without a panic message.
+fn exit_quietly_when_stdout_closes() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        previous(info);
+    }));
+}
+
 fn parse_duration(s: &str) -> Result<flightdeck_spec::Duration, String> {
     s.parse()
         .map_err(|e: flightdeck_spec::duration::DurationError| e.to_string())
@@ -466,6 +485,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<ExitCode> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     flightdeck_store::quiet_guarded_panics();
+    exit_quietly_when_stdout_closes();
     if let Err(e) = init_logs() {
         eprintln!("flightdeck: {e}");
         return ExitCode::from(2);

@@ -542,3 +542,27 @@ fn up_of_twenty_clusters_exits_zero_once_every_cluster_is_ready() {
     assert_eq!(clusters.len(), 20);
     assert!(clusters.iter().all(|c| c["phase"] == "Ready"));
 }
+
+#[test]
+fn a_reader_that_goes_away_ends_flightdeck_quietly_not_with_a_panic() {
+    // `flightdeck up ... | head -1` whose reader is gone before the report is printed.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flightdeck"))
+        .args([
+            "up",
+            "-f",
+            "examples/openstack.yaml",
+            "--output",
+            "json",
+            "--quiet",
+        ])
+        .current_dir(repo())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("flightdeck runs");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("flightdeck ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(141), "{stderr}");
+}

@@ -40,7 +40,7 @@ pub(crate) fn create_member(st: &mut State, now: Timestamp, req: &MemberCreate) 
     const OP: &str = "POST /v2/lbaas/pools/{pool_id}/members";
     let lb_id = pool_lb(st, OP, &req.pool_id)?;
     check_mutable(st, OP, &lb_id)?;
-    if st.members.values().any(|m| {
+    if st.members.in_group(&req.pool_id).any(|m| {
         m.member.pool_id == req.pool_id
             && m.member.address == req.address
             && m.member.protocol_port == req.protocol_port
