@@ -27,6 +27,7 @@ use crate::stage;
 use crate::track::ClusterTrack;
 use crate::workload::apply_step;
 
+mod checks;
 mod converge;
 mod restarts;
 
@@ -303,39 +304,6 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
         let e = entry(at, source, severity, reason, message);
         (self.on_event)(&e);
         self.timeline.push(e);
-    }
-
-    /// Whether the invariants are to be checked at `now` (see [`RunOptions::check_every`]).
-    fn check_due(&self, now: Timestamp) -> bool {
-        match (self.options.check_every, self.last_check) {
-            (Some(every), Some(at)) if self.converge_after.is_none() => {
-                now.since(at).as_millis() >= every.as_millis()
-            }
-            _ => true,
-        }
-    }
-
-    /// Checks every invariant against the world now; answers whether the fleet has
-    /// converged (the run may end).
-    fn check_step(&mut self, now: Timestamp) -> bool {
-        self.last_check = Some(now);
-        // The world is taken again only when something in it changed.
-        let (changes, world) = self.cloud.refresh(self.world.take());
-        crate::track::note_addresses(&mut self.tracks, &world);
-        let fresh = self.cloud.mutations_since(self.invariants.mutations_seen());
-        self.mutation_counts.add(&fresh.0);
-        self.invariants.check(&world, fresh, &self.tracks);
-        self.flight.check(
-            &mut self.invariants,
-            now,
-            &world,
-            &self.engine,
-            &self.tracks,
-        );
-        self.pace.check(&mut self.invariants, now, &self.engine);
-        let converged = self.check_convergence(now, &world);
-        self.world = Some((changes, world));
-        converged
     }
 
     async fn run(&mut self) -> Result<(), RunError> {

@@ -543,36 +543,6 @@ impl SimCloud {
         self.lock().run_due(self.clock.now());
     }
 
-    /// The whole world as it is now (after catching up), including objects flightdeck
-    /// does not own. Not counted as an API call.
-    pub fn snapshot(&self) -> World {
-        let mut st = self.lock();
-        let now = self.clock.now();
-        st.run_due(now);
-        world::snapshot(&st, now)
-    }
-
-    /// Brings `cached` up to now: the world is taken again only if something changed
-    /// since it was (a mutating call, a transition, a fixture or fault added); else only
-    /// its time, and what the time alone decides (the route limit), move on. What
-    /// [`SimCloud::snapshot`] would answer, at the cost of what changed.
-    pub fn refresh(&self, cached: Option<(u64, World)>) -> (u64, World) {
-        let mut st = self.lock();
-        let now = self.clock.now();
-        st.run_due(now);
-        let changes = st.log.changes;
-        match cached {
-            Some((at, mut world)) if at == changes => {
-                world.now = now;
-                world.route_limit =
-                    faults::lowest_route_limit(&st, now).unwrap_or(st.config.max_routes);
-                world.route_limit_changed = faults::route_limit_changed(&st, now);
-                (changes, world)
-            }
-            _ => (changes, world::snapshot(&st, now)),
-        }
-    }
-
     /// Calls made so far: service (`nova`, `neutron`, `octavia`, `kubernetes`) →
     /// `"METHOD /path/{template}"` → count, and `opennebula` → XML-RPC method name →
     /// count. Failed calls count too.

@@ -4,12 +4,12 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use flightdeck_cloud::{
-    HealthMonitor, Listener, LoadBalancer, Member, Node, Pool, Router, SecurityGroup, Server,
-    Timestamp,
+    Clock, HealthMonitor, Listener, LoadBalancer, Member, Node, Pool, Router, SecurityGroup,
+    Server, Timestamp,
 };
 use serde::Serialize;
 
-use crate::State;
+use crate::{SimCloud, State, faults};
 
 /// The most mutations [`crate::SimCloud::mutations`] keeps; older ones are dropped.
 pub const MUTATIONS_MAX: usize = 100_000;
@@ -182,6 +182,38 @@ pub(crate) fn snapshot(st: &State, now: Timestamp) -> World {
         one_templates: crate::one::snapshot_templates(st),
         one_images: crate::one::snapshot_images(st),
         kube: crate::k8s::snapshot(st),
+    }
+}
+
+impl SimCloud {
+    /// The whole world as it is now (after catching up), including objects flightdeck
+    /// does not own. Not counted as an API call.
+    pub fn snapshot(&self) -> World {
+        let mut st = self.lock();
+        let now = self.clock.now();
+        st.run_due(now);
+        snapshot(&st, now)
+    }
+
+    /// Brings `cached` up to now: the world is taken again only if something changed
+    /// since it was (a mutating call, a transition, a fixture or fault added); else only
+    /// its time, and what the time alone decides (the route limit), move on. What
+    /// [`SimCloud::snapshot`] would answer, at the cost of what changed.
+    pub fn refresh(&self, cached: Option<(u64, World)>) -> (u64, World) {
+        let mut st = self.lock();
+        let now = self.clock.now();
+        st.run_due(now);
+        let changes = st.log.changes;
+        match cached {
+            Some((at, mut world)) if at == changes => {
+                world.now = now;
+                world.route_limit =
+                    faults::lowest_route_limit(&st, now).unwrap_or(st.config.max_routes);
+                world.route_limit_changed = faults::route_limit_changed(&st, now);
+                (changes, world)
+            }
+            _ => (changes, snapshot(&st, now)),
+        }
     }
 }
 
