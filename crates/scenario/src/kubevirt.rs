@@ -94,12 +94,22 @@ pub async fn run_wire(
         ));
         let infra = http_client(&base, INFRA_CLUSTER)
             .map_err(|e| RunError::Wire(format!("cannot reach the served infra cluster: {e}")))?;
+        // One client per workload cluster, made at its first call and kept: a client
+        // made per call (its TLS setup, its connection pool) cost most of a wire run.
+        let clients: std::sync::Mutex<std::collections::BTreeMap<String, kube::Client>> =
+            Default::default();
         let workload: Box<dyn Fn(&flightdeck_cloud::Ownership) -> WorkloadAnswer + Send + Sync> =
             Box::new(move |owner| {
                 if !cloud.kube_clusters().contains(&owner.cluster) {
                     return Ok(None);
                 }
-                http_client(&base, &owner.cluster).map(Some)
+                let mut clients = clients.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(client) = clients.get(&owner.cluster) {
+                    return Ok(Some(client.clone()));
+                }
+                let client = http_client(&base, &owner.cluster)?;
+                clients.insert(owner.cluster.clone(), client.clone());
+                Ok(Some(client))
             });
         Ok(Arc::new(KubeVirtCloud::new(
             infra,
