@@ -99,3 +99,20 @@ fn a_seed_expands_the_same_way_every_time() {
         "fleets of several clusters occur: {fleets:?}"
     );
 }
+
+/// Known gap (found by the swarm on 2026-11-26, present before that day's changes):
+/// the engine crashes between two writes of a surge-first rollout while `api.staleRead`
+/// hides the new servers. Later a node `c1-cp-7` at 10.0.0.23 is live while flightdeck's
+/// `c1-cp-7` is at 10.0.0.22: apparently a second server of that name, neither adopted
+/// nor deleted, whose pod network never gets a route (`routesConsistent`, 74 minutes in). Ignored until flightdeck finds and removes
+/// such a duplicate; run with `cargo test -p flightdeck-scenario --test swarm -- --ignored`.
+#[test]
+#[ignore = "known gap: a duplicate server left by a crash between writes under a stale list"]
+fn f6_a_server_duplicated_by_a_crash_under_a_stale_list_is_found_and_removed() {
+    let seed = 143_850_414;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let outcome = runtime.block_on(run_seed(seed, &options(1, seed, Vec::new())));
+    assert!(outcome.failure.is_none(), "{:?}", outcome.failure);
+}
