@@ -109,7 +109,21 @@ fn a_seed_expands_the_same_way_every_time() {
 #[test]
 #[ignore = "known gap: a duplicate server left by a crash between writes under a stale list"]
 fn f6_a_server_duplicated_by_a_crash_under_a_stale_list_is_found_and_removed() {
-    let seed = 143_850_414;
+    passes(143_850_414);
+}
+
+/// Known gap (found by the swarm on 2026-11-26, present before that day's changes): in
+/// cluster c2 the control plane holds 7 live machines for 3 replicas, 2 of them under
+/// repair against a budget of 1 (`remediationWithinBudget`, step 336). Ignored until it
+/// is understood; run with `cargo test -p flightdeck-scenario --test swarm -- --ignored`.
+#[test]
+#[ignore = "known gap: a control plane over its remediation budget"]
+fn f10_a_control_plane_stays_within_its_remediation_budget_on_seed_123427144() {
+    passes(123_427_144);
+}
+
+/// Runs one seed with every safety mechanism on and asserts that it passes.
+fn passes(seed: u64) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("runtime");
