@@ -28,6 +28,16 @@ pub enum ActOutcome {
     Blocked(String),
 }
 
+/// A create the cloud refused made nothing: the machine's create may be sent again at
+/// once. A transient error (a 5xx, a timeout) may have come after the server was made,
+/// so the record keeps its `create_sent_at` and the planner waits for the lists.
+fn forget_refused_create(memory: &mut Memory, machine: &str, e: &CloudError) {
+    let refused = !matches!(e.class, ErrorClass::Transient);
+    if refused && let Some(r) = memory.machines.get_mut(machine) {
+        r.create_sent_at = None;
+    }
+}
+
 /// Carries out one action. `observed` is what the plan was made from; deletions are
 /// checked against it so that nothing without the cluster's UID tag is ever touched.
 pub async fn act<P: Provider>(
@@ -135,9 +145,11 @@ pub async fn act<P: Provider>(
                         eviction_strategy: eviction_strategy.clone(),
                         user_data: user_data.clone(),
                     })
-                    .await?;
+                    .await
+                    .inspect_err(|e| forget_refused_create(memory, machine, e))?;
                 if let Some(r) = memory.machines.get_mut(machine) {
                     r.server_id = Some(s.id);
+                    r.create_sent_at = None;
                 }
             }
             Action::CreateMember {
@@ -256,12 +268,17 @@ pub async fn act<P: Provider>(
                                 message: e.message.clone(),
                             },
                         );
+                        forget_refused_create(memory, machine, &e);
                         return Err(e);
                     }
-                    Err(e) => return Err(e),
+                    Err(e) => {
+                        forget_refused_create(memory, machine, &e);
+                        return Err(e);
+                    }
                 };
                 if let Some(r) = memory.machines.get_mut(machine) {
                     r.server_id = Some(id);
+                    r.create_sent_at = None;
                 }
             }
             Action::DeleteTemplate { template_id, .. } => {

@@ -21,6 +21,9 @@ pub(crate) fn record_observed_ids(p: &mut Planner<'_>, all: &[MachineView<'_>]) 
         {
             rec.server_id = Some(s.id.clone());
         }
+        if m.server.is_some() {
+            rec.create_sent_at = None;
+        }
         if let Some(x) = m.member
             && rec.member_id.as_deref() != Some(x.id.as_str())
         {
@@ -94,6 +97,7 @@ pub(crate) fn adopt_orphans(p: &mut Planner<'_>) {
                 removal: None,
                 running_since: None,
                 lineage: Vec::new(),
+                create_sent_at: None,
             },
         );
     }

@@ -14,6 +14,7 @@ pub mod action;
 mod adoption;
 mod churn;
 pub mod condition;
+mod creates;
 mod deletion;
 pub mod drain;
 mod infra;

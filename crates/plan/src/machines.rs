@@ -106,10 +106,16 @@ pub fn views<'a>(
 ) -> Vec<MachineView<'a>> {
     records
         .map(|record| {
-            let server = observed.servers.iter().find(|s| {
-                record.server_id.as_deref() == Some(s.id.as_str())
-                    || machine_of(&s.tags) == Some(record.key.as_str())
-            });
+            // The recorded server, whatever else carries the machine's tag (a duplicate
+            // is deleted, never taken for the machine); by tag only while none is
+            // recorded.
+            let server = match record.server_id.as_deref() {
+                Some(id) => observed.servers.iter().find(|s| s.id == id),
+                None => observed
+                    .servers
+                    .iter()
+                    .find(|s| machine_of(&s.tags) == Some(record.key.as_str())),
+            };
             // A member Octavia lists as DELETED is gone, like one it no longer lists.
             let member = observed.members.iter().find(|m| {
                 m.provisioning_status != ProvisioningStatus::Deleted

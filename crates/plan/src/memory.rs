@@ -88,6 +88,13 @@ pub struct MachineRecord {
     /// machine is not.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lineage: Vec<Timestamp>,
+    /// When a create of this machine's server or VM was last sent, while its ID is not
+    /// recorded and no refusal came back: the server may exist although no list shows it
+    /// yet (a crash came before its ID was recorded, or the answer was a 5xx that may
+    /// have followed the create). Nova and OpenNebula names are not unique, so the create
+    /// is not sent again until the lists have had [`crate::LIST_LAG_MAX`] to show it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub create_sent_at: Option<Timestamp>,
 }
 
 /// Why and since when flight control replaces a machine.

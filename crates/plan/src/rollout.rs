@@ -3,7 +3,6 @@
 //! is chosen for removal, one at a time, and never when removal would leave fewer
 //! healthy machines than the set's replicas.
 
-use crate::action::Action;
 use crate::condition::{Condition, PlanEvent, kind, reason};
 use crate::infra::Infra;
 use crate::machines::{MachineView, ServerPhase, views};
@@ -12,7 +11,8 @@ use crate::memory::{MachineRecord, MachineRole, MachineTemplate};
 use crate::removal::mark_removal;
 use crate::status::{MachineStatus, MemberStatus, Phase, SetStatus};
 use crate::{
-    GONE_AFTER, POLL_MACHINES, POLL_STUCK, Planner, adoption, members, remediation, removal,
+    GONE_AFTER, POLL_MACHINES, POLL_STUCK, Planner, adoption, creates, members, remediation,
+    removal,
 };
 
 /// The most machines created in one pass, so a large scale-up is spread over several
@@ -41,6 +41,7 @@ pub(crate) fn plan_machines(p: &mut Planner<'_>, infra: &Infra) {
     let pool_id = p.memory.ids.pool.clone();
     let all = views(records.iter(), p.observed, pool_id.as_deref());
     adoption::record_observed_ids(p, &all);
+    creates::remove_duplicates(p, &all);
     note_missing_servers(p, &all);
 
     let monitored = infra.pool.as_ref().is_some_and(|x| x.monitored);
@@ -347,12 +348,17 @@ fn plan_set(
         new_machine(p, set, why, infra);
     }
 
-    // Servers recorded but not yet seen: (re)issue their create.
+    // Servers recorded but not yet seen: (re)issue their create, unless the last one may
+    // have landed where no list shows it yet.
     for m in active
         .iter()
         .filter(|m| m.server_phase() == ServerPhase::Requested)
     {
-        request_server(p, m.record, infra, &m.record.reason);
+        if creates::may_have_landed(p, m.record) {
+            p.wait(POLL_MACHINES);
+            continue;
+        }
+        creates::request_server(p, m.record, infra, &m.record.reason);
     }
 
     // Removal: one at a time per set, only when nothing new is still coming up.
@@ -528,6 +534,7 @@ fn new_machine(p: &mut Planner<'_>, set: &SetSpec, why: String, infra: &Infra) {
         // A replacement takes over the slot of the machine it replaces (F11).
         running_since: None,
         lineage: crate::churn::take_heir(p, set.role.label().to_string()),
+        create_sent_at: None,
     };
     p.memory.machines.insert(name, record.clone());
     // The security group or template may not exist yet; then the create waits in the
@@ -536,87 +543,7 @@ fn new_machine(p: &mut Planner<'_>, set: &SetSpec, why: String, infra: &Infra) {
         security_group_id: p.memory.ids.security_group.clone(),
         ..infra.clone()
     };
-    request_server(p, &record, &infra, &why);
-}
-
-fn request_server(p: &mut Planner<'_>, record: &MachineRecord, infra: &Infra, why: &str) {
-    if p.spec.spec.provider.is_opennebula() {
-        request_vm(p, record, infra, why);
-        return;
-    }
-    if let Some(kv) = p.spec.spec.provider.kubevirt.as_ref() {
-        // KubeVirt: a VirtualMachine in the infra namespace; no security group.
-        let namespace = kv.namespace.to_string();
-        if !p.actions.iter().any(
-            |a| matches!(&a.action, Action::CreateServer { machine, .. } if *machine == record.name),
-        ) {
-            p.act(
-                Action::CreateServer {
-                    machine: record.name.clone(),
-                    key: record.key.clone(),
-                    role: record.role.clone(),
-                    flavor: record.template.flavor.clone(),
-                    image: record.template.image.clone(),
-                    network: namespace,
-                    security_group: String::new(),
-                    eviction_strategy: Some(kv.eviction_strategy.as_str().to_string()),
-                    user_data: crate::userdata::render_for(p, record),
-                },
-                why.to_string(),
-            );
-        }
-        return;
-    }
-    let Some(group) = infra.security_group_id.clone() else {
-        p.wait(POLL_MACHINES);
-        return;
-    };
-    let Some(openstack) = p.spec.spec.provider.openstack.as_ref() else {
-        return;
-    };
-    if p.actions.iter().any(
-        |a| matches!(&a.action, Action::CreateServer { machine, .. } if *machine == record.name),
-    ) {
-        return;
-    }
-    p.act(
-        Action::CreateServer {
-            machine: record.name.clone(),
-            key: record.key.clone(),
-            role: record.role.clone(),
-            flavor: record.template.flavor.clone(),
-            image: record.template.image.clone(),
-            network: openstack.network.to_string(),
-            security_group: group,
-            eviction_strategy: None,
-            user_data: crate::userdata::render_for(p, record),
-        },
-        why.to_string(),
-    );
-}
-
-/// OpenNebula: the machine's VM, from the held template its record names.
-fn request_vm(p: &mut Planner<'_>, record: &MachineRecord, infra: &Infra, why: &str) {
-    let Some(template_id) = infra.templates.get(&record.template.image).cloned() else {
-        // Not registered or not usable yet (image copying, USE lock): the record waits.
-        p.wait(POLL_MACHINES);
-        return;
-    };
-    if p.actions.iter().any(
-        |a| matches!(&a.action, Action::Instantiate { machine, .. } if *machine == record.name),
-    ) {
-        return;
-    }
-    p.act(
-        Action::Instantiate {
-            machine: record.name.clone(),
-            key: record.key.clone(),
-            role: record.role.clone(),
-            template_id,
-            user_data: crate::userdata::render_for(p, record),
-        },
-        why.to_string(),
-    );
+    creates::request_server(p, &record, &infra, &why);
 }
 
 /// The machine template a set's spec asks for, as machine records keep it. On OpenNebula

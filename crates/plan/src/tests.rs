@@ -4,6 +4,7 @@
 //! memberTimeout, removal order, scaling), `deletion` (F12).
 
 mod churn;
+mod creates;
 mod deletion;
 mod drain;
 mod hazards;
@@ -346,6 +347,7 @@ impl World {
             // An earlier pass saw the server run from its creation.
             running_since: Some(created_at),
             lineage: Vec::new(),
+            create_sent_at: None,
         };
         self.memory.machines.insert(name.clone(), record);
         name

@@ -256,8 +256,10 @@ impl RepairCheck {
                 let replicas = c.sets.replicas(set);
                 let excess = (members.len() as u32).saturating_sub(replicas);
                 st.scale_down = match st.replicas {
+                    // Fewer members than the new replicas (some still coming) leave
+                    // nothing to scale down.
                     Some(before) if replicas < before => {
-                        st.scale_down + before.min(members.len() as u32) - replicas
+                        (st.scale_down + before.min(members.len() as u32)).saturating_sub(replicas)
                     }
                     _ => st.scale_down,
                 }

@@ -100,25 +100,24 @@ fn a_seed_expands_the_same_way_every_time() {
     );
 }
 
-/// Known gap (found by the swarm on 2026-11-26, present before that day's changes):
-/// the engine crashes between two writes of a surge-first rollout while `api.staleRead`
-/// hides the new servers. Later a node `c1-cp-7` at 10.0.0.23 is live while flightdeck's
-/// `c1-cp-7` is at 10.0.0.22: apparently a second server of that name, neither adopted
-/// nor deleted, whose pod network never gets a route (`routesConsistent`, 74 minutes in). Ignored until flightdeck finds and removes
-/// such a duplicate; run with `cargo test -p flightdeck-scenario --test swarm -- --ignored`.
+/// Seed 143850414: the engine crashed after sending a control-plane create and before
+/// recording its answer, while `api.staleRead` hid the new server; restarted, it sent
+/// the create again, and Nova made a second `c1-cp-7` (10.0.0.23) that was neither the
+/// machine nor deleted, whose pod network never got a route (`routesConsistent`). A
+/// create whose answer was lost is now not sent again for `LIST_LAG_MAX`, and a second
+/// server of one machine is deleted.
 #[test]
-#[ignore = "known gap: a duplicate server left by a crash between writes under a stale list"]
-fn f6_a_server_duplicated_by_a_crash_under_a_stale_list_is_found_and_removed() {
+fn f6_a_create_sent_before_a_crash_is_not_sent_twice_under_a_stale_list() {
     passes(143_850_414);
 }
 
-/// Known gap (found by the swarm on 2026-11-26, present before that day's changes): in
-/// cluster c2 the control plane holds 7 live machines for 3 replicas, 2 of them under
-/// repair against a budget of 1 (`remediationWithinBudget`, step 336). Ignored until it
-/// is understood; run with `cargo test -p flightdeck-scenario --test swarm -- --ignored`.
+/// Seed 123427144: a stale nova list served an answer 6 minutes old under a lag of at
+/// most 2 (the simulator answered with the newest list older than the lag, however old),
+/// longer than the `LIST_LAG_MAX` flightdeck tolerates. Two new control-plane servers
+/// were taken for gone and replaced, and the set held 7 live machines for 3 replicas
+/// (`remediationWithinBudget`). A stale list now never lags more than its fault says.
 #[test]
-#[ignore = "known gap: a control plane over its remediation budget"]
-fn f10_a_control_plane_stays_within_its_remediation_budget_on_seed_123427144() {
+fn f10_a_stale_list_never_lags_more_than_its_fault_says_on_seed_123427144() {
     passes(123_427_144);
 }
 

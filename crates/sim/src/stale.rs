@@ -1,7 +1,7 @@
 //! `api.staleRead`: a list answered from a lagging cache or replica. While the fault is
-//! active on a service, its lists answer with what the same list (same operation, same
-//! owner) answered `latency` before: an answer the simulator really gave, never one
-//! made up. Before the service has answered that long ago, the list is fresh.
+//! active on a service, its lists answer with the oldest answer the same list (same
+//! operation, same owner) gave within the last `latency`: an answer the simulator really
+//! gave, never one made up, and never older than `latency`.
 //!
 //! Answers are kept only in runs that schedule such a fault, for [`KEPT`] at most.
 
@@ -65,10 +65,13 @@ pub(crate) fn answer<T: Clone + Send + Sync + 'static>(
         return fresh;
     };
     let kept = &st.lists.answers[&(operation, key.to_string())];
+    // The oldest answer given within the lag: never older than `lag`, so the list shows
+    // the cloud as it was after `now - lag`, as a replica that lags by `lag` would. (The
+    // newest answer older than `lag` could be far older when nobody listed for a while:
+    // seed 123427144 was served a list 6 minutes old under a lag of at most 2.)
     let old = kept
         .iter()
-        .rev()
-        .find(|(t, _)| now.since(*t) >= lag)
+        .find(|(t, _)| now.since(*t) <= lag && *t < now)
         .and_then(|(_, a)| a.downcast_ref::<T>().cloned());
     match old {
         Some(old) => {

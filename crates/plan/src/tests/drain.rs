@@ -101,6 +101,7 @@ impl World {
                     removal: None,
                     running_since: None,
                     lineage: Vec::new(),
+                    create_sent_at: None,
                 },
             );
             observed.servers.push(Server {
