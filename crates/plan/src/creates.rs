@@ -22,6 +22,18 @@ pub(crate) fn may_have_landed(p: &Planner<'_>, record: &MachineRecord) -> bool {
         .is_some_and(|t| p.now.since(t) < LIST_LAG_MAX)
 }
 
+/// Withdraws a create of machine `name` planned in this pass; answers whether there was
+/// one.
+pub(crate) fn withdraw(p: &mut Planner<'_>, name: &str) -> bool {
+    let before = p.actions.len();
+    p.actions.retain(|a| {
+        !matches!(&a.action,
+            Action::CreateServer { machine, .. } | Action::Instantiate { machine, .. }
+                if machine == name)
+    });
+    p.actions.len() < before
+}
+
 /// Notes in the record (written before acting) that its create is being sent. KubeVirt
 /// needs no note: a second VirtualMachine of one name is refused with 409.
 fn note_sent(p: &mut Planner<'_>, name: &str) {

@@ -82,6 +82,15 @@ pub(crate) fn plan_removals(p: &mut Planner<'_>, all: &[MachineView<'_>]) {
                 p.wait(POLL_MACHINES);
             }
             ServerPhase::Deleting => p.wait(POLL_MACHINES),
+            // Its create went out lately and a lagging list may hide the server it made:
+            // not gone until the lists have had time to show it. A create planned in
+            // this very pass is withdrawn instead: the machine leaves before it exists.
+            ServerPhase::Requested
+                if !crate::creates::withdraw(p, m.name())
+                    && crate::creates::may_have_landed(p, m.record) =>
+            {
+                p.wait(POLL_MACHINES);
+            }
             ServerPhase::Gone | ServerPhase::Requested => {
                 let now = p.now;
                 if let Some(id) = p.memory.machines.remove(m.name()).and_then(|r| r.server_id) {

@@ -349,7 +349,10 @@ fn plan_set(
     }
 
     // Servers recorded but not yet seen: (re)issue their create, unless the last one may
-    // have landed where no list shows it yet.
+    // have landed where no list shows it yet. One the spec no longer wants (its template
+    // changed, or the set shrank below it meanwhile) is not made at all: it would only
+    // be replaced or scaled away.
+    let mut surplus = current_n.saturating_sub(set.replicas);
     for m in active
         .iter()
         .filter(|m| m.server_phase() == ServerPhase::Requested)
@@ -358,7 +361,19 @@ fn plan_set(
             p.wait(POLL_MACHINES);
             continue;
         }
-        creates::request_server(p, m.record, infra, &m.record.reason);
+        let why = if m.record.template != set.template {
+            "its server was never made, and its template is outdated".to_string()
+        } else if surplus > 0 && !replace(m) {
+            surplus -= 1;
+            format!(
+                "its server was never made, and {label} needs only {} machine(s) now",
+                set.replicas
+            )
+        } else {
+            creates::request_server(p, m.record, infra, &m.record.reason);
+            continue;
+        };
+        mark_removal(p, m.name(), why);
     }
 
     // Removal: one at a time per set, only when nothing new is still coming up.

@@ -396,3 +396,27 @@ fn a_rollout_surge_is_no_repair() {
     let found = check.look(&world, &tracks, |_| None);
     assert_eq!(found.started, 0);
 }
+
+#[test]
+fn a_template_changed_and_changed_back_makes_the_first_machines_current_again() {
+    let mut changed = spec();
+    changed.spec.node_pools[0].machine.image =
+        Some(flightdeck_spec::Text::new("v2").expect("text"));
+    let mut sets = SetBounds::default();
+    sets.refresh(&spec(), 0);
+    let pool = changed.spec.node_pools[0].name.to_string();
+    assert!(!sets.outdated_if_made_at(&pool, 0));
+    sets.refresh(&changed, 1);
+    assert!(
+        sets.outdated_if_made_at(&pool, 0),
+        "made under the first image"
+    );
+    assert!(!sets.outdated_if_made_at(&pool, 1));
+    sets.refresh(&spec(), 2);
+    assert!(
+        !sets.outdated_if_made_at(&pool, 0),
+        "the first image is back"
+    );
+    assert!(sets.outdated_if_made_at(&pool, 1), "made under v2");
+    assert!(!sets.outdated_if_made_at(&pool, 2));
+}

@@ -4,8 +4,8 @@
 //!
 //! A cluster that is not being deleted matches when:
 //! - each machine set has as many live machines as its replicas, each running with a
-//!   Ready node, none failed, none made before the set's last template change, and on
-//!   OpenStack each from the spec's image and flavor;
+//!   Ready node, none failed, none made while the set had a template other than its
+//!   current one, and on OpenStack each from the spec's image and flavor;
 //! - on OpenStack, its API pool has one member per control-plane machine, each serving
 //!   (`World::member_serving_since`), and its pod-network rules are in place;
 //! - on a router, each of its live nodes has its route and no route of the cluster is
@@ -16,7 +16,7 @@
 //!
 //! Not compared, and said so: the userData a machine booted with (the simulator keeps
 //! it but the world does not show it; a change to it is still a template change, so a
-//! machine that predates it counts as outdated).
+//! machine made under the earlier one counts as outdated).
 
 use flightdeck_cloud::ownership::uid_of;
 use flightdeck_sim::World;
@@ -89,7 +89,6 @@ fn set_problem(
             machines.len()
         ));
     }
-    let changed = track.sets.template_generation(set);
     for m in machines {
         if m.failed {
             return Some(format!("{} of set {set} has failed", m.name));
@@ -100,9 +99,9 @@ fn set_problem(
                 m.name
             ));
         }
-        if repairs.predates(&m.id, changed) {
+        if repairs.outdated(&m.id, set, &track.sets) {
             return Some(format!(
-                "{} of set {set} predates the set's last template change",
+                "{} of set {set} was made with a template the set no longer has",
                 m.name
             ));
         }

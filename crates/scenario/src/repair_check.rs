@@ -209,10 +209,12 @@ pub struct Findings {
 }
 
 impl RepairCheck {
-    /// Whether machine `id` (of a cluster now at a generation of its own) was first seen
-    /// before generation `changed`, when its set's template last changed.
-    pub(crate) fn predates(&self, id: &str, changed: u64) -> bool {
-        self.first_seen.get(id).is_some_and(|g| *g < changed)
+    /// Whether machine `id` of set `set` was made with a template the set no longer has
+    /// (judged by the generation at which it was first seen).
+    pub(crate) fn outdated(&self, id: &str, set: &str, sets: &crate::track::SetBounds) -> bool {
+        self.first_seen
+            .get(id)
+            .is_some_and(|g| sets.outdated_if_made_at(set, *g))
     }
 
     /// Looks at `world` now. `blind` answers why cluster `name`'s observer is blind
@@ -245,8 +247,7 @@ impl RepairCheck {
                 for m in members {
                     self.first_seen.entry(m.id.clone()).or_insert(c.generation);
                 }
-                let changed = c.sets.template_generation(set);
-                let outdated = members.iter().any(|m| self.predates(&m.id, changed));
+                let outdated = members.iter().any(|m| self.outdated(&m.id, set, &c.sets));
                 let failed = members.iter().any(|m| m.failed)
                     || (set == "cp" && failing.contains(c.uid.as_str()));
                 let st = self

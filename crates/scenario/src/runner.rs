@@ -495,7 +495,6 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
                 .entry(name.clone())
                 .or_insert_with(|| ClusterTrack::new(name, &c.memory.uid, &c.spec));
             t.sets.refresh(&c.spec, t.generation);
-            t.ready_since = c.memory.ready_since;
             t.deletion_requested |= c.memory.deletion_requested.is_some();
         }
         for t in self.tracks.values_mut() {

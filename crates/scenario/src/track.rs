@@ -13,7 +13,8 @@ use flightdeck_spec::{Cluster, Duration};
 pub struct ClusterTrack {
     pub name: String,
     pub uid: String,
-    /// When the cluster was first Ready; from then on its API must serve.
+    /// When the world first showed the cluster built (`built.rs`, not the engine's
+    /// Ready); from then on its API must serve.
     pub ready_since: Option<Timestamp>,
     pub deletion_requested: bool,
     pub deleted_at: Option<Timestamp>,
@@ -97,10 +98,11 @@ pub struct SetBounds {
     /// `cp` and each pool's name → how many of its machines may be under repair at
     /// once (`maxUnhealthy` of its replicas).
     budgets: BTreeMap<String, u32>,
-    /// `cp` and each pool's name → its machine template (and, for `cp`, the version),
-    /// and the generation at which that last changed: machines made before it are
-    /// outdated, and their set may surge.
-    templates: BTreeMap<String, (String, u64)>,
+    /// `cp` and each pool's name → its machine templates (and, for `cp`, the version),
+    /// each with the generation from which it was in force, oldest first. A machine is
+    /// made with the template in force when it appears; it is outdated when that is not
+    /// the current one (a template changed and changed back makes it current again).
+    templates: BTreeMap<String, Vec<(u64, String)>>,
     /// The cluster's generation these bounds were read at.
     generation: Option<u64>,
 }
@@ -134,11 +136,11 @@ impl SetBounds {
             self.replicas.insert(set.clone(), replicas);
             self.budgets
                 .insert(set.clone(), s.flight.max_unhealthy.of(replicas));
-            let since = match self.templates.get(&set) {
-                Some((old, since)) if *old == template => *since,
-                _ => generation,
-            };
-            templates.insert(set, (template, since));
+            let mut history = self.templates.remove(&set).unwrap_or_default();
+            if history.last().is_none_or(|(_, last)| *last != template) {
+                history.push((generation, template));
+            }
+            templates.insert(set, history);
         }
         self.templates = templates;
         self.max_surge = s.flight.max_surge.get();
@@ -161,9 +163,18 @@ impl SetBounds {
         self.budgets.get(set).copied().unwrap_or(0)
     }
 
-    /// The generation at which set `set`'s machine template last changed.
-    pub fn template_generation(&self, set: &str) -> u64 {
-        self.templates.get(set).map_or(0, |(_, g)| *g)
+    /// Whether a machine of set `set` that first appeared at generation `made` has an
+    /// outdated template: the one in force then is not the current one.
+    pub fn outdated_if_made_at(&self, set: &str, made: u64) -> bool {
+        let Some(history) = self.templates.get(set) else {
+            return false;
+        };
+        let then = history
+            .iter()
+            .rev()
+            .find(|(from, _)| *from <= made)
+            .or(history.first());
+        then.zip(history.last()).is_some_and(|(a, b)| a.1 != b.1)
     }
 
     pub fn max_surge(&self) -> u32 {

@@ -189,3 +189,24 @@ fn f11_the_history_of_an_object_that_stays_in_the_cloud_does_not_change_from_pas
         w.memory = p.memory;
     }
 }
+
+#[test]
+fn f11_a_new_machine_takes_over_the_slot_re_created_most_often() {
+    // Two condemned machines left their slots waiting (a scale-down took one of them
+    // without a replacement); the one machine made now carries on the most churned.
+    let mut w = World::cluster(spec(V1, 2), V1, 1);
+    let t = |mins: u64| Timestamp(T0.0 - mins * 60_000);
+    w.memory.churn.heirs.insert(
+        "workers".into(),
+        vec![vec![t(20)], vec![t(25), t(12), t(6)]],
+    );
+    let p = w.plan();
+    let made: Vec<&MachineRecord> = p
+        .memory
+        .machines
+        .values()
+        .filter(|r| r.created_at == T0)
+        .collect();
+    assert_eq!(made.len(), 1, "{made:?}");
+    assert_eq!(made[0].lineage.len(), 3, "{:?}", made[0].lineage);
+}

@@ -87,3 +87,37 @@ fn a_second_server_of_one_machine_is_deleted_and_the_recorded_one_kept() {
     );
     assert!(targets(&p, "CreateServer").is_empty(), "{:?}", p.actions);
 }
+
+#[test]
+fn a_machine_never_made_whose_template_is_outdated_is_dropped_not_made() {
+    let mut w = create_answer_lost(Duration::from_millis(LIST_LAG_MAX.as_millis() + 1000));
+    w.record("demo-workers-5").template.image = "an-older-image".into();
+    let p = w.plan();
+    assert!(
+        !targets(&p, "CreateServer").contains(&"demo-workers-5".to_string()),
+        "{:?}",
+        p.actions
+    );
+    let record = p.memory.machines.get("demo-workers-5");
+    assert!(
+        record.is_none_or(|r| r.removal.is_some()),
+        "dropped: {record:?}"
+    );
+}
+
+#[test]
+fn a_machine_never_made_that_a_scale_down_no_longer_needs_is_dropped_not_made() {
+    let mut w = create_answer_lost(Duration::from_millis(LIST_LAG_MAX.as_millis() + 1000));
+    w.spec = spec(V1, 1);
+    let p = w.plan();
+    assert!(targets(&p, "CreateServer").is_empty(), "{:?}", p.actions);
+    let record = p.memory.machines.get("demo-workers-5");
+    assert!(
+        record.is_none_or(|r| r.removal.is_some()),
+        "dropped: {record:?}"
+    );
+    assert!(
+        p.memory.machines["demo-workers-4"].removal.is_none(),
+        "the machine that runs stays"
+    );
+}
