@@ -66,7 +66,12 @@ pub(crate) fn is_control_plane(vmi: &Value) -> bool {
 
 /// The flightdeck cluster a VM or VMI belongs to.
 pub(crate) fn cluster_of(obj: &Value) -> Option<String> {
-    labels_of(obj).get(LABEL_CLUSTER).cloned()
+    cluster_label(obj).map(str::to_string)
+}
+
+/// The cluster label of an object, without copying anything.
+pub(crate) fn cluster_label(obj: &Value) -> Option<&str> {
+    str_at(obj, &["metadata", "labels", LABEL_CLUSTER])
 }
 
 /// Infra nodes new VMIs (and migrations) may go to, with how many VMIs each holds,
@@ -97,20 +102,31 @@ fn least_loaded(st: &State, except: Option<&str>) -> Option<String> {
 }
 
 pub(crate) fn reconcile(st: &mut State, now: Timestamp) {
-    let vms = st.kube.infra.list_owned(Kind::Vm, None);
-    for vm in &vms {
-        let r = vmi_ref(vm);
-        let vmi = st.kube.infra.get(Kind::Vmi, &r.ns, &r.name).cloned();
-        match (&vmi, wants_to_run(vm)) {
-            (None, true) => create_vmi(st, now, vm),
-            (Some(v), false) if !deleting(v) => {
+    // What the loops read of each object, taken before they change anything (as a
+    // controller works from its informer's copy); objects are not copied whole.
+    let vms: Vec<(VmiRef, bool)> = st
+        .kube
+        .infra
+        .list(Kind::Vm, None)
+        .map(|vm| (vmi_ref(vm), wants_to_run(vm)))
+        .collect();
+    for (r, wants) in &vms {
+        let vmi = st.kube.infra.get(Kind::Vmi, &r.ns, &r.name);
+        let (exists, stopping) = (vmi.is_some(), vmi.is_some_and(deleting));
+        match (exists, *wants) {
+            (false, true) => {
+                if let Some(vm) = st.kube.infra.get(Kind::Vm, &r.ns, &r.name).cloned() {
+                    create_vmi(st, now, &vm);
+                }
+            }
+            (true, false) if !stopping => {
                 start_deletion(st, now, &r.ns, &r.name, "runStrategy Halted");
             }
             _ => {}
         }
         let vmi = st.kube.infra.get(Kind::Vmi, &r.ns, &r.name);
         let printable = match vmi {
-            None if wants_to_run(vm) => "Starting",
+            None if *wants => "Starting",
             None => "Stopped",
             Some(v) if deleting(v) => "Stopping",
             Some(v) if phase(v) == "Running" && migrating(v) => "Migrating",
@@ -119,6 +135,18 @@ pub(crate) fn reconcile(st: &mut State, now: Timestamp) {
         };
         let ready = vmi.is_some_and(|v| phase(v) == "Running" && !deleting(v));
         let created = vmi.is_some();
+        let shown = st
+            .kube
+            .infra
+            .get(Kind::Vm, &r.ns, &r.name)
+            .is_some_and(|vm| {
+                str_at(vm, &["status", "printableStatus"]) == Some(printable)
+                    && at(vm, &["status", "ready"]).and_then(Value::as_bool) == Some(ready)
+                    && at(vm, &["status", "created"]).and_then(Value::as_bool) == Some(created)
+            });
+        if shown {
+            continue;
+        }
         st.kube.infra.modify(Kind::Vm, &r.ns, &r.name, |vm| {
             let status = obj_at(vm, &["status"]);
             status.insert("printableStatus".into(), json!(printable));
@@ -126,32 +154,46 @@ pub(crate) fn reconcile(st: &mut State, now: Timestamp) {
             status.insert("created".into(), json!(created));
         });
     }
-    let vmis = st.kube.infra.list_owned(Kind::Vmi, None);
-    for vmi in &vmis {
-        if deleting(vmi) {
+    let vmis: Vec<(VmiRef, bool, String, bool)> = st
+        .kube
+        .infra
+        .list(Kind::Vmi, None)
+        .map(|v| {
+            (
+                vmi_ref(v),
+                deleting(v),
+                phase(v).to_string(),
+                unschedulable(v),
+            )
+        })
+        .collect();
+    for (r, stopping, phase, unplaced) in &vmis {
+        if *stopping {
             continue;
         }
-        let r = vmi_ref(vmi);
-        match phase(vmi) {
+        match phase.as_str() {
             "" => {
                 st.kube.infra.modify(Kind::Vmi, &r.ns, &r.name, |v| {
                     set_at(v, &["status", "phase"], json!("Pending"));
                 });
-                after(st, now, VMI_SCHEDULING_MS, Event::VmiStep(r));
+                after(st, now, VMI_SCHEDULING_MS, Event::VmiStep(r.clone()));
             }
             // One that found no node at its turn is placed as soon as one frees up.
-            "Scheduling" if unschedulable(vmi) => {
-                place(st, now, &r);
+            "Scheduling" if *unplaced => {
+                place(st, now, r);
             }
             _ => {}
         }
     }
     collect_owned_secrets(st);
     // Forget what belonged to VMIs that are gone (keeps the side tables bounded).
-    let live: std::collections::BTreeSet<String> =
-        vmis.iter().map(|v| uid_of(v).to_string()).collect();
-    st.kube.running_since.retain(|uid, _| live.contains(uid));
-    st.kube.evacuation_since.retain(|uid, _| live.contains(uid));
+    let live: std::collections::BTreeSet<&str> = vmis.iter().map(|v| v.0.uid.as_str()).collect();
+    st.kube
+        .running_since
+        .retain(|uid, _| live.contains(uid.as_str()));
+    st.kube
+        .evacuation_since
+        .retain(|uid, _| live.contains(uid.as_str()));
 }
 
 /// Whether the VMI found no node when it was its turn.

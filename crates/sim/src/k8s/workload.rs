@@ -454,19 +454,26 @@ pub(crate) fn pod_start(
 
 pub(crate) fn reconcile(st: &mut State, now: Timestamp) {
     let names: Vec<String> = st.kube.workloads.keys().cloned().collect();
+    // One walk of the infra VMIs for every cluster: whose API serves, and which VMIs run.
+    let mut serving_apis: std::collections::BTreeSet<String> = Default::default();
+    let mut running_vmis: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for v in st.kube.infra.list(Kind::Vmi, None) {
+        let Some(cluster) = kubevirt::cluster_label(v) else {
+            continue;
+        };
+        if kubevirt::is_control_plane(v) && kubevirt::api_serving(st, v, now) {
+            serving_apis.insert(cluster.to_string());
+        }
+        if vmi_running(v) {
+            running_vmis
+                .entry(cluster.to_string())
+                .or_default()
+                .push(name_of(v).to_string());
+        }
+    }
     for cluster in &names {
-        let serving = st.kube.infra.list(Kind::Vmi, None).any(|v| {
-            kubevirt::cluster_of(v).as_deref() == Some(cluster)
-                && kubevirt::is_control_plane(v)
-                && kubevirt::api_serving(st, v, now)
-        });
-        let running: Vec<String> = st
-            .kube
-            .infra
-            .list(Kind::Vmi, None)
-            .filter(|v| kubevirt::cluster_of(v).as_deref() == Some(cluster) && vmi_running(v))
-            .map(|v| name_of(v).to_string())
-            .collect();
+        let serving = serving_apis.contains(cluster);
+        let running = running_vmis.remove(cluster).unwrap_or_default();
         let Some(w) = st.kube.workloads.get_mut(cluster) else {
             continue;
         };
