@@ -7,6 +7,9 @@ pub const TAG_CLUSTER: &str = "flightdeck-cluster=";
 pub const TAG_UID: &str = "flightdeck-uid=";
 pub const TAG_ROLE: &str = "flightdeck-role=";
 pub const TAG_MACHINE: &str = "flightdeck-machine=";
+/// A machine's template digest ([`template_of`]): what it was built from, so a machine
+/// adopted after memory was lost is known to be current or outdated.
+pub const TAG_TEMPLATE: &str = "flightdeck-template=";
 
 /// Which cluster owns an object: its name and the UID flightdeck gave it when it was
 /// first applied. The UID separates two clusters that had the same name at different
@@ -85,6 +88,11 @@ pub fn role_of(tags: &[String]) -> Option<Role> {
 /// The machine name an object's tags declare.
 pub fn machine_of(tags: &[String]) -> Option<&str> {
     tags.iter().find_map(|t| t.strip_prefix(TAG_MACHINE))
+}
+
+/// The template digest a machine's tags declare.
+pub fn template_of(tags: &[String]) -> Option<&str> {
+    tags.iter().find_map(|t| t.strip_prefix(TAG_TEMPLATE))
 }
 
 /// The cluster UID an object's tags declare.

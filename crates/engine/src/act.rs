@@ -28,6 +28,18 @@ pub enum ActOutcome {
     Blocked(String),
 }
 
+/// A machine's tags: its ownership, and the digest of the template it is built from.
+fn machine_tags(owner: &Ownership, key: &str, template: &str) -> Vec<String> {
+    let mut tags = owner.tags(&Role::Machine(key.to_string()));
+    if !template.is_empty() {
+        tags.push(format!(
+            "{}{template}",
+            flightdeck_cloud::ownership::TAG_TEMPLATE
+        ));
+    }
+    tags
+}
+
 /// A create the cloud refused made nothing: the machine's create may be sent again at
 /// once. A transient error (a 5xx, a timeout) may have come after the server was made,
 /// so the record keeps its `create_sent_at` and the planner waits for the lists.
@@ -128,6 +140,7 @@ pub async fn act<P: Provider>(
                 security_group,
                 eviction_strategy,
                 user_data,
+                template,
                 ..
             } => {
                 let s = provider
@@ -141,7 +154,7 @@ pub async fn act<P: Provider>(
                         } else {
                             vec![security_group.clone()]
                         },
-                        tags: owner.tags(&Role::Machine(key.clone())),
+                        tags: machine_tags(owner, key, template),
                         eviction_strategy: eviction_strategy.clone(),
                         user_data: user_data.clone(),
                     })
@@ -243,13 +256,14 @@ pub async fn act<P: Provider>(
                 key,
                 template_id,
                 user_data,
+                template,
                 ..
             } => {
                 let answer = provider
                     .instantiate(&Instantiate {
                         template_id: template_id.clone(),
                         name: machine.clone(),
-                        tags: owner.tags(&Role::Machine(key.clone())),
+                        tags: machine_tags(owner, key, template),
                         user_data: user_data.clone(),
                     })
                     .await;

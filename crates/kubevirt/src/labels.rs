@@ -5,21 +5,25 @@
 use std::collections::BTreeMap;
 
 use flightdeck_cloud::Ownership;
-use flightdeck_cloud::ownership::{TAG_CLUSTER, TAG_MACHINE, TAG_ROLE, TAG_UID, machine_of};
+use flightdeck_cloud::ownership::{
+    TAG_CLUSTER, TAG_MACHINE, TAG_ROLE, TAG_TEMPLATE, TAG_UID, machine_of,
+};
 
 pub const LABEL_CLUSTER: &str = "flightdeck.dev/cluster";
 pub const LABEL_UID: &str = "flightdeck.dev/uid";
 pub const LABEL_ROLE: &str = "flightdeck.dev/role";
 pub const LABEL_MACHINE: &str = "flightdeck.dev/machine";
+pub const LABEL_TEMPLATE: &str = "flightdeck.dev/template";
 /// On the VMI template of control-plane VMs only; the endpoint Service selects it.
 pub const LABEL_CONTROL_PLANE: &str = "flightdeck.dev/control-plane";
 
 /// Tag prefix ↔ label key, in the order tags are rebuilt.
-pub const TAG_LABELS: [(&str, &str); 4] = [
+pub const TAG_LABELS: [(&str, &str); 5] = [
     (TAG_CLUSTER, LABEL_CLUSTER),
     (TAG_UID, LABEL_UID),
     (TAG_ROLE, LABEL_ROLE),
     (TAG_MACHINE, LABEL_MACHINE),
+    (TAG_TEMPLATE, LABEL_TEMPLATE),
 ];
 
 /// Machines whose key starts with this serve the control plane.

@@ -15,7 +15,7 @@
 
 use std::net::IpAddr;
 
-use flightdeck_cloud::ownership::{TAG_CLUSTER, TAG_MACHINE, TAG_ROLE, TAG_UID};
+use flightdeck_cloud::ownership::{TAG_CLUSTER, TAG_MACHINE, TAG_ROLE, TAG_TEMPLATE, TAG_UID};
 use flightdeck_cloud::provider::Result;
 use flightdeck_cloud::{
     CloudError, Compute, ErrorClass, GuestCluster, HealthMonitor, HealthMonitorCreate, Image,
@@ -33,11 +33,12 @@ use crate::transport::{HttpOptions, HttpTransport, SERVICE, Transport};
 use crate::xml::{Lock, VmDoc};
 
 /// User-template attribute ↔ ownership tag prefix, in the order tags are rebuilt.
-pub const TAG_ATTRIBUTES: [(&str, &str); 4] = [
+pub const TAG_ATTRIBUTES: [(&str, &str); 5] = [
     ("FLIGHTDECK_CLUSTER", TAG_CLUSTER),
     ("FLIGHTDECK_UID", TAG_UID),
     ("FLIGHTDECK_ROLE", TAG_ROLE),
     ("FLIGHTDECK_MACHINE", TAG_MACHINE),
+    ("FLIGHTDECK_TEMPLATE", TAG_TEMPLATE),
 ];
 
 /// Attributes OpenNebula keeps in a template's or image's `TEMPLATE` that are not part

@@ -52,6 +52,9 @@ pub enum Action {
         /// Cloud-init user data, variables filled in.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         user_data: Option<String>,
+        /// The machine template's digest, tagged on the machine.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        template: String,
     },
     CreateMember {
         machine: String,
@@ -113,6 +116,9 @@ pub enum Action {
         /// Cloud-init user data, variables filled in.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         user_data: Option<String>,
+        /// The machine template's digest, tagged on the machine.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        template: String,
     },
     /// OpenNebula: a template flightdeck registered and no cluster holds any more.
     DeleteTemplate {

@@ -2,7 +2,7 @@
 //! between a create and the recording of its ID leaves such objects behind; they are
 //! taken back, never created a second time.
 
-use flightdeck_cloud::ownership::machine_of;
+use flightdeck_cloud::ownership::{machine_of, template_of};
 
 use crate::Planner;
 use crate::condition::PlanEvent;
@@ -63,6 +63,19 @@ pub(crate) fn adopt_orphans(p: &mut Planner<'_>) {
             MachineRole::ControlPlane => "unknown".to_string(),
             MachineRole::Pool(_) => String::new(),
         };
+        // The server's template tag says whether it was built from what the set asks
+        // for now; without one (made before the tag existed) only what the server shows
+        // is known, so the adopted machine is rolled where the spec asks for more.
+        let current = spec_template(p, &role);
+        let template = match current {
+            Some(t) if template_of(&s.tags) == Some(t.digest().as_str()) => t,
+            _ => MachineTemplate {
+                flavor: s.flavor.clone(),
+                image: s.image.clone(),
+                version: version.clone(),
+                user_data: 0,
+            },
+        };
         p.events.push(PlanEvent::warning(
             "MachineAdopted",
             format!(
@@ -76,16 +89,7 @@ pub(crate) fn adopt_orphans(p: &mut Planner<'_>) {
                 name,
                 key: key.to_string(),
                 role,
-                template: MachineTemplate {
-                    flavor: s.flavor.clone(),
-                    image: s.image.clone(),
-                    // A pool's machines have no version of their own; the control
-                    // plane's is not on the server, so its adopted machines are rolled.
-                    version: version.clone(),
-                    // Unknown: the adopted server is taken for outdated if the set
-                    // has user data, and rolled.
-                    user_data: 0,
-                },
+                template,
                 reason: "adopted: it carries this cluster's tags".into(),
                 created_at: s.created_at,
                 server_id: Some(s.id.clone()),
@@ -100,5 +104,25 @@ pub(crate) fn adopt_orphans(p: &mut Planner<'_>) {
                 create_sent_at: None,
             },
         );
+    }
+}
+
+/// The template the spec asks of `role`'s set now, if the set exists.
+fn spec_template(p: &Planner<'_>, role: &MachineRole) -> Option<MachineTemplate> {
+    let spec = &p.spec.spec;
+    match role {
+        MachineRole::ControlPlane => {
+            let cp = &spec.control_plane;
+            Some(crate::rollout::machine_template(
+                p,
+                &cp.machine,
+                cp.version.to_string(),
+            ))
+        }
+        MachineRole::Pool(name) => spec
+            .node_pools
+            .iter()
+            .find(|x| x.name.as_str() == name)
+            .map(|x| crate::rollout::machine_template(p, &x.machine, String::new())),
     }
 }

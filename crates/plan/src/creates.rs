@@ -34,12 +34,18 @@ pub(crate) fn withdraw(p: &mut Planner<'_>, name: &str) -> bool {
     p.actions.len() < before
 }
 
-/// Notes in the record (written before acting) that its create is being sent. KubeVirt
-/// needs no note: a second VirtualMachine of one name is refused with 409.
-fn note_sent(p: &mut Planner<'_>, name: &str) {
+/// Notes in the record (written before acting) that its create is being sent: the
+/// machine's server is being made now, so its startup time and its youth (a lagging
+/// list may not show it yet) count from now, not from when the record was written (a
+/// create held back by a crash went out minutes later: seed 31338870). `ambiguous`:
+/// whether a second create could make a second server (KubeVirt refuses one with 409).
+fn note_sent(p: &mut Planner<'_>, name: &str, ambiguous: bool) {
     let now: Timestamp = p.now;
     if let Some(r) = p.memory.machines.get_mut(name) {
-        r.create_sent_at = Some(now);
+        r.created_at = now;
+        if ambiguous {
+            r.create_sent_at = Some(now);
+        }
     }
 }
 
@@ -55,8 +61,8 @@ pub(crate) fn request_server(
         request_vm(p, record, infra, why);
         return;
     }
-    // KubeVirt: a VirtualMachine in the infra namespace, no security group, and no
-    // note: a second VirtualMachine of one name is refused.
+    // KubeVirt: a VirtualMachine in the infra namespace, no security group; a second
+    // VirtualMachine of one name is refused, so a second create is no hazard.
     let (network, security_group, eviction_strategy, note) =
         if let Some(kv) = p.spec.spec.provider.kubevirt.as_ref() {
             let eviction = Some(kv.eviction_strategy.as_str().to_string());
@@ -87,12 +93,11 @@ pub(crate) fn request_server(
             security_group,
             eviction_strategy,
             user_data: crate::userdata::render_for(p, record),
+            template: record.template.digest(),
         },
         why.to_string(),
     );
-    if note {
-        note_sent(p, &record.name);
-    }
+    note_sent(p, &record.name, note);
 }
 
 /// OpenNebula: the machine's VM, from the held template its record names.
@@ -114,10 +119,11 @@ fn request_vm(p: &mut Planner<'_>, record: &MachineRecord, infra: &Infra, why: &
             role: record.role.clone(),
             template_id,
             user_data: crate::userdata::render_for(p, record),
+            template: record.template.digest(),
         },
         why.to_string(),
     );
-    note_sent(p, &record.name);
+    note_sent(p, &record.name, true);
 }
 
 /// Servers that carry a recorded machine's tag but are not its recorded server: a create

@@ -35,6 +35,17 @@ pub struct MachineTemplate {
     pub user_data: u64,
 }
 
+impl MachineTemplate {
+    /// A stable digest of the template (16 hex digits), carried in each machine's tags.
+    pub fn digest(&self) -> String {
+        let text = format!(
+            "{}|{}|{}|{}",
+            self.flavor, self.image, self.version, self.user_data
+        );
+        format!("{:016x}", flightdeck_spec::fnv1a(text.as_bytes()))
+    }
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }

@@ -564,7 +564,7 @@ fn new_machine(p: &mut Planner<'_>, set: &SetSpec, why: String, infra: &Infra) {
 /// The machine template a set's spec asks for, as machine records keep it. On OpenNebula
 /// the image is the registered (content-addressed) template name, so a content change
 /// is a rollout.
-fn machine_template(
+pub(crate) fn machine_template(
     p: &Planner<'_>,
     m: &flightdeck_spec::MachineTemplate,
     version: String,

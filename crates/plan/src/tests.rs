@@ -3,6 +3,7 @@
 //! `infra` (security group, load balancer, ownership), `rollout` (F2 member gate,
 //! memberTimeout, removal order, scaling), `deletion` (F12).
 
+mod adoption;
 mod churn;
 mod creates;
 mod deletion;

@@ -30,7 +30,7 @@ mod workload;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use flightdeck_cloud::ownership::{TAG_CLUSTER, TAG_MACHINE, TAG_ROLE, TAG_UID};
+use flightdeck_cloud::ownership::{TAG_CLUSTER, TAG_MACHINE, TAG_ROLE, TAG_TEMPLATE, TAG_UID};
 use flightdeck_cloud::{Clock, Rng, SeededRng, Timestamp};
 use serde::Serialize;
 use serde_json::Value;
@@ -54,11 +54,12 @@ pub const LABEL_CLUSTER: &str = "flightdeck.dev/cluster";
 pub const LABEL_UID: &str = "flightdeck.dev/uid";
 pub const LABEL_ROLE: &str = "flightdeck.dev/role";
 pub const LABEL_MACHINE: &str = "flightdeck.dev/machine";
-const LABEL_TAGS: [(&str, &str); 4] = [
+const LABEL_TAGS: [(&str, &str); 5] = [
     (LABEL_CLUSTER, TAG_CLUSTER),
     (LABEL_UID, TAG_UID),
     (LABEL_ROLE, TAG_ROLE),
     (LABEL_MACHINE, TAG_MACHINE),
+    ("flightdeck.dev/template", TAG_TEMPLATE),
 ];
 
 /// VMI `Pending → Scheduling` (virt-controller creates the launcher pod).

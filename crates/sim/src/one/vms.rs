@@ -7,7 +7,7 @@
 
 use dxr::Value;
 use flightdeck_cloud::Timestamp;
-use flightdeck_cloud::ownership::{TAG_CLUSTER, TAG_MACHINE, TAG_ROLE, TAG_UID};
+use flightdeck_cloud::ownership::{TAG_CLUSTER, TAG_MACHINE, TAG_ROLE, TAG_TEMPLATE, TAG_UID};
 use flightdeck_spec::FaultKind;
 
 use super::errors::{self, Code, Failure, Kind, OneResult};
@@ -71,6 +71,7 @@ const TAG_ATTRS: &[(&str, &str)] = &[
     ("FLIGHTDECK_UID", TAG_UID),
     ("FLIGHTDECK_ROLE", TAG_ROLE),
     ("FLIGHTDECK_MACHINE", TAG_MACHINE),
+    ("FLIGHTDECK_TEMPLATE", TAG_TEMPLATE),
 ];
 
 fn tags_of(user: &Body) -> Vec<String> {
