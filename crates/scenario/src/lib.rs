@@ -7,7 +7,6 @@
 
 #[cfg(test)]
 mod broken_world;
-mod built;
 pub mod builtin;
 pub mod churn_check;
 pub mod converge_check;

@@ -495,6 +495,10 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
                 .entry(name.clone())
                 .or_insert_with(|| ClusterTrack::new(name, &c.memory.uid, &c.spec));
             t.sets.refresh(&c.spec, t.generation);
+            // Read from the engine: a world-derived "built" (every set at its replicas
+            // with Ready nodes, members serving) fired on transient states of a build
+            // still under repair (seed 4636937). See the closing note of 2026-11-26.
+            t.ready_since = c.memory.ready_since;
             t.deletion_requested |= c.memory.deletion_requested.is_some();
         }
         for t in self.tracks.values_mut() {

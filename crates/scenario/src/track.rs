@@ -13,8 +13,7 @@ use flightdeck_spec::{Cluster, Duration};
 pub struct ClusterTrack {
     pub name: String,
     pub uid: String,
-    /// When the world first showed the cluster built (`built.rs`, not the engine's
-    /// Ready); from then on its API must serve.
+    /// When the cluster was first Ready; from then on its API must serve.
     pub ready_since: Option<Timestamp>,
     pub deletion_requested: bool,
     pub deleted_at: Option<Timestamp>,

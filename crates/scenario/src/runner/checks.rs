@@ -21,7 +21,6 @@ impl<P: Provider + 'static> Driver<'_, P> {
         // The world is taken again only when something in it changed.
         let (changes, world) = self.cloud.refresh(self.world.take());
         crate::track::note_addresses(&mut self.tracks, &world);
-        crate::built::note_built(&mut self.tracks, &world);
         let fresh = self.cloud.mutations_since(self.invariants.mutations_seen());
         self.mutation_counts.add(&fresh.0);
         self.invariants.check(&world, fresh, &self.tracks);
