@@ -12,7 +12,9 @@ use flightdeck_cloud::{
     Member, Node, OperatingStatus, ProvisioningStatus, Route, Router, SecurityGroup,
     SecurityGroupRule, Server, ServerStatus, SimClock, Timestamp,
 };
-use flightdeck_sim::{KubeObjectView, Mutation, MutationKind, SimCloud, SimConfig, World};
+use flightdeck_sim::{
+    KubeObjectView, Mutation, MutationKind, ServingSpell, SimCloud, SimConfig, World,
+};
 use flightdeck_spec::Cluster;
 use flightdeck_spec::{Document, load_documents};
 
@@ -219,12 +221,13 @@ fn api_endpoint_serving_sees_a_member_deleted_out_of_turn() {
     let (world, track) = healthy();
     let tracks = BTreeMap::from([("demo".to_string(), track)]);
     let mut check = ServingCheck::default();
-    assert!(check.check(&world, &[], &tracks).is_empty());
+    assert!(check.check(&world, &[], (&[], 0), &tracks).is_empty());
     // A rollout deletes cp-1's member before any replacement serves: two of the three
     // replicas are left.
     let found = check.check(
         &world,
         &[delete_member(&world, "member-0", "cp-1")],
+        (&[], 0),
         &tracks,
     );
     assert_eq!(found.len(), 1, "{found:?}");
@@ -242,6 +245,18 @@ fn api_endpoint_serving_lets_a_member_go_while_enough_others_serve() {
     let (mut world, track) = healthy();
     let tracks = BTreeMap::from([("demo".to_string(), track)]);
     // A fourth member (the surge's) serves: cp-1's may go.
+    surge_member(&mut world, OperatingStatus::Online);
+    world
+        .member_serving_since
+        .insert("member-surge".into(), Timestamp(world.now.0 - 1000));
+    let mut check = ServingCheck::default();
+    let _ = check.check(&world, &[], (&[], 0), &tracks);
+    let delete = delete_member(&world, "member-0", "cp-1");
+    assert!(check.check(&world, &[delete], (&[], 0), &tracks).is_empty());
+}
+
+/// A fourth member (the surge's), in the world with `status`.
+fn surge_member(world: &mut World, status: OperatingStatus) {
     world.members.push(Member {
         id: "member-surge".into(),
         name: "demo-cp-6".into(),
@@ -249,16 +264,43 @@ fn api_endpoint_serving_lets_a_member_go_while_enough_others_serve() {
         address: address(6),
         protocol_port: 6443,
         provisioning_status: ProvisioningStatus::Active,
-        operating_status: OperatingStatus::Online,
+        operating_status: status,
         tags: owner().tags(&Role::Machine("cp-6".into())),
     });
-    world
-        .member_serving_since
-        .insert("member-surge".into(), Timestamp(world.now.0 - 1000));
+}
+
+#[test]
+fn api_endpoint_serving_counts_a_member_that_served_at_the_deletion_and_stopped_before_the_look() {
+    // Swarm seed 27794876: the surge's member served when cp-1's was deleted, and went
+    // offline (a fault) before the check looked. What served at the instant counts.
+    let (mut world, track) = healthy();
+    surge_member(&mut world, OperatingStatus::Offline);
+    let tracks = BTreeMap::from([("demo".to_string(), track)]);
+    let mut delete = delete_member(&world, "member-0", "cp-1");
+    delete.at = Timestamp(world.now.0 - 10_000);
+    let spell = ServingSpell {
+        member_id: "member-surge".into(),
+        since: Timestamp(world.now.0 - 60_000),
+        until: Timestamp(world.now.0 - 5_000),
+    };
     let mut check = ServingCheck::default();
-    let _ = check.check(&world, &[], &tracks);
-    let delete = delete_member(&world, "member-0", "cp-1");
-    assert!(check.check(&world, &[delete], &tracks).is_empty());
+    assert!(
+        check
+            .check(
+                &world,
+                &[delete.clone()],
+                (std::slice::from_ref(&spell), 1),
+                &tracks
+            )
+            .is_empty()
+    );
+    // Had it stopped before the deletion, only two would have served.
+    let early = ServingSpell {
+        until: Timestamp(world.now.0 - 20_000),
+        ..spell
+    };
+    let found = ServingCheck::default().check(&world, &[delete], (&[early], 1), &tracks);
+    assert_eq!(found.len(), 1, "{found:?}");
 }
 
 #[test]

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use flightdeck_cloud::ownership::{TAG_MACHINE, TAG_ROLE, uid_of};
 use flightdeck_cloud::{OperatingStatus, ProvisioningStatus, ServerStatus, Timestamp};
-use flightdeck_sim::{Mutation, MutationKind, World};
+use flightdeck_sim::{Mutation, MutationKind, ServingSpell, World};
 use flightdeck_spec::Invariant;
 use serde::Serialize;
 
@@ -231,12 +231,19 @@ impl Invariants {
         self.mutations_seen
     }
 
+    /// The cursor for [`flightdeck_sim::SimCloud::serving_spells_since`].
+    pub fn spells_seen(&self) -> u64 {
+        self.serving.spells_seen()
+    }
+
     /// Checks every enabled invariant. `fresh` are the mutations since
-    /// [`Invariants::mutations_seen`], and `next` the number of the next one.
+    /// [`Invariants::mutations_seen`], and `next` the number of the next one; `spells`
+    /// the serving spells ended since [`Invariants::spells_seen`], with the next number.
     pub fn check(
         &mut self,
         world: &World,
         (fresh, next): (Vec<Mutation>, u64),
+        spells: (Vec<ServingSpell>, u64),
         clusters: &BTreeMap<String, ClusterTrack>,
     ) {
         let now = world.now;
@@ -250,7 +257,9 @@ impl Invariants {
             }
         }
         self.check_drains(world, clusters);
-        let removed_serving = self.serving.check(world, &fresh, clusters);
+        let removed_serving = self
+            .serving
+            .check(world, &fresh, (&spells.0, spells.1), clusters);
         if self.enabled.contains(&Invariant::ApiEndpointServing) {
             for (at, v) in removed_serving {
                 self.record(Invariant::ApiEndpointServing, at, Some(v));

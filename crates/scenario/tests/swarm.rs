@@ -121,17 +121,13 @@ fn f10_a_stale_list_never_lags_more_than_its_fault_says_on_seed_123427144() {
     passes(123_427_144);
 }
 
-/// Known gap (found by the swarm on 2026-11-26; it fails the same way with only that
-/// day's stale-read fix, before its planner changes): in cluster c3 (5 control-plane
-/// replicas, no health monitor) c3-cp-5's removal was decided at 24:00.2 with 5 other
-/// machines healthy, and its member deleted at 24:07.6, in the pass that first saw
-/// c3-cp-10's node Ready, while `api.latency` on neutron stretched the reconcile; the
-/// simulator counts only 4 other members serving at that instant (`apiEndpointServing`).
-/// Not yet understood: whether the engine's view of c3-cp-10 ran ahead of what Octavia
-/// sent traffic to, or the check's instant is off. Run with
-/// `cargo test -p flightdeck-scenario --test swarm -- --ignored`.
+/// F2: swarm seed 27794876 (CI's range for 1a81c46), a bug in the check. In cluster c3
+/// (5 control-plane replicas, no health monitor) c3-cp-5's member was deleted at 24:07.6
+/// while c3-cp-10's served; a member-offline fault took c3-cp-10 down at 24:33, before
+/// the check's next look. The check knew only what served at its looks, and counted 4.
+/// It now reads the simulator's ended serving spells, which tell what served at the
+/// deletion's instant.
 #[test]
-#[ignore = "known gap: a member removed while one fewer served than the control plane's replicas"]
 fn f2_a_rollout_never_deletes_a_member_below_the_replicas_on_seed_27794876() {
     passes(27_794_876);
 }

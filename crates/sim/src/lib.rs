@@ -66,7 +66,7 @@ pub use one::{
 };
 pub use routes::{ROUTERS_MAX, ROUTES_PER_ROUTER_MAX};
 pub use stale::KEPT as STALE_READ_LAG_MAX;
-pub use world::{MUTATIONS_MAX, Mutation, MutationKind, World};
+pub use world::{MUTATIONS_MAX, Mutation, MutationKind, ServingSpell, World};
 
 use ids::{AddressPool, Table};
 use world::{Created, Log};
@@ -561,10 +561,14 @@ impl SimCloud {
     /// numbers already dropped from the bounded log are skipped.
     pub fn mutations_since(&self, from: u64) -> (Vec<Mutation>, u64) {
         let st = self.lock();
-        let first = st.log.mutations_dropped;
-        let next = first + st.log.mutations.len() as u64;
-        let skip = usize::try_from(from.saturating_sub(first)).unwrap_or(usize::MAX);
-        (st.log.mutations.iter().skip(skip).cloned().collect(), next)
+        world::numbered_since(&st.log.mutations, st.log.mutations_dropped, from)
+    }
+
+    /// The ended serving spells numbered `from` and later, and the number the next one
+    /// will get, as [`SimCloud::mutations_since`] does for mutations.
+    pub fn serving_spells_since(&self, from: u64) -> (Vec<ServingSpell>, u64) {
+        let st = self.lock();
+        world::numbered_since(&st.log.spells, st.log.spells_dropped, from)
     }
 
     /// How many of the oldest mutations were dropped from [`SimCloud::mutations`].

@@ -15,6 +15,7 @@ use flightdeck_spec::FaultKind;
 use crate::octavia::{
     CHILDREN_MAX, Child, Event, begin_change, check_mutable, duplicate, not_found, pool_lb, quota,
 };
+use crate::world::ServingSpell;
 use crate::{Event as SimEvent, Result, State, faults};
 
 pub(crate) struct MemberRec {
@@ -222,6 +223,7 @@ pub(crate) fn evaluate(st: &mut State, now: Timestamp) {
         })
         .collect();
     let mut checks = Vec::new();
+    let mut ended = Vec::new();
     for (m, (monitored, backend_ok)) in st.members.values_mut().zip(inputs) {
         let offline = !m.offline_faults.is_empty();
         // A member is in the amphora's configuration once created, until removed.
@@ -264,11 +266,21 @@ pub(crate) fn evaluate(st: &mut State, now: Timestamp) {
                 OperatingStatus::NoMonitor => backend_ok,
                 _ => false,
             };
-        m.serving_since = if serving {
-            m.serving_since.or(Some(now))
-        } else {
-            None
+        m.serving_since = match (serving, m.serving_since) {
+            (true, since) => since.or(Some(now)),
+            (false, Some(since)) => {
+                ended.push(ServingSpell {
+                    member_id: m.member.id.clone(),
+                    since,
+                    until: now,
+                });
+                None
+            }
+            (false, None) => None,
         };
+    }
+    for spell in ended {
+        st.log.spell(spell);
     }
     for (at, id) in checks {
         st.schedule(at, SimEvent::Octavia(Event::HealthCheck(id)));

@@ -87,12 +87,24 @@ pub struct Mutation {
     pub ok: bool,
 }
 
-/// Call counts and the bounded mutation log.
+/// A time a member carried traffic to a live backend without interruption, now over:
+/// `since` to `until`, both included. With [`World::member_serving_since`] it tells what
+/// served at any past instant, which a look at the world now and then cannot.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ServingSpell {
+    pub member_id: String,
+    pub since: Timestamp,
+    pub until: Timestamp,
+}
+
+/// Call counts, the bounded mutation log and the bounded log of ended serving spells.
 #[derive(Debug, Default)]
 pub(crate) struct Log {
     calls: BTreeMap<&'static str, BTreeMap<&'static str, u64>>,
     pub(crate) mutations: VecDeque<Mutation>,
     pub(crate) mutations_dropped: u64,
+    pub(crate) spells: VecDeque<ServingSpell>,
+    pub(crate) spells_dropped: u64,
     pub(crate) faults_ignored: u64,
     /// Bumped by every mutating call, transition and out-of-band change: a world taken
     /// at the same count is the same world (but for the time).
@@ -118,6 +130,15 @@ impl Log {
         self.mutations.push_back(m);
     }
 
+    /// Notes a serving spell that just ended; keeps the latest [`MUTATIONS_MAX`].
+    pub(crate) fn spell(&mut self, spell: ServingSpell) {
+        if self.spells.len() >= MUTATIONS_MAX {
+            self.spells.pop_front();
+            self.spells_dropped += 1;
+        }
+        self.spells.push_back(spell);
+    }
+
     pub(crate) fn api_calls(&self) -> BTreeMap<String, BTreeMap<String, u64>> {
         self.calls
             .iter()
@@ -127,6 +148,19 @@ impl Log {
             })
             .collect()
     }
+}
+
+/// The entries of a bounded log numbered `from` and later (the first entry ever is
+/// number 0, and `dropped` were dropped from its front), and the number the next one
+/// will get. Numbers already dropped are skipped.
+pub(crate) fn numbered_since<T: Clone>(
+    log: &VecDeque<T>,
+    dropped: u64,
+    from: u64,
+) -> (Vec<T>, u64) {
+    let next = dropped + log.len() as u64;
+    let skip = usize::try_from(from.saturating_sub(dropped)).unwrap_or(usize::MAX);
+    (log.iter().skip(skip).cloned().collect(), next)
 }
 
 /// An object a create call answers with: its id, name and tags, for the mutation log.

@@ -164,6 +164,8 @@ fn member_offline_fault_takes_members_offline_until_it_ends() {
     wait_lb_active(&sim, &lb);
     ready(sim.create_member(&member_req(&pool, "cp-2", b, &o))).expect("member");
     wait_lb_active(&sim, &lb);
+    // Both serve once their servers register as nodes.
+    wait_for(&sim, |sim| sim.snapshot().member_serving_since.len() == 2);
     let start = now(&sim);
     sim.inject(SimFault {
         end: Some(start.plus_millis(5_000)),
@@ -185,6 +187,20 @@ fn member_offline_fault_takes_members_offline_until_it_ends() {
     assert!(during.contains(&OperatingStatus::NoMonitor));
     wait_ms(&sim, 5_000);
     assert_eq!(statuses(&sim), vec![OperatingStatus::NoMonitor; 2]);
+    // The offline member's serving spell ended when the fault began, and is logged for
+    // checks that look later; the other one's goes on.
+    let (spells, next) = sim.serving_spells_since(0);
+    assert_eq!(next, 1, "{spells:?}");
+    assert_eq!(spells[0].until, start, "{spells:?}");
+    assert!(spells[0].since < start);
+    let world = sim.snapshot();
+    assert!(
+        world
+            .member_serving_since
+            .contains_key(&spells[0].member_id)
+    );
+    assert_eq!(world.member_serving_since.len(), 2);
+    assert_eq!(sim.serving_spells_since(next).0, vec![]);
 }
 
 #[test]

@@ -23,7 +23,10 @@ impl<P: Provider + 'static> Driver<'_, P> {
         crate::track::note_addresses(&mut self.tracks, &world);
         let fresh = self.cloud.mutations_since(self.invariants.mutations_seen());
         self.mutation_counts.add(&fresh.0);
-        self.invariants.check(&world, fresh, &self.tracks);
+        let spells = self
+            .cloud
+            .serving_spells_since(self.invariants.spells_seen());
+        self.invariants.check(&world, fresh, spells, &self.tracks);
         self.flight.check(
             &mut self.invariants,
             now,
