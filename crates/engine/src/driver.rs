@@ -197,7 +197,7 @@ impl<P: Provider + 'static> Engine<P> {
                 cluster: name.clone(),
                 uid: memory.uid.clone(),
             };
-            let observed = observe_cluster(&*owned.provider, &owner, now, &spec).await?;
+            let observed = observe_cluster(&*owned.provider, &owner, now, &spec, true).await?;
             let plan = plan_now(&owned.borrow(), &name, &spec, &observed, &memory, now);
             Ok(Preview {
                 plan,

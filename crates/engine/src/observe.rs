@@ -10,13 +10,23 @@ use flightdeck_spec::Cluster;
 /// Lists what the cluster's cloud has for it: on OpenNebula its VMs, every template and
 /// image (ownership of those is in memory), and the workload cluster's nodes; elsewhere
 /// see [`observe`].
+///
+/// With `owned_only` (the ownership check, off only to prove the checks notice), an
+/// OpenStack list is kept to the objects that carry the cluster's UID tag whatever the
+/// cloud answered: a Nova asked below microversion 2.26, or a Neutron without filter
+/// validation, ignores the `tags` filter and answers the whole project.
 pub async fn observe_cluster<P: Provider>(
     provider: &P,
     owner: &Ownership,
     now: Timestamp,
     spec: &Cluster,
+    owned_only: bool,
 ) -> Result<Observed, CloudError> {
     let mut observed = observe_lists(provider, owner, now, spec).await?;
+    let openstack = !spec.spec.provider.is_kubevirt() && !spec.spec.provider.is_opennebula();
+    if owned_only && openstack {
+        keep_owned(&mut observed, owner);
+    }
     // Nodes that come from a watch broken since some time are as old as that.
     if observed.nodes.is_some() {
         observed.nodes_stale_since = provider.nodes_stale_since(owner);
@@ -173,6 +183,17 @@ pub async fn observe<P: Provider>(
         nodes,
         ..Observed::default()
     })
+}
+
+/// Drops from an OpenStack observation every object without `owner`'s UID tag.
+fn keep_owned(o: &mut Observed, owner: &Ownership) {
+    o.servers.retain(|x| owner.owns(&x.tags));
+    o.security_groups.retain(|x| owner.owns(&x.tags));
+    o.load_balancers.retain(|x| owner.owns(&x.tags));
+    o.listeners.retain(|x| owner.owns(&x.tags));
+    o.pools.retain(|x| owner.owns(&x.tags));
+    o.health_monitors.retain(|x| owner.owns(&x.tags));
+    o.members.retain(|x| owner.owns(&x.tags));
 }
 
 /// The workload cluster's nodes. Its API failing is not the cloud failing: it only means

@@ -123,7 +123,7 @@ pub(crate) async fn reconcile<P: Provider>(
         };
         events.push(event);
     }
-    let observed = observe_cluster(ctx.provider, &owner, now, &spec)
+    let observed = observe_cluster(ctx.provider, &owner, now, &spec, ctx.config.ownership_check)
         .await
         .map(|mut o| {
             o.after_write = memory.write_seq;

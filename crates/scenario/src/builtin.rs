@@ -144,6 +144,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../../scenarios/operator-deletes-machines.yaml"),
     ),
     (
+        "scenarios/f12-tag-filter-ignored.yaml",
+        include_str!("../../../scenarios/f12-tag-filter-ignored.yaml"),
+    ),
+    (
         "scenarios/server-goes-error.yaml",
         include_str!("../../../scenarios/server-goes-error.yaml"),
     ),

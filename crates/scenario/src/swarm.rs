@@ -223,7 +223,8 @@ pub fn case(seed: u64, options: &SwarmOptions) -> Result<SwarmCase, String> {
         };
         clusters.push((cluster, pools));
     }
-    let faults = cloud_faults(&mut rng, cloud, safety, &clusters);
+    let mut faults = cloud_faults(&mut rng, cloud, safety, &clusters);
+    faults.extend(crate::swarm_faults::foreign_lists(seed, cloud, safety));
     for (cluster, pools) in &clusters {
         // A cluster whose members a fault takes offline keeps at least three control-plane
         // machines: a fault that blacks out every member is an outage no controller can

@@ -46,8 +46,14 @@ pub(crate) fn cloud_faults(
     safety: Duration,
     clusters: &[(Cluster, u64)],
 ) -> Vec<Fault> {
+    // `nova.tagFilterIgnored` is drawn on its own (see `foreign_lists`), so that the
+    // draws of every other kind stay what they were before it existed.
+    let openstack: Vec<FaultKind> = FaultKind::OPENSTACK
+        .into_iter()
+        .filter(|k| *k != FaultKind::TagFilterIgnored)
+        .collect();
     let kinds: &[FaultKind] = match cloud {
-        SwarmCloud::OpenStack => &FaultKind::OPENSTACK,
+        SwarmCloud::OpenStack => &openstack,
         SwarmCloud::OpenNebula => &OPENNEBULA,
         SwarmCloud::KubeVirt => &KUBEVIRT,
     };
@@ -146,6 +152,7 @@ pub(crate) fn cloud_faults(
                     f.retry_after = Some(Duration::from_secs(rng.between(1, 30)));
                 }
                 FaultKind::KeystoneRevokeTokens => f.duration = None,
+                FaultKind::TagFilterIgnored => {}
                 FaultKind::OneLockTemplate => {
                     f.level = Some(*pick(
                         rng,
@@ -180,6 +187,24 @@ pub(crate) fn cloud_faults(
             f
         })
         .collect()
+}
+
+/// A quarter of OpenStack seeds have Nova ignore its server list's `tags` filter for a
+/// while: every cluster is then shown other clusters' servers and the bastion, which
+/// only flightdeck's ownership check keeps out of its plans. Drawn from the seed's own
+/// stream, apart from the other faults.
+pub(crate) fn foreign_lists(seed: u64, cloud: SwarmCloud, safety: Duration) -> Option<Fault> {
+    let mut rng = SeededRng::fork(seed, "swarm-foreign-lists");
+    if cloud != SwarmCloud::OpenStack || !rng.chance(0.25) {
+        return None;
+    }
+    let end_s = safety.as_millis() / 1000;
+    let at_s = rng.between(0, end_s - 120);
+    let len_s = rng.between(60, 720).min(end_s - at_s);
+    Some(Fault {
+        duration: Some(Duration::from_secs(len_s)),
+        ..Fault::new(FaultKind::TagFilterIgnored, Duration::from_secs(at_s))
+    })
 }
 
 /// A quarter of boot failures fail every boot from the start until the faults stop (F11):

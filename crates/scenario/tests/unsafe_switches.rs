@@ -130,6 +130,14 @@ fn f2_without_the_member_gate_a_rollout_takes_the_api_down() {
     caught(Unsafe::MemberGate, 15, "apiEndpointServing");
 }
 
+/// A quarter of OpenStack seeds have Nova answer its server list for the whole project
+/// (`nova.tagFilterIgnored`); without the ownership check a cluster takes another's
+/// servers for duplicates of its own and deletes them.
+#[test]
+fn f12_without_the_ownership_check_a_cluster_deletes_another_clusters_servers() {
+    caught(Unsafe::OwnershipCheck, 25, "apiEndpointServing");
+}
+
 #[test]
 fn every_mechanism_has_a_flag_and_a_bad_one_is_named_in_the_error() {
     for u in Unsafe::all() {

@@ -4,7 +4,7 @@
 
 use std::net::IpAddr;
 
-use flightdeck_cloud::ownership::uid_of;
+use flightdeck_cloud::ownership::{TAG_CLUSTER, uid_of};
 use flightdeck_cloud::{
     CloudError, Compute, ErrorClass, Ownership, Server, ServerCreate, ServerStatus, Timestamp,
 };
@@ -69,7 +69,13 @@ fn not_found(op: &str, id: &str) -> CloudError {
     )
 }
 
-fn list(st: &State, owner: &Ownership) -> Vec<Server> {
+/// The servers tagged with `owner`'s UID; under `nova.tagFilterIgnored`, every server
+/// in the project (the filter asked for is not applied).
+fn list(st: &mut State, now: Timestamp, owner: &Ownership) -> Vec<Server> {
+    let tags = [format!("{TAG_CLUSTER}{}", owner.cluster)];
+    if faults::strike(st, FaultKind::TagFilterIgnored, now, &tags) {
+        return st.servers.values().map(|s| s.server.clone()).collect();
+    }
     st.servers
         .in_group(&owner.uid)
         .filter(|s| owner.owns(&s.server.tags))
@@ -409,8 +415,8 @@ pub(crate) fn fail_running(st: &mut State, now: Timestamp, fault: &SimFault, cou
 
 impl Compute for SimCloud {
     async fn list_servers(&self, owner: &Ownership) -> Result<Vec<Server>> {
-        self.list(NOVA, "GET /servers/detail", &owner.uid, |st, _| {
-            Ok(list(st, owner))
+        self.list(NOVA, "GET /servers/detail", &owner.uid, |st, now| {
+            Ok(list(st, now, owner))
         })
     }
 

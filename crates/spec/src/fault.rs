@@ -102,11 +102,16 @@ pub enum FaultKind {
     /// Before the service has answered that long ago, the list is fresh.
     #[serde(rename = "api.staleRead")]
     ApiStaleRead,
+    /// While active, Nova's server list ignores its `tags` filter, as a Nova asked below
+    /// microversion 2.26 (or one that drops unknown query parameters) does, and answers
+    /// every server in the project: other clusters' and servers nobody tagged.
+    #[serde(rename = "nova.tagFilterIgnored")]
+    TagFilterIgnored,
 }
 
 impl FaultKind {
     /// The kinds that hit an OpenStack fleet (and its workload clusters).
-    pub const OPENSTACK: [FaultKind; 19] = [
+    pub const OPENSTACK: [FaultKind; 20] = [
         FaultKind::MemberStuckPending,
         FaultKind::MemberOffline,
         FaultKind::BootError,
@@ -126,6 +131,7 @@ impl FaultKind {
         FaultKind::ApiRateLimit,
         FaultKind::KeystoneRevokeTokens,
         FaultKind::ApiStaleRead,
+        FaultKind::TagFilterIgnored,
     ];
 
     /// The kinds that hit only OpenNebula or KubeVirt fleets.
@@ -139,8 +145,8 @@ impl FaultKind {
     ];
 
     /// Every kind: [`FaultKind::OPENSTACK`], then [`FaultKind::OTHER_CLOUDS`].
-    pub const ALL: [FaultKind; 25] = {
-        let mut all = [FaultKind::MemberStuckPending; 25];
+    pub const ALL: [FaultKind; 26] = {
+        let mut all = [FaultKind::MemberStuckPending; 26];
         let mut i = 0;
         while i < Self::OPENSTACK.len() {
             all[i] = Self::OPENSTACK[i];
@@ -180,6 +186,7 @@ impl FaultKind {
             FaultKind::ApiRateLimit => "api.rateLimit",
             FaultKind::KeystoneRevokeTokens => "keystone.revokeTokens",
             FaultKind::ApiStaleRead => "api.staleRead",
+            FaultKind::TagFilterIgnored => "nova.tagFilterIgnored",
         }
     }
 }
@@ -339,6 +346,7 @@ impl Fault {
             FaultKind::ApiRateLimit => (true, true, false, false, true),
             FaultKind::KeystoneRevokeTokens => (false, false, false, false, false),
             FaultKind::ApiStaleRead => (true, false, true, false, false),
+            FaultKind::TagFilterIgnored => (false, false, false, false, false),
         };
         let drains = f.kind == FaultKind::KubevirtDrainInfraNode;
         if drains != f.node.is_some() {
