@@ -40,6 +40,17 @@ pub(crate) struct Table<T> {
     by_seq: BTreeMap<u64, T>,
     seq_of: BTreeMap<String, u64>,
     by_group: BTreeMap<String, std::collections::BTreeSet<u64>>,
+    /// Whether the table notes what changes, for [`Table::take_touched`].
+    track: bool,
+    touched: Touched,
+}
+
+/// What changed in a tracked [`Table`] since it was last asked: the ids inserted, handed
+/// out for change or removed, or everything (its values were all handed out).
+#[derive(Debug, Default)]
+pub(crate) struct Touched {
+    pub(crate) all: bool,
+    pub(crate) ids: Vec<String>,
 }
 
 impl<T> Default for Table<T> {
@@ -48,6 +59,29 @@ impl<T> Default for Table<T> {
             by_seq: BTreeMap::new(),
             seq_of: BTreeMap::new(),
             by_group: BTreeMap::new(),
+            track: false,
+            touched: Touched::default(),
+        }
+    }
+}
+
+impl<T> Table<T> {
+    /// An empty table that notes what changes (see [`Table::take_touched`]).
+    pub(crate) fn tracked() -> Self {
+        Table {
+            track: true,
+            ..Table::default()
+        }
+    }
+
+    /// What changed since the last call; empty for an untracked table.
+    pub(crate) fn take_touched(&mut self) -> Touched {
+        std::mem::take(&mut self.touched)
+    }
+
+    fn touch(&mut self, id: &str) {
+        if self.track && !self.touched.all {
+            self.touched.ids.push(id.to_string());
         }
     }
 }
@@ -56,14 +90,12 @@ impl<T: Grouped> Table<T> {
     pub(crate) fn len(&self) -> usize {
         self.by_seq.len()
     }
-    pub(crate) fn is_empty(&self) -> bool {
-        self.by_seq.is_empty()
-    }
     pub(crate) fn contains(&self, id: &str) -> bool {
         self.seq_of.contains_key(id)
     }
     /// Adds `value` under `id`; `seq` must be unique and grow with creation time.
     pub(crate) fn insert(&mut self, seq: u64, id: String, value: T) {
+        self.touch(&id);
         if let Some(g) = value.group() {
             self.by_group.entry(g.to_string()).or_default().insert(seq);
         }
@@ -75,9 +107,24 @@ impl<T: Grouped> Table<T> {
     }
     pub(crate) fn get_mut(&mut self, id: &str) -> Option<&mut T> {
         let seq = *self.seq_of.get(id)?;
+        self.touch(id);
+        self.by_seq.get_mut(&seq)
+    }
+    /// The object numbered `seq`.
+    pub(crate) fn by_seq(&self, seq: u64) -> Option<&T> {
+        self.by_seq.get(&seq)
+    }
+    /// The creation number of the object `id`.
+    pub(crate) fn seq(&self, id: &str) -> Option<u64> {
+        self.seq_of.get(id).copied()
+    }
+    /// The object numbered `seq`, for a change that is not noted as a touch (a derived
+    /// status written by whoever reads the touches).
+    pub(crate) fn untracked_mut(&mut self, seq: u64) -> Option<&mut T> {
         self.by_seq.get_mut(&seq)
     }
     pub(crate) fn remove(&mut self, id: &str) -> Option<T> {
+        self.touch(id);
         let seq = self.seq_of.remove(id)?;
         let value = self.by_seq.remove(&seq)?;
         if let Some(g) = value.group()
@@ -102,6 +149,12 @@ impl<T: Grouped> Table<T> {
         self.by_seq.values()
     }
     pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        if self.track {
+            self.touched = Touched {
+                all: true,
+                ids: Vec::new(),
+            };
+        }
         self.by_seq.values_mut()
     }
 }
@@ -205,6 +258,45 @@ impl AddressPool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(Debug)]
+    struct Thing(&'static str);
+
+    impl Grouped for Thing {
+        fn group(&self) -> Option<&str> {
+            Some(self.0)
+        }
+    }
+
+    #[test]
+    fn a_tracked_table_notes_every_change_and_an_untracked_one_none() {
+        let mut t = Table::tracked();
+        t.insert(1, "a".into(), Thing("g"));
+        t.insert(2, "b".into(), Thing("g"));
+        let _ = t.take_touched();
+        assert!(t.get("a").is_some());
+        assert!(t.take_touched().ids.is_empty(), "a read is no change");
+        let _ = t.get_mut("b");
+        let _ = t.remove("a");
+        let _ = t.get_mut("missing");
+        let touched = t.take_touched();
+        assert_eq!(touched.ids, vec!["b".to_string(), "a".to_string()]);
+        assert!(!touched.all);
+        let seq = t.seq("b").expect("b is there");
+        let _ = t.untracked_mut(seq);
+        assert!(
+            t.take_touched().ids.is_empty(),
+            "a derived write is no change"
+        );
+        let _ = t.values_mut().count();
+        assert!(t.take_touched().all);
+
+        let mut quiet: Table<Thing> = Table::default();
+        quiet.insert(1, "a".into(), Thing("g"));
+        let _ = quiet.get_mut("a");
+        let touched = quiet.take_touched();
+        assert!(touched.ids.is_empty() && !touched.all);
+    }
 
     #[test]
     fn ids_look_like_uuids_and_replay_from_the_seed() {

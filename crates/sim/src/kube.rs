@@ -132,15 +132,16 @@ pub(crate) fn is_live(st: &State, event: &Event) -> bool {
 /// (ACTIVE, or PENDING_UPDATE: its amphora keeps forwarding while a change is applied)
 /// has an ACTIVE member, `ONLINE` or `NO_MONITOR`, whose server runs with a Ready node.
 fn api_reachable(st: &State, owner: &Ownership) -> bool {
+    // The owner's pools and their members, by index: this runs at every node list.
     let serving = |lb_id: &str| {
-        st.members.values().any(|m| {
+        let pools = st
+            .pools
+            .in_group(&owner.uid)
+            .filter(|p| p.loadbalancer_id == lb_id);
+        let mut members = pools.flat_map(|p| st.members.in_group(&p.id));
+        members.any(|m| {
             let m = &m.member;
-            let in_lb = st
-                .pools
-                .get(&m.pool_id)
-                .is_some_and(|p| p.loadbalancer_id == lb_id);
-            in_lb
-                && m.provisioning_status == ProvisioningStatus::Active
+            m.provisioning_status == ProvisioningStatus::Active
                 && matches!(
                     m.operating_status,
                     OperatingStatus::Online | OperatingStatus::NoMonitor
@@ -150,7 +151,7 @@ fn api_reachable(st: &State, owner: &Ownership) -> bool {
                 })
         })
     };
-    let through_lb = st.lbs.values().any(|l| {
+    let through_lb = st.lbs.in_group(&owner.uid).any(|l| {
         owner.owns(&l.lb.tags)
             && matches!(
                 l.lb.provisioning_status,

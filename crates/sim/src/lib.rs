@@ -253,6 +253,8 @@ pub(crate) struct State {
     pub(crate) unsettled: bool,
     /// Objects added as the operator's own (`add_foreign_*`): outside the quotas.
     pub(crate) fixtures: Fixtures,
+    /// What member health depends on, so that a settle re-derives only what changed.
+    pub(crate) health: members::HealthIndex,
 }
 
 /// How many of the cloud's objects are fixtures, which the quotas do not count.
@@ -281,17 +283,18 @@ impl State {
             seq: 0,
             unsettled: false,
             fixtures: Fixtures::default(),
+            health: members::HealthIndex::default(),
             timers: BTreeMap::new(),
             server_by_address: BTreeMap::new(),
-            servers: Table::default(),
+            servers: Table::tracked(),
             security_groups: Table::default(),
             routers: Table::default(),
             lbs: Table::default(),
             listeners: Table::default(),
             pools: Table::default(),
-            health_monitors: Table::default(),
-            members: Table::default(),
-            nodes: Table::default(),
+            health_monitors: Table::tracked(),
+            members: Table::tracked(),
+            nodes: Table::tracked(),
             pod_networks: BTreeMap::new(),
             mirrored: std::collections::BTreeSet::new(),
             faults: Vec::new(),

@@ -7,11 +7,13 @@
 //! been running with a registered node for the rise time, `ERROR` otherwise.
 //! `octavia.memberOffline` holds a member `OFFLINE`; afterwards it rises again.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
 
 use flightdeck_cloud::{Member, MemberCreate, OperatingStatus, ProvisioningStatus, Timestamp};
 use flightdeck_spec::FaultKind;
 
+use crate::ids::Touched;
 use crate::octavia::{
     CHILDREN_MAX, Child, Event, begin_change, check_mutable, duplicate, not_found, pool_lb, quota,
 };
@@ -77,6 +79,7 @@ pub(crate) fn create_member(st: &mut State, now: Timestamp, req: &MemberCreate) 
     };
     let rise_ms = st.draw(st.config.latencies.health_check_rise);
     let seq = st.next_seq();
+    index_member(st, seq, member.address);
     st.members.insert(
         seq,
         member.id.clone(),
@@ -155,6 +158,10 @@ pub(crate) fn complete(st: &mut State, t: Timestamp, id: &str) {
             m.member.provisioning_status = ProvisioningStatus::Active;
         }
         ProvisioningStatus::PendingDelete => {
+            let address = m.member.address;
+            if let Some(seq) = st.members.seq(id) {
+                unindex_member(st, seq, address);
+            }
             st.members.remove(id);
         }
         _ => {}
@@ -203,81 +210,147 @@ fn backend_healthy(st: &State, member: &Member) -> bool {
         .is_some_and(|sid| st.host_running(sid) && st.nodes.contains(sid))
 }
 
-/// Re-derives every member's `operating_status` at `now`, scheduling a re-evaluation
-/// for each health-check threshold that starts counting.
+/// What member health depends on, kept so that a settle re-derives only the members
+/// whose inputs may have changed instead of every member in the cloud.
+#[derive(Debug, Default)]
+pub(crate) struct HealthIndex {
+    /// Addresses whose holder changed (a server took or gave up the address).
+    pub(crate) touched_addresses: BTreeSet<IpAddr>,
+    /// Members (by creation number) at each backend address.
+    by_address: BTreeMap<IpAddr, BTreeSet<u64>>,
+    /// Each health monitor's pool, as of the last look at the monitors.
+    monitors: BTreeMap<String, String>,
+    /// Pools with a health monitor, and how many.
+    monitored_pools: BTreeMap<String, usize>,
+}
+
+/// Brings the monitored pools up to date with the monitors that changed; answers the
+/// pools that gained or lost their monitoring.
+fn update_monitors(st: &mut State, touched: Touched) -> BTreeSet<String> {
+    let ids: BTreeSet<String> = if touched.all {
+        st.health
+            .monitors
+            .keys()
+            .cloned()
+            .chain(st.health_monitors.values().map(|h| h.id.clone()))
+            .collect()
+    } else {
+        touched.ids.into_iter().collect()
+    };
+    let mut changed = BTreeSet::new();
+    for id in ids {
+        let now = st.health_monitors.get(&id).map(|h| h.pool_id.clone());
+        let before = st.health.monitors.get(&id).cloned();
+        if now == before {
+            continue;
+        }
+        if let Some(pool) = before {
+            st.health.monitors.remove(&id);
+            if let Some(n) = st.health.monitored_pools.get_mut(&pool) {
+                *n -= 1;
+                if *n == 0 {
+                    st.health.monitored_pools.remove(&pool);
+                }
+            }
+            changed.insert(pool);
+        }
+        if let Some(pool) = now {
+            st.health.monitors.insert(id, pool.clone());
+            *st.health.monitored_pools.entry(pool.clone()).or_default() += 1;
+            changed.insert(pool);
+        }
+    }
+    changed
+}
+
+/// Notes member `seq` at its backend address.
+pub(crate) fn index_member(st: &mut State, seq: u64, address: IpAddr) {
+    st.health.by_address.entry(address).or_default().insert(seq);
+}
+
+/// Forgets member `seq` (being removed) at its backend address.
+fn unindex_member(st: &mut State, seq: u64, address: IpAddr) {
+    if let Some(seqs) = st.health.by_address.get_mut(&address) {
+        seqs.remove(&seq);
+        if seqs.is_empty() {
+            st.health.by_address.remove(&address);
+        }
+    }
+}
+
+/// The members (by creation number, in creation order) whose health may have changed
+/// since the last evaluation: those changed themselves (a health check that came due
+/// touches its member), those whose backend server or node changed, and those whose
+/// pool gained or lost a monitor; every one when a change was not noted one by one.
+/// Takes the notes.
+fn to_evaluate(st: &mut State) -> Vec<u64> {
+    let members = st.members.take_touched();
+    let servers = st.servers.take_touched();
+    let nodes = st.nodes.take_touched();
+    let monitors = st.health_monitors.take_touched();
+    let mut addresses = std::mem::take(&mut st.health.touched_addresses);
+    let pools = update_monitors(st, monitors);
+    if members.all || servers.all || nodes.all {
+        return st
+            .members
+            .values()
+            .filter_map(|m| st.members.seq(&m.member.id))
+            .collect();
+    }
+    let mut seqs: BTreeSet<u64> = members
+        .ids
+        .iter()
+        .filter_map(|id| st.members.seq(id))
+        .collect();
+    // A node is keyed by its server's id.
+    for id in servers.ids.iter().chain(&nodes.ids) {
+        if let Some(rec) = st.servers.get(id) {
+            addresses.extend(rec.server.address);
+        }
+    }
+    for a in &addresses {
+        if let Some(at) = st.health.by_address.get_mut(a) {
+            // Members removed with their load balancer are dropped here.
+            at.retain(|seq| st.members.by_seq(*seq).is_some());
+            seqs.extend(at.iter());
+        }
+    }
+    for pool in &pools {
+        seqs.extend(
+            st.members
+                .in_group(pool)
+                .filter_map(|m| st.members.seq(&m.member.id)),
+        );
+    }
+    seqs.into_iter().collect()
+}
+
+/// Re-derives the `operating_status` at `now` of every member whose inputs may have
+/// changed (see [`to_evaluate`]; the others' would come out as they are), scheduling a
+/// re-evaluation for each health-check threshold that starts counting. Members are
+/// visited in creation order, as a walk over all of them would.
 pub(crate) fn evaluate(st: &mut State, now: Timestamp) {
-    if st.members.is_empty() {
+    let seqs = to_evaluate(st);
+    if seqs.is_empty() {
         return;
     }
-    let monitored_pools: BTreeSet<&String> =
-        st.health_monitors.values().map(|h| &h.pool_id).collect();
-    // Same iteration order as the loop below: both walk the table in creation order.
-    let inputs: Vec<(bool, bool)> = st
-        .members
-        .values()
-        .map(|m| {
-            (
-                monitored_pools.contains(&m.member.pool_id),
+    let inputs: Vec<(u64, bool, bool)> = seqs
+        .iter()
+        .filter_map(|seq| {
+            let m = st.members.by_seq(*seq)?;
+            Some((
+                *seq,
+                st.health.monitored_pools.contains_key(&m.member.pool_id),
                 backend_healthy(st, &m.member),
-            )
+            ))
         })
         .collect();
     let mut checks = Vec::new();
     let mut ended = Vec::new();
-    for (m, (monitored, backend_ok)) in st.members.values_mut().zip(inputs) {
-        let offline = !m.offline_faults.is_empty();
-        // A member is in the amphora's configuration once created, until removed.
-        let configured = matches!(
-            m.member.provisioning_status,
-            ProvisioningStatus::Active | ProvisioningStatus::PendingDelete
-        );
-        if monitored && configured {
-            if m.monitored_since.is_none() {
-                m.monitored_since = Some(now);
-                checks.push((now.plus_millis(m.rise_ms), m.member.id.clone()));
-            }
-        } else {
-            m.monitored_since = None;
+    for (seq, monitored, backend_ok) in inputs {
+        if let Some(m) = st.members.untracked_mut(seq) {
+            settle_member(m, now, monitored, backend_ok, &mut checks, &mut ended);
         }
-        if m.monitored_since.is_some() && backend_ok && !offline {
-            if m.healthy_since.is_none() {
-                m.healthy_since = Some(now);
-                checks.push((now.plus_millis(m.rise_ms), m.member.id.clone()));
-            }
-        } else {
-            m.healthy_since = None;
-        }
-        let risen =
-            |since: Option<Timestamp>| since.is_some_and(|s| now >= s.plus_millis(m.rise_ms));
-        m.member.operating_status = if offline {
-            OperatingStatus::Offline
-        } else if !monitored {
-            OperatingStatus::NoMonitor
-        } else if !risen(m.monitored_since) {
-            OperatingStatus::Offline
-        } else if risen(m.healthy_since) {
-            OperatingStatus::Online
-        } else {
-            OperatingStatus::Error
-        };
-        let serving = m.member.provisioning_status == ProvisioningStatus::Active
-            && match m.member.operating_status {
-                OperatingStatus::Online => true,
-                OperatingStatus::NoMonitor => backend_ok,
-                _ => false,
-            };
-        m.serving_since = match (serving, m.serving_since) {
-            (true, since) => since.or(Some(now)),
-            (false, Some(since)) => {
-                ended.push(ServingSpell {
-                    member_id: m.member.id.clone(),
-                    since,
-                    until: now,
-                });
-                None
-            }
-            (false, None) => None,
-        };
     }
     for spell in ended {
         st.log.spell(spell);
@@ -285,6 +358,70 @@ pub(crate) fn evaluate(st: &mut State, now: Timestamp) {
     for (at, id) in checks {
         st.schedule(at, SimEvent::Octavia(Event::HealthCheck(id)));
     }
+}
+
+/// Re-derives one member's statuses at `now`. Each threshold that starts counting gets a
+/// check at its end, which touches the member so that it is derived again then.
+fn settle_member(
+    m: &mut MemberRec,
+    now: Timestamp,
+    monitored: bool,
+    backend_ok: bool,
+    checks: &mut Vec<(Timestamp, String)>,
+    ended: &mut Vec<ServingSpell>,
+) {
+    let offline = !m.offline_faults.is_empty();
+    // A member is in the amphora's configuration once created, until removed.
+    let configured = matches!(
+        m.member.provisioning_status,
+        ProvisioningStatus::Active | ProvisioningStatus::PendingDelete
+    );
+    if monitored && configured {
+        if m.monitored_since.is_none() {
+            m.monitored_since = Some(now);
+            checks.push((now.plus_millis(m.rise_ms), m.member.id.clone()));
+        }
+    } else {
+        m.monitored_since = None;
+    }
+    if m.monitored_since.is_some() && backend_ok && !offline {
+        if m.healthy_since.is_none() {
+            m.healthy_since = Some(now);
+            checks.push((now.plus_millis(m.rise_ms), m.member.id.clone()));
+        }
+    } else {
+        m.healthy_since = None;
+    }
+    let risen = |since: Option<Timestamp>| since.is_some_and(|s| now >= s.plus_millis(m.rise_ms));
+    m.member.operating_status = if offline {
+        OperatingStatus::Offline
+    } else if !monitored {
+        OperatingStatus::NoMonitor
+    } else if !risen(m.monitored_since) {
+        OperatingStatus::Offline
+    } else if risen(m.healthy_since) {
+        OperatingStatus::Online
+    } else {
+        OperatingStatus::Error
+    };
+    let serving = m.member.provisioning_status == ProvisioningStatus::Active
+        && match m.member.operating_status {
+            OperatingStatus::Online => true,
+            OperatingStatus::NoMonitor => backend_ok,
+            _ => false,
+        };
+    m.serving_since = match (serving, m.serving_since) {
+        (true, since) => since.or(Some(now)),
+        (false, Some(since)) => {
+            ended.push(ServingSpell {
+                member_id: m.member.id.clone(),
+                since,
+                until: now,
+            });
+            None
+        }
+        (false, None) => None,
+    };
 }
 
 /// Picks `count` distinct ACTIVE members with the fault stream and marks them offline

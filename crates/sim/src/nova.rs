@@ -262,6 +262,7 @@ pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
             }
             if let Some(ip) = rec.allocated {
                 st.server_by_address.insert(ip, id.clone());
+                st.health.touched_addresses.insert(ip);
             }
             kube::server_active(st, t, &id);
         }
@@ -273,6 +274,7 @@ pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
                 if st.server_by_address.get(&ip) == Some(&id) {
                     st.server_by_address.remove(&ip);
                 }
+                st.health.touched_addresses.insert(ip);
                 st.addresses.release(ip);
             }
             kube::server_gone(st, t, &id);
@@ -322,6 +324,7 @@ pub(crate) fn add_foreign(st: &mut State, now: Timestamp, name: &str, tags: Vec<
     );
     if let Some(ip) = address {
         st.server_by_address.insert(ip, id.clone());
+        st.health.touched_addresses.insert(ip);
     }
     kube::server_active(st, now, &id);
     id
@@ -407,6 +410,7 @@ pub(crate) fn fail_running(st: &mut State, now: Timestamp, fault: &SimFault, cou
             && st.server_by_address.get(&ip) == Some(&id)
         {
             st.server_by_address.remove(&ip);
+            st.health.touched_addresses.insert(ip);
         }
         kube::server_stopped(st, now, &id);
     }

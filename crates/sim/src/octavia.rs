@@ -447,7 +447,10 @@ pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
             remove_where(&mut st.pools, |p| pools.contains(&p.id), |p| &p.id);
             remove_where(&mut st.listeners, |l| l.loadbalancer_id == id, |l| &l.id);
         }
-        Event::HealthCheck(_) => {}
+        // A threshold is reached: the member's health is derived again at this settle.
+        Event::HealthCheck(id) => {
+            let _ = st.members.get_mut(&id);
+        }
     }
 }
 
