@@ -105,7 +105,7 @@ impl<P: Provider + 'static> Engine<P> {
                 spec: c.spec.clone(),
                 memory: c.memory.clone(),
                 status: c.status.clone(),
-                previous: self.last_observed.get(&key).cloned(),
+                previous: self.previous_observation(&key),
             };
             let owned = self.owned_ctx();
             self.in_flight.insert(key.clone(), InFlight::default());

@@ -372,6 +372,14 @@ impl<P: Provider> Engine<P> {
         self.queue.next_due()
     }
 
+    /// The cluster's last observation, for a job: only an injected stale observation
+    /// (the swarm's) reads it, so without faults it is not copied.
+    pub(crate) fn previous_observation(&self, key: &str) -> Option<flightdeck_cloud::Observed> {
+        self.faults
+            .as_ref()
+            .and_then(|_| self.last_observed.get(key).cloned())
+    }
+
     /// Runs the reconciles due now, at most `concurrency_max` at once. Returns how many ran.
     pub async fn run_due(&mut self) -> Result<usize, EngineError> {
         let now = self.clock.now();
@@ -387,7 +395,7 @@ impl<P: Provider> Engine<P> {
                     spec: c.spec.clone(),
                     memory: c.memory.clone(),
                     status: c.status.clone(),
-                    previous: self.last_observed.get(k).cloned(),
+                    previous: self.previous_observation(k),
                 })
             })
             .collect();
