@@ -140,3 +140,45 @@ fn passes(seed: u64) {
     let outcome = runtime.block_on(run_seed(seed, &options(1, seed, Vec::new())));
     assert!(outcome.failure.is_none(), "{:?}", outcome.failure);
 }
+
+/// Known gaps found by 100,000 seeds from 400000000 (f3cdbd2; 5 failures), not yet fixed.
+/// Run with `cargo test -p flightdeck-scenario --test swarm -- --ignored`.
+///
+/// F2, seeds 400041147 and 400051730: a rollout (the spec changed twice within a minute)
+/// removes an outdated control-plane machine whose node is registered but NotReady, with 4
+/// others healthy for 5 replicas. flightdeck counts it unhealthy, so its removal takes
+/// nothing that serves; without a health monitor Octavia still sends it traffic, and the
+/// simulator counts it serving. Which of the two is right is not settled.
+#[test]
+#[ignore = "known gap: a NotReady member without a monitor removed while 4 of 5 others serve"]
+fn f2_a_rollout_never_deletes_a_member_below_the_replicas_on_seeds_400041147_and_400051730() {
+    passes(400_041_147);
+    passes(400_051_730);
+}
+
+/// F2, seed 400095041: a repair of a control-plane server in ERROR (it still serves) and a
+/// rollout; a member is deleted when flightdeck counts 5 others healthy and the simulator
+/// 4 serving. Not yet understood.
+#[test]
+#[ignore = "known gap: the engine counts 5 healthy, the simulator 4 serving"]
+fn f2_a_repair_and_a_rollout_keep_the_replicas_serving_on_seed_400095041() {
+    passes(400_095_041);
+}
+
+/// F11, seed 400045722: control-plane machine cp-6 is made again after it was deleted,
+/// with no spec change between. Not yet understood.
+#[test]
+#[ignore = "known gap: a machine re-created without a spec change"]
+fn f11_no_machine_is_made_again_without_a_spec_change_on_seed_400045722() {
+    passes(400_045_722);
+}
+
+/// F12 on OpenNebula, seed 400051258: after every cluster is deleted, a template and an
+/// image flightdeck registered remain; the last cluster's deletion says they were not
+/// registered by flightdeck (its memory lost the mark, perhaps across a crash between
+/// two writes) and leaves them. Not yet understood.
+#[test]
+#[ignore = "known gap: a registered template and image left after the last cluster is deleted"]
+fn f12_the_last_cluster_deleted_takes_the_templates_flightdeck_registered_on_seed_400051258() {
+    passes(400_051_258);
+}
