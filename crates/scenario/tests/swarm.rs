@@ -173,10 +173,13 @@ fn f11_no_machine_is_made_again_without_a_spec_change_on_seed_400045722() {
     passes(400_045_722);
 }
 
-/// F12 on OpenNebula, seed 400051258: after every cluster is deleted, a template and an
-/// image flightdeck registered remain; the last cluster's deletion says they were not
-/// registered by flightdeck (its memory lost the mark, perhaps across a crash between
-/// two writes) and leaves them. Not yet understood.
+/// F12 on OpenNebula, seed 400051258, a bug in flightdeck: c1 registers the template
+/// `master-…` and the image, and the engine crashes before c1's memory records that it
+/// registered them. c2, in the same instant, finds them with no cluster's record and
+/// takes them for an operator's ("registered outside flightdeck"); c1, restarted, finds
+/// them held by c2. When both clusters are deleted, neither deletes them: a leak. The
+/// fix is a write-ahead of the registration (as `create_sent_at` does for servers), so
+/// that a restarted cluster knows the object it finds under that name is its own.
 #[test]
 #[ignore = "known gap: a registered template and image left after the last cluster is deleted"]
 fn f12_the_last_cluster_deleted_takes_the_templates_flightdeck_registered_on_seed_400051258() {
