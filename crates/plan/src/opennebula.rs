@@ -321,8 +321,14 @@ fn ensure(
             let found = listed(p, kind, |i, _| i == id);
             if let Some(obj) = found.first() {
                 crate::churn::seen(p, &what);
+                let registered = p.shared.created.contains(&format!("{word}/{id}"));
                 if let Some(h) = holdings(p, kind).get_mut(&d.name) {
                     h.missing_since = None;
+                    // Taken for an operator's while another cluster's create of it was
+                    // still unanswered (its record had no ID yet): once that record says
+                    // flightdeck registered it, it is flightdeck's, and the last holder
+                    // deletes it (swarm seed 400051258).
+                    h.created |= registered;
                 }
                 return usable(p, kind, d, obj, problems);
             }

@@ -173,15 +173,13 @@ fn f11_no_machine_is_made_again_without_a_spec_change_on_seed_400045722() {
     passes(400_045_722);
 }
 
-/// F12 on OpenNebula, seed 400051258, a bug in flightdeck: c1 registers the template
-/// `master-…` and the image, and the engine crashes before c1's memory records that it
-/// registered them. c2, in the same instant, finds them with no cluster's record and
-/// takes them for an operator's ("registered outside flightdeck"); c1, restarted, finds
-/// them held by c2. When both clusters are deleted, neither deletes them: a leak. The
-/// fix is a write-ahead of the registration (as `create_sent_at` does for servers), so
-/// that a restarted cluster knows the object it finds under that name is its own.
+/// F12 on OpenNebula, seed 400051258, a bug in flightdeck: c1 asks OpenNebula to register
+/// the template `master-…` and the image, and the engine crashes before c1's record gets
+/// their IDs. c2, in that instant, finds them with no cluster's record naming their IDs and
+/// takes them for an operator's. When both clusters are deleted, neither deletes them: a
+/// leak. A held object taken for an operator's is now flightdeck's once another cluster's
+/// record says flightdeck registered it.
 #[test]
-#[ignore = "known gap: a registered template and image left after the last cluster is deleted"]
 fn f12_the_last_cluster_deleted_takes_the_templates_flightdeck_registered_on_seed_400051258() {
     passes(400_051_258);
 }
