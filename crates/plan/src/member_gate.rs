@@ -25,10 +25,12 @@ pub enum MemberGate {
 
 /// Whether `m` serves the API under `gate`.
 pub fn serving(m: &MachineView<'_>, gate: MemberGate, monitored: bool, lb_active: bool) -> bool {
-    // Nova's ERROR (after a failed migration or a reset-state) says nothing about the
-    // guest: if Octavia sees it serve and its node is Ready, it serves.
-    let up = matches!(m.server_phase(), ServerPhase::Running | ServerPhase::Failed);
-    if !up || !m.node_ready() {
+    // Nova's ERROR may be a failed compute host (nothing answers, and the node list may
+    // not say so yet: a stale read kept such a node Ready in swarm seed 400095041) or a
+    // failed migration (the guest still runs). flightdeck cannot tell them apart, and
+    // this count is what a removal leans on, so a server in ERROR does not count. Whether
+    // it may still carry traffic is the planner's other question (`cp_traffic`).
+    if m.server_phase() != ServerPhase::Running || !m.node_ready() {
         return false;
     }
     match gate {

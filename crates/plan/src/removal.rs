@@ -91,6 +91,14 @@ pub(crate) fn plan_removals(p: &mut Planner<'_>, all: &[MachineView<'_>]) {
             {
                 p.wait(POLL_MACHINES);
             }
+            // A server made less than `LIST_LAG_MAX` ago may be missing from a lagging
+            // list although it runs: not gone until the lists have had time to show it
+            // (swarm seed 400045722: a stale Nova list hid a surge machine made 30 s
+            // before; its record was dropped, and its server came back as an orphan,
+            // adopted as a machine made again).
+            ServerPhase::Gone if p.now.since(m.record.created_at) < crate::LIST_LAG_MAX => {
+                p.wait(POLL_MACHINES);
+            }
             ServerPhase::Gone | ServerPhase::Requested => {
                 let now = p.now;
                 if let Some(id) = p.memory.machines.remove(m.name()).and_then(|r| r.server_id) {

@@ -86,15 +86,19 @@ pub(crate) fn plan_machines(p: &mut Planner<'_>, infra: &Infra) {
     // served through it, so an unreachable API is no reason to think a machine serves.
     let never_served = p.observed.nodes.is_none() && p.memory.ready_since.is_none();
     let blind_now = blind.is_some() && !never_served;
-    // Without a health monitor Octavia sends traffic to any ACTIVE member, dead or alive:
-    // then only the node says whether the machine answers, unless the node list is blind.
+    // Without a health monitor Octavia sends traffic to any ACTIVE member, dead or alive.
+    // A registered node's API server may answer whether or not its kubelet reports Ready
+    // (NotReady says the kubelet is silent, not that the API is down), so any registered
+    // node counts as carrying traffic: a rollout brings its replacement up before it
+    // takes such a machine away (swarm seeds 400041147, 400051730). Only a machine whose
+    // node never registered, or is gone, surely serves nothing, unless the list is blind.
     let cp_traffic = |m: &MachineView<'_>| {
         if external {
             m.server_phase() == ServerPhase::Running && (m.node_ready() || blind_now)
         } else if monitored {
             m.member_serving(true) || (blind_now && m.member.is_some())
         } else {
-            m.member_serving(false) && (m.node_ready() || blind_now)
+            m.member_serving(false) && (m.node.is_some() || blind_now)
         }
     };
     let cp_out = plan_set(p, &cp_spec, &cp_views, &cp_healthy, &cp_traffic, infra);
@@ -229,7 +233,11 @@ fn plan_set(
                     .server
                     .and_then(|s| s.fault.clone())
                     .unwrap_or_else(|| "no fault given".into());
-                let serving = if healthy(m) { " (it still serves)" } else { "" };
+                let serving = if carries_traffic(m) {
+                    " (it may still serve)"
+                } else {
+                    ""
+                };
                 p.condition(Condition::new(
                     kind::MACHINE_FAILED,
                     true,

@@ -141,34 +141,35 @@ fn passes(seed: u64) {
     assert!(outcome.failure.is_none(), "{:?}", outcome.failure);
 }
 
-/// Known gaps found by 100,000 seeds from 400000000 (f3cdbd2; 5 failures), not yet fixed.
-/// Run with `cargo test -p flightdeck-scenario --test swarm -- --ignored`.
+/// Found by 100,000 seeds from 400000000 (f3cdbd2; 5 failures), all bugs in flightdeck.
 ///
 /// F2, seeds 400041147 and 400051730: a rollout (the spec changed twice within a minute)
-/// removes an outdated control-plane machine whose node is registered but NotReady, with 4
-/// others healthy for 5 replicas. flightdeck counts it unhealthy, so its removal takes
-/// nothing that serves; without a health monitor Octavia still sends it traffic, and the
-/// simulator counts it serving. Which of the two is right is not settled.
+/// removed an outdated control-plane machine whose node was registered but NotReady, with
+/// 4 others healthy for 5 replicas. flightdeck took NotReady for "serves nothing"; without
+/// a health monitor Octavia still sends it traffic, and its API server answers whatever
+/// its kubelet says. Any registered node now counts as carrying traffic, so the rollout
+/// waits for its replacement first.
 #[test]
-#[ignore = "known gap: a NotReady member without a monitor removed while 4 of 5 others serve"]
 fn f2_a_rollout_never_deletes_a_member_below_the_replicas_on_seeds_400041147_and_400051730() {
     passes(400_041_147);
     passes(400_051_730);
 }
 
-/// F2, seed 400095041: a repair of a control-plane server in ERROR (it still serves) and a
-/// rollout; a member is deleted when flightdeck counts 5 others healthy and the simulator
-/// 4 serving. Not yet understood.
+/// F2, seed 400095041: a control-plane server went ERROR (its compute host failed) while a
+/// stale node list still said its node was Ready. flightdeck counted it among the 5 others
+/// that serve and let a rollout delete a member, leaving 4 serving. A server in ERROR no
+/// longer counts as serving: Nova's ERROR may be a dead host.
 #[test]
-#[ignore = "known gap: the engine counts 5 healthy, the simulator 4 serving"]
 fn f2_a_repair_and_a_rollout_keep_the_replicas_serving_on_seed_400095041() {
     passes(400_095_041);
 }
 
-/// F11, seed 400045722: control-plane machine cp-6 is made again after it was deleted,
-/// with no spec change between. Not yet understood.
+/// F11, seed 400045722: a second spec change made the surge machine cp-6, 30 s old, an
+/// outdated one to remove, while a stale Nova list did not show its server yet. The
+/// removal took the missing server for deleted and dropped the record; the server, still
+/// running, was adopted later as cp-6 made again. A young machine's missing server is no
+/// longer taken for gone until the lists have had `LIST_LAG_MAX` to show it.
 #[test]
-#[ignore = "known gap: a machine re-created without a spec change"]
 fn f11_no_machine_is_made_again_without_a_spec_change_on_seed_400045722() {
     passes(400_045_722);
 }
