@@ -22,7 +22,7 @@ use crate::error::Failure;
 use crate::fleet::Fleet;
 use crate::types::{
     ApiError, ApplyResult, ClusterDetail, ClusterList, ClusterSummary, EventList, EventView,
-    FaultKinds, FaultRequest, FaultView, PlanView, Problem,
+    FaultKinds, FaultRequest, FaultView, PlanView, Problem, WhoAmI,
 };
 use crate::views;
 
@@ -75,6 +75,7 @@ pub fn router(state: Arc<ApiState>) -> (axum::Router, utoipa::openapi::OpenApi) 
         .routes(routes!(all_events))
         .routes(routes!(sim_faults, start_fault))
         .routes(routes!(sim_objects))
+        .routes(routes!(whoami))
         .routes(routes!(openapi_doc))
         .routes(routes!(healthz))
         .routes(routes!(readyz))
@@ -463,6 +464,18 @@ async fn sim_objects(State(s): S, Path(name): Path<String>) -> Response {
         return no_sim().into_response();
     };
     Json(sim.objects(&name)).into_response()
+}
+
+/// The role of the token presented: what the web view offers depends on it (the API
+/// checks every request on its own).
+#[utoipa::path(get, path = "/api/v1/whoami", tag = "meta",
+    responses((status = 200, body = WhoAmI), (status = 401, body = ApiError)))]
+async fn whoami(role: Option<axum::Extension<crate::auth::Role>>) -> Json<WhoAmI> {
+    let role = match role.map(|r| r.0) {
+        Some(crate::auth::Role::Admin) => "admin",
+        _ => "viewer",
+    };
+    Json(WhoAmI { role: role.into() })
 }
 
 /// This document.

@@ -104,9 +104,10 @@ fn random_token() -> anyhow::Result<String> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// Paths that need no token: probes.
+/// Paths that need no token: probes, and the web view's assets (they carry no data; the
+/// page asks for a token and reads the API with it).
 fn is_public(path: &str) -> bool {
-    matches!(path, "/healthz" | "/readyz")
+    matches!(path, "/healthz" | "/readyz") || crate::web::is_asset(path)
 }
 
 /// Whether a request only looks.
@@ -114,7 +115,13 @@ fn is_read(method: &Method) -> bool {
     matches!(*method, Method::GET | Method::HEAD)
 }
 
-pub async fn authorize(State(tokens): State<Arc<Tokens>>, req: Request, next: Next) -> Response {
+/// Lets a request through if its token allows it, with the token's [`Role`] in the
+/// request's extensions.
+pub async fn authorize(
+    State(tokens): State<Arc<Tokens>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     if is_public(req.uri().path()) {
         return next.run(req).await;
     }
@@ -149,6 +156,9 @@ pub async fn authorize(State(tokens): State<Arc<Tokens>>, req: Request, next: Ne
             ),
         )
         .into_response(),
-        Some(_) => next.run(req).await,
+        Some(role) => {
+            req.extensions_mut().insert(role);
+            next.run(req).await
+        }
     }
 }

@@ -32,6 +32,7 @@ mod tls;
 pub mod types;
 mod views;
 mod wallclock;
+mod web;
 
 pub use connect::SystemClock;
 pub use route::SIM_CLOUD;

@@ -152,6 +152,7 @@ pub async fn serve_until(
             .context("cannot render the OpenAPI document")?,
     );
     let app = api
+        .merge(crate::web::router())
         .layer(axum::middleware::from_fn_with_state(
             tokens.clone(),
             authorize,

@@ -235,3 +235,11 @@ pub struct SimObjects {
     /// Every OpenNebula template and image in the simulator, by name.
     pub shared: Vec<String>,
 }
+
+/// Who the presented token is.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct WhoAmI {
+    /// `viewer` (may look) or `admin` (may also apply, delete, resume and break the
+    /// simulator).
+    pub role: String,
+}

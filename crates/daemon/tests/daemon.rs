@@ -287,3 +287,58 @@ async fn every_documented_route_is_served() {
     }
     d.stop().await;
 }
+
+/// The web view's page and assets need no token and carry no data: the page asks for a
+/// token and reads the API with it. They come with a strict content security policy,
+/// and `whoami` tells the page which controls to offer; the API still refuses a viewer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_web_view_is_served_without_a_token_and_holds_no_data() {
+    let d = start(10.0).await;
+    let public = |path: &str| d.http.get(format!("{}{path}", d.url)).send();
+    let page = public("/").await.expect("GET /");
+    assert_eq!(page.status(), 200);
+    let csp = page
+        .headers()
+        .get("content-security-policy")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        csp.contains("default-src 'none'") && csp.contains("script-src 'self'"),
+        "{csp}"
+    );
+    let html = page.text().await.expect("body");
+    assert!(html.contains("/ui/app.js") && !html.contains(&d.admin));
+    for (path, kind) in [
+        ("/ui/app.js", "text/javascript"),
+        ("/ui/app.css", "text/css"),
+        ("/ui/icon.svg", "image/svg+xml"),
+    ] {
+        let r = public(path).await.expect("GET");
+        assert_eq!(r.status(), 200, "{path}");
+        let got = r.headers()[reqwest::header::CONTENT_TYPE]
+            .to_str()
+            .expect("content type")
+            .to_string();
+        assert!(got.starts_with(kind), "{path}: {got}");
+    }
+    // Only those paths are public: anything else under /ui still needs a token.
+    assert_eq!(public("/ui/other").await.expect("GET").status(), 401);
+    let whoami = |token: &str| {
+        d.http
+            .get(format!("{}/api/v1/whoami", d.url))
+            .bearer_auth(token)
+            .send()
+    };
+    for (token, role) in [(&d.admin, "admin"), (&d.viewer, "viewer")] {
+        let who: serde_json::Value = whoami(token)
+            .await
+            .expect("GET")
+            .json()
+            .await
+            .expect("json");
+        assert_eq!(who["role"].as_str(), Some(role));
+    }
+    assert_eq!(whoami("not-a-token").await.expect("GET").status(), 401);
+    d.stop().await;
+}
