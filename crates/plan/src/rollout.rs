@@ -87,18 +87,22 @@ pub(crate) fn plan_machines(p: &mut Planner<'_>, infra: &Infra) {
     let never_served = p.observed.nodes.is_none() && p.memory.ready_since.is_none();
     let blind_now = blind.is_some() && !never_served;
     // Without a health monitor Octavia sends traffic to any ACTIVE member, dead or alive.
-    // A registered node's API server may answer whether or not its kubelet reports Ready
-    // (NotReady says the kubelet is silent, not that the API is down), so any registered
-    // node counts as carrying traffic: a rollout brings its replacement up before it
-    // takes such a machine away (swarm seeds 400041147, 400051730). Only a machine whose
-    // node never registered, or is gone, surely serves nothing, unless the list is blind.
+    // On a running server, a registered node's API server may answer whether or not its
+    // kubelet reports Ready (NotReady says the kubelet is silent, not that the API is
+    // down), so it counts as carrying traffic: a rollout brings its replacement up before
+    // it takes such a machine away (swarm seeds 400041147, 400051730). A server in ERROR
+    // whose node went NotReady is taken for a dead host: waiting for it to stop serving
+    // would wait forever when its replacement fails too (seeds 600006629, 600007135,
+    // 600009579). A machine whose node never registered, or is gone, serves nothing,
+    // unless the node list is blind.
     let cp_traffic = |m: &MachineView<'_>| {
         if external {
             m.server_phase() == ServerPhase::Running && (m.node_ready() || blind_now)
         } else if monitored {
             m.member_serving(true) || (blind_now && m.member.is_some())
         } else {
-            m.member_serving(false) && (m.node.is_some() || blind_now)
+            let kubelet_silent = m.node.is_some() && m.server_phase() == ServerPhase::Running;
+            m.member_serving(false) && (m.node_ready() || kubelet_silent || blind_now)
         }
     };
     let cp_out = plan_set(p, &cp_spec, &cp_views, &cp_healthy, &cp_traffic, infra);

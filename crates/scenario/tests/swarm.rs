@@ -174,6 +174,18 @@ fn f11_no_machine_is_made_again_without_a_spec_change_on_seed_400045722() {
     passes(400_045_722);
 }
 
+/// F6, seeds 600006629, 600007135 and 600009579 (found by the first 10,000 of 100,000
+/// seeds from 600000000, after the fix for 400041147): a control-plane server went ERROR
+/// with its host, its node NotReady, and its replacement failed too. Counting the dead
+/// machine as one that may still serve halted its repair for good. A server in ERROR
+/// whose node is NotReady is now taken for one that serves nothing.
+#[test]
+fn f6_a_dead_control_plane_machine_is_replaced_when_its_replacement_fails_too() {
+    passes(600_006_629);
+    passes(600_007_135);
+    passes(600_009_579);
+}
+
 /// F12 on OpenNebula, seed 400051258, a bug in flightdeck: c1 asks OpenNebula to register
 /// the template `master-…` and the image, and the engine crashes before c1's record gets
 /// their IDs. c2, in that instant, finds them with no cluster's record naming their IDs and
