@@ -22,6 +22,12 @@ pub(crate) fn may_have_landed(p: &Planner<'_>, record: &MachineRecord) -> bool {
         .is_some_and(|t| p.now.since(t) < LIST_LAG_MAX)
 }
 
+/// Whether `record`'s machine was made so lately that a lagging list may not show its
+/// server although it exists: missing from a list is no proof it is gone.
+pub(crate) fn too_young_to_miss(p: &Planner<'_>, record: &MachineRecord) -> bool {
+    p.now.since(record.created_at) < LIST_LAG_MAX
+}
+
 /// Withdraws a create of machine `name` planned in this pass; answers whether there was
 /// one.
 pub(crate) fn withdraw(p: &mut Planner<'_>, name: &str) -> bool {

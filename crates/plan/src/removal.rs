@@ -96,7 +96,7 @@ pub(crate) fn plan_removals(p: &mut Planner<'_>, all: &[MachineView<'_>]) {
             // (swarm seed 400045722: a stale Nova list hid a surge machine made 30 s
             // before; its record was dropped, and its server came back as an orphan,
             // adopted as a machine made again).
-            ServerPhase::Gone if p.now.since(m.record.created_at) < crate::LIST_LAG_MAX => {
+            ServerPhase::Gone if crate::creates::too_young_to_miss(p, m.record) => {
                 p.wait(POLL_MACHINES);
             }
             ServerPhase::Gone | ServerPhase::Requested => {

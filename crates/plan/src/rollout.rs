@@ -660,12 +660,7 @@ fn gone_confirmed(p: &mut Planner<'_>, m: &MachineView<'_>) -> bool {
         return false;
     }
     // A list that lags may not show a server made lately: not gone yet.
-    let young = p
-        .memory
-        .machines
-        .get(m.name())
-        .is_some_and(|r| p.now.since(r.created_at) < crate::LIST_LAG_MAX);
-    if young {
+    if crate::creates::too_young_to_miss(p, m.record) {
         p.wait(POLL_MACHINES);
         return false;
     }
