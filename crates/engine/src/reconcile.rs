@@ -515,7 +515,10 @@ fn shared_race(
             Action::DeleteImage { image_id, .. } => format!("image/{image_id}"),
             _ => continue,
         };
-        if let Some((holder, _)) = others().find(|(_, h)| h.keys().any(|(k, _)| k == key)) {
+        // An image another cluster gave up (it stayed in ERROR) is held for nothing.
+        if let Some((holder, _)) =
+            others().find(|(_, h)| h.keys().any(|(k, held)| k == key && held.holds()))
+        {
             return Some(format!("{key} is now held by {holder}"));
         }
     }

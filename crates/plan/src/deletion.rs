@@ -95,9 +95,9 @@ pub(crate) fn plan_deletion(p: &mut Planner<'_>) {
     // (an image a VM still uses cannot be deleted). Shared ones are left to their
     // other holders.
     p.memory.one.blocked.clear();
-    if !crate::opennebula::nothing_held(p) {
+    if !crate::opennebula::release::nothing_held(p) {
         if o.servers.is_empty() {
-            remaining.extend(crate::opennebula::release_all(p));
+            remaining.extend(crate::opennebula::release::release_all(p));
         } else {
             remaining.push("templates and images (after the VMs)".into());
         }

@@ -332,7 +332,7 @@ impl OneHoldings {
 }
 
 /// One held template or image.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Held {
     /// `None` while its create is requested but not answered: a crash in between finds
     /// the object by its name and adopts it.
@@ -346,6 +346,22 @@ pub struct Held {
     /// When the cloud first failed to list it.
     #[serde(default)]
     pub missing_since: Option<Timestamp>,
+    /// An image flightdeck registered: when it was first seen in ERROR (its copy failed).
+    #[serde(default)]
+    pub failed_since: Option<Timestamp>,
+    /// An image that stayed in ERROR for [`crate::opennebula::FAILED_IMAGE_RETRY`]: this
+    /// cluster gave it up, so it no longer counts as a holder and the last cluster
+    /// holding it deletes it; it is registered again once it is gone.
+    #[serde(default)]
+    pub given_up: bool,
+}
+
+impl Held {
+    /// Whether this cluster holds the object for use, so that no other cluster may
+    /// delete it. An image given up (it stayed in ERROR) is held for nothing.
+    pub fn holds(&self) -> bool {
+        !self.given_up
+    }
 }
 
 impl Memory {

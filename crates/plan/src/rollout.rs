@@ -256,8 +256,14 @@ fn plan_set(
         }
     }
     // A removal decided while the gate held is withdrawn if, before its member is
-    // deleted, the others stop serving: removing it now would drop the set below its
-    // healthy minimum.
+    // deleted, fewer others serve than the spec now asks for: removing it would drop
+    // the set below its healthy minimum. That happens when the others stop serving,
+    // and when the spec changes under a pending removal (swarm seeds 600071990 and
+    // 137684436: a scale-down's or a rollout's removal went on after the spec asked for
+    // 5). A surge-first set decides a removal only while `replicas` others serve, so it
+    // never withdraws one it has just decided; delete-first (a test's switch) removes
+    // below `replicas` by design and holds only the others it has.
+    let surge_first = p.options.on(crate::safety::Mechanism::SurgeFirst);
     let others: Vec<&MachineView<'_>> =
         machines.iter().copied().filter(|m| !m.removing()).collect();
     let others_healthy = others.iter().filter(|m| healthy(m)).count() as u32;
@@ -265,7 +271,11 @@ fn plan_set(
         let member_still_there = m
             .member
             .is_some_and(|x| !x.provisioning_status.is_pending());
-        let needed = set.replicas.min(others.len() as u32);
+        let needed = if surge_first {
+            set.replicas
+        } else {
+            set.replicas.min(others.len() as u32)
+        };
         if member_still_there && healthy(m) && others_healthy < needed {
             if let Some(r) = p.memory.machines.get_mut(m.name()) {
                 r.removal = None;
@@ -330,7 +340,6 @@ fn plan_set(
 
     // Creation. Without surge-first (a test's switch only), a rollout deletes first and
     // replaces what it deleted.
-    let surge_first = p.options.on(crate::safety::Mechanism::SurgeFirst);
     let want_create = if outdated.is_empty() {
         set.replicas.saturating_sub(current_n)
     } else if !surge_first {

@@ -87,6 +87,9 @@ pub struct Invariants {
     one_left_to_operator: BTreeSet<String>,
     /// OpenNebula template and image names deleted, with the fleet's generation then.
     one_deleted: BTreeMap<String, u64>,
+    /// Images seen in ERROR (`image/<id>`): their copy failed, so deleting one and
+    /// registering it again is a repair, not churn.
+    one_failed: BTreeSet<String>,
     /// How many of the simulator's VMI deletions were already judged.
     vmi_deletions_seen: usize,
     /// VMIs (by uid) whose overdue evacuation was reported.
@@ -125,6 +128,7 @@ impl Invariants {
             one_registered: BTreeSet::new(),
             one_left_to_operator: BTreeSet::new(),
             one_deleted: BTreeMap::new(),
+            one_failed: BTreeSet::new(),
             vmi_deletions_seen: 0,
             evacuations_overdue: BTreeSet::new(),
             set_churn: Default::default(),
@@ -272,6 +276,13 @@ impl Invariants {
             .values()
             .map(|c| 1 + c.generation + u64::from(c.deletion_requested))
             .sum();
+        self.one_failed.extend(
+            world
+                .one_images
+                .iter()
+                .filter(|i| i.state == ONE_IMAGE_ERROR)
+                .map(|i| format!("image/{}", i.id)),
+        );
         for m in fresh.iter().filter(|m| m.ok) {
             if let Some(kind) = shared_kind(m) {
                 self.check_shared(m, kind, fleet_generation);
@@ -463,7 +474,7 @@ impl Invariants {
                     });
                     self.record(Invariant::OnlyOwned, m.at, v);
                 }
-                if m.kind == MutationKind::Delete {
+                if m.kind == MutationKind::Delete && !self.one_failed.contains(&key) {
                     self.one_deleted
                         .insert(format!("{kind} {}", m.target_name), fleet_generation);
                 }
@@ -577,6 +588,8 @@ fn external_endpoint_serving(world: &World, c: &ClusterTrack) -> Option<String> 
 const ONE_VM_ACTIVE: u32 = 3;
 const ONE_LCM_RUNNING: u32 = 3;
 const ONE_VM_DONE: u32 = 6;
+/// OpenNebula's image state ERROR.
+const ONE_IMAGE_ERROR: u32 = 5;
 
 /// The OpenNebula templates and images (`template/ID`, `image/ID`) that are locked, or
 /// (with `locked` false) unlocked.

@@ -186,32 +186,25 @@ fn f6_a_dead_control_plane_machine_is_replaced_when_its_replacement_fails_too() 
     passes(600_009_579);
 }
 
-/// Known gap, F1 on OpenNebula, seed 600051962 (100,000 seeds from 600000000 on 9df90cd):
-/// `one.imageError` is active at 0:00, when c1 registers the shared image, so the copy
-/// ends in ERROR and stays there. flightdeck reports it ("fix its source and delete it, or
-/// change its content") and waits for an operator, so none of the four clusters that share
-/// the image ever gets a machine. Not a bug in the check: flightdeck registered that image
-/// itself, no VM can use it, and a copy that failed once may well succeed again, so it
-/// should delete its own errored image and register it again, with a slow retry. Not done
-/// yet. Run with `cargo test -p flightdeck-scenario --test swarm -- --ignored`.
+/// F1 on OpenNebula, seed 600051962 (100,000 seeds from 600000000 on 9df90cd), a bug in
+/// flightdeck: `one.imageError` is active at 0:00, when c1 registers the image four
+/// clusters share, so its copy ends in ERROR, and OpenNebula never copies it again.
+/// flightdeck waited for an operator, so no cluster ever got a machine. An image
+/// flightdeck registered that stays in ERROR for `FAILED_IMAGE_RETRY` is now given up by
+/// every cluster holding it; the last one deletes it, and each registers it again.
 #[test]
-#[ignore = "known gap: an image flightdeck registered that ended in ERROR is never registered again"]
 fn f1_an_image_whose_copy_failed_is_registered_again_on_seed_600051962() {
     passes(600_051_962);
 }
 
-/// Known gap, F2, seed 600071990 (100,000 seeds from 600000000 on 9df90cd): c2's control
-/// plane was scaling down to 1 and had marked c2-cp-1 for removal; the spec then asked
-/// for 5. The removal decided under the old spec went on, and c2-cp-1's member was deleted
-/// while only 2 others served. A removal is withdrawn only when the others fall below
-/// `min(replicas, others)` (here 2 of 2), not when the spec's change makes the scale-down
-/// itself moot. Seed 137684436 (CI's range for 834e06a) is the same gap on a rollout: a
-/// removal marked when 3 others served for 3 replicas went on after the spec asked for 5.
-/// A pending removal of a serving machine should be withdrawn while the set has fewer
-/// other machines than its new replicas (a surge-first set; a delete-first one removes
-/// below them by design). Not done yet.
+/// F2, seeds 600071990 and 137684436 (the first from 100,000 seeds from 600000000 on
+/// 9df90cd, the second from CI's range for 834e06a), a bug in flightdeck: c2's control
+/// plane was scaling down to 1 (in 137684436, rolling out with 3 of 3 serving) and had
+/// marked a serving machine for removal; the spec then asked for 5. The removal decided
+/// under the old spec went on while only 2 others served: it was withdrawn only when the
+/// others fell below `min(replicas, others)`. A surge-first set now withdraws a pending
+/// removal of a serving machine while fewer others serve than the spec's replicas.
 #[test]
-#[ignore = "known gap: a removal outlives a spec change that scales up"]
 fn f2_a_removal_is_withdrawn_when_the_spec_scales_up_on_seeds_600071990_and_137684436() {
     passes(600_071_990);
     passes(137_684_436);

@@ -302,3 +302,33 @@ fn a_condemned_machine_of_a_cluster_that_never_came_up_is_taken_out() {
     assert_eq!(removing(&p), ["demo-cp-1"], "{:#?}", p.conditions);
     assert!(condition(&p, "RolloutHalted").is_none_or(|c| !c.status));
 }
+
+/// Found by the swarm (seeds 600071990, 137684436): a removal decided under the old spec
+/// (here a rollout's, when cp-2, cp-3 and cp-6 served for 3 replicas) must not go on
+/// once the spec asks for 5: only 3 others serve, fewer than the new replicas.
+#[test]
+fn a_pending_removal_is_withdrawn_when_the_spec_scales_the_control_plane_up() {
+    let mut w = World::cluster(spec(V2, 0), V2, 0);
+    w.add_cp(6, V2, SERVING);
+    w.record("demo-cp-1").template.image = "old".into();
+    w.mark_removal("demo-cp-1");
+    let p = w.plan();
+    assert_eq!(targets(&p, "DeleteMember"), vec!["demo-cp-1".to_string()]);
+
+    w.spec.spec.control_plane.replicas =
+        flightdeck_spec::cluster::ControlPlaneReplicas::new(5).expect("replicas");
+    let p = w.plan();
+    assert!(
+        targets(&p, "DeleteMember").is_empty(),
+        "deletes a serving member while 3 others serve for 5 replicas: {:?}",
+        targets(&p, "DeleteMember")
+    );
+    assert!(
+        p.events
+            .iter()
+            .any(|e| e.reason == "MachineRemovalWithdrawn"),
+        "{:?}",
+        p.events
+    );
+    assert!(p.memory.machines["demo-cp-1"].removal.is_none());
+}

@@ -152,6 +152,7 @@ fn lb_work() -> Vec<(&'static str, Setup)> {
             w.drop_member("demo-cp-2")
         }),
         ("a machine being removed still has its member", |w| {
+            w.add_cp(6, V1, SERVING);
             w.mark_removal("demo-cp-1")
         }),
         ("all of the above but the listener", |w| {

@@ -105,8 +105,7 @@ impl World {
         let held = |id: &str| Held {
             id: Some(id.into()),
             created,
-            deleting: false,
-            missing_since: None,
+            ..Held::default()
         };
         self.memory.one.images.insert(image, held("7"));
         self.memory
@@ -431,8 +430,7 @@ fn an_unanswered_create_is_adopted_by_name_after_a_crash() {
             Held {
                 id: None,
                 created: true,
-                deleting: false,
-                missing_since: None,
+                ..Held::default()
             },
         );
     }
@@ -455,4 +453,82 @@ fn an_image_still_being_copied_in_holds_machines_back() {
     let p = w.plan();
     let ready = condition(&p, "TemplatesReady").expect("reported");
     assert!(ready.message.contains("ERROR"), "{}", ready.message);
+}
+
+impl World {
+    /// The image this cluster registered is listed in ERROR, first seen so `ago`.
+    fn image_failed(&mut self, ago: flightdeck_spec::Duration) {
+        self.listed("3", None);
+        self.holds("3", true);
+        self.observed.images[0].state = ImageState::Error;
+        let (image, _) = self.names();
+        if let Some(h) = self.memory.one.images.get_mut(&image) {
+            h.failed_since = Some(flightdeck_cloud::Timestamp(T0.0 - ago.as_millis()));
+        }
+    }
+}
+
+fn problems(p: &Plan) -> String {
+    condition(p, crate::opennebula::kind::TEMPLATES_READY)
+        .map(|c| c.message.clone())
+        .unwrap_or_default()
+}
+
+#[test]
+fn an_image_flightdeck_registered_that_failed_is_not_deleted_before_its_retry_time() {
+    let mut w = World::new();
+    w.image_failed(flightdeck_spec::Duration::from_mins(1));
+    let p = w.plan();
+    assert!(!kinds(&p).contains(&"DeleteImage"), "{:?}", kinds(&p));
+    assert!(
+        problems(&p).contains("deletes it to register it again in 4m"),
+        "{}",
+        problems(&p)
+    );
+}
+
+#[test]
+fn an_image_flightdeck_registered_that_stayed_in_error_is_deleted_to_be_registered_again() {
+    let mut w = World::new();
+    w.image_failed(crate::opennebula::FAILED_IMAGE_RETRY);
+    let p = w.plan();
+    assert!(condition(&p, "PlanRejected").is_none(), "{:?}", p.events);
+    assert!(kinds(&p).contains(&"DeleteImage"), "{:?}", kinds(&p));
+    assert!(events(&p).contains("ImageGivenUp"));
+    let (image, _) = w.names();
+    let held = &p.memory.one.images[&image];
+    assert!(held.given_up && held.deleting, "{held:?}");
+}
+
+#[test]
+fn a_failed_image_another_cluster_still_holds_waits_for_it_to_give_it_up() {
+    let mut w = World::new();
+    w.image_failed(crate::opennebula::FAILED_IMAGE_RETRY);
+    w.held_by_other("image/7", true);
+    let p = w.plan();
+    assert!(!kinds(&p).contains(&"DeleteImage"), "{:?}", kinds(&p));
+    assert!(
+        problems(&p).contains("once other give(s) it up too"),
+        "{}",
+        problems(&p)
+    );
+    // Given up, this cluster no longer counts as a holder in the others' ledger.
+    let mine = crate::Memory::clone(&p.memory);
+    let ledger = Shared::from_holdings("other", [("me", &mine.one)]);
+    assert!(!ledger.holders.contains_key("image/7"), "{ledger:?}");
+    assert!(ledger.created.contains("image/7"));
+}
+
+#[test]
+fn a_failed_image_flightdeck_did_not_register_is_left_to_its_operator() {
+    let mut w = World::new();
+    w.image_failed(crate::opennebula::FAILED_IMAGE_RETRY);
+    w.holds("3", false);
+    let p = w.plan();
+    assert!(!kinds(&p).contains(&"DeleteImage"), "{:?}", kinds(&p));
+    assert!(
+        problems(&p).contains("flightdeck did not register it"),
+        "{}",
+        problems(&p)
+    );
 }

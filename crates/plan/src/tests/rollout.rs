@@ -229,6 +229,8 @@ fn removal_deletes_the_member_first_then_the_server_then_forgets_the_machine() {
     ];
     for (step, member, server, want) in rows {
         let mut w = World::cluster(spec(V1, 2), V1, 2);
+        // A fourth machine, so that three others serve while cp-1 goes.
+        w.add_cp(6, V1, SERVING);
         w.mark_removal(cp1);
         match member {
             Some(s) => w.member(cp1).provisioning_status = s,
