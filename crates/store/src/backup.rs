@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use redb::{Database, ReadableDatabase, ReadableTable};
 
-use crate::{EVENTS, RECORDS, STORE_FILE, Store, StoreError};
+use crate::redb_store::{EVENTS, RECORDS};
+use crate::{RedbStore, STORE_FILE, Store, StoreError};
 
 /// How many backups the rotation keeps.
 pub const BACKUPS_KEPT: usize = 3;
@@ -20,38 +21,41 @@ impl Store {
     /// Writes a consistent copy of the store to `path` (replacing what is there only
     /// once the copy is complete and synced).
     pub fn backup_to(&self, path: &Path) -> Result<(), StoreError> {
-        self.guarded(|| self.backup_unguarded(path))
+        let r = self.redb()?;
+        r.guarded(|| backup_unguarded(r, path))
     }
+}
 
-    fn backup_unguarded(&self, path: &Path) -> Result<(), StoreError> {
-        let fail = |e: &dyn std::fmt::Display| StoreError::Backend {
-            path: path.display().to_string(),
-            message: format!("backup: {e}"),
-        };
-        let tmp = path.with_extension("tmp");
-        let _ = std::fs::remove_file(&tmp);
-        let txn = self.db.begin_read().map_err(|e| self.backend(e))?;
-        let records = txn.open_table(RECORDS).map_err(|e| self.backend(e))?;
-        let events = txn.open_table(EVENTS).map_err(|e| self.backend(e))?;
-        let copy = Database::create(&tmp).map_err(|e| fail(&e))?;
-        let w = copy.begin_write().map_err(|e| fail(&e))?;
-        {
-            let mut to = w.open_table(RECORDS).map_err(|e| fail(&e))?;
-            for item in records.iter().map_err(|e| self.backend(e))? {
-                let (k, v) = item.map_err(|e| self.backend(e))?;
-                to.insert(k.value(), v.value()).map_err(|e| fail(&e))?;
-            }
-            let mut to = w.open_table(EVENTS).map_err(|e| fail(&e))?;
-            for item in events.iter().map_err(|e| self.backend(e))? {
-                let (k, v) = item.map_err(|e| self.backend(e))?;
-                to.insert(k.value(), v.value()).map_err(|e| fail(&e))?;
-            }
+fn backup_unguarded(r: &RedbStore, path: &Path) -> Result<(), StoreError> {
+    let fail = |e: &dyn std::fmt::Display| StoreError::Backend {
+        path: path.display().to_string(),
+        message: format!("backup: {e}"),
+    };
+    let tmp = path.with_extension("tmp");
+    let _ = std::fs::remove_file(&tmp);
+    let txn = r.db.begin_read().map_err(|e| r.backend(e))?;
+    let records = txn.open_table(RECORDS).map_err(|e| r.backend(e))?;
+    let events = txn.open_table(EVENTS).map_err(|e| r.backend(e))?;
+    let copy = Database::create(&tmp).map_err(|e| fail(&e))?;
+    let w = copy.begin_write().map_err(|e| fail(&e))?;
+    {
+        let mut to = w.open_table(RECORDS).map_err(|e| fail(&e))?;
+        for item in records.iter().map_err(|e| r.backend(e))? {
+            let (k, v) = item.map_err(|e| r.backend(e))?;
+            to.insert(k.value(), v.value()).map_err(|e| fail(&e))?;
         }
-        w.commit().map_err(|e| fail(&e))?;
-        drop(copy);
-        std::fs::rename(&tmp, path).map_err(|e| fail(&e))
+        let mut to = w.open_table(EVENTS).map_err(|e| fail(&e))?;
+        for item in events.iter().map_err(|e| r.backend(e))? {
+            let (k, v) = item.map_err(|e| r.backend(e))?;
+            to.insert(k.value(), v.value()).map_err(|e| fail(&e))?;
+        }
     }
+    w.commit().map_err(|e| fail(&e))?;
+    drop(copy);
+    std::fs::rename(&tmp, path).map_err(|e| fail(&e))
+}
 
+impl Store {
     /// Shifts the rotation in `dir` by one and writes a new newest backup.
     pub fn rolling_backup(&self, dir: &Path) -> Result<PathBuf, StoreError> {
         let fail = |e: std::io::Error| StoreError::Backend {

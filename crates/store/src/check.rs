@@ -4,7 +4,8 @@
 
 use redb::{ReadableDatabase, ReadableTable};
 
-use crate::{EVENTS, RECORDS, Store, StoreError};
+use crate::redb_store::{EVENTS, RECORDS};
+use crate::{RedbStore, Store, StoreError};
 
 /// What [`Store::check`] read.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -25,30 +26,31 @@ impl Store {
     /// Reads every record and event. The file's own damage is an error; undecodable
     /// documents are listed in the report.
     pub fn check(&self) -> Result<CheckReport, StoreError> {
-        self.guarded(|| self.check_unguarded())
+        let r = self.redb()?;
+        r.guarded(|| check_unguarded(r))
     }
+}
 
-    fn check_unguarded(&self) -> Result<CheckReport, StoreError> {
-        let txn = self.db.begin_read().map_err(|e| self.backend(e))?;
-        let mut report = CheckReport::default();
-        let records = txn.open_table(RECORDS).map_err(|e| self.backend(e))?;
-        for item in records.iter().map_err(|e| self.backend(e))? {
-            let (k, v) = item.map_err(|e| self.backend(e))?;
-            let (table, key) = k.value();
-            report.records += 1;
-            if let Err(e) = serde_json::from_slice::<serde_json::Value>(v.value()) {
-                report.unreadable.push(format!("{table}/{key}: {e}"));
-            }
+fn check_unguarded(r: &RedbStore) -> Result<CheckReport, StoreError> {
+    let txn = r.db.begin_read().map_err(|e| r.backend(e))?;
+    let mut report = CheckReport::default();
+    let records = txn.open_table(RECORDS).map_err(|e| r.backend(e))?;
+    for item in records.iter().map_err(|e| r.backend(e))? {
+        let (k, v) = item.map_err(|e| r.backend(e))?;
+        let (table, key) = k.value();
+        report.records += 1;
+        if let Err(e) = serde_json::from_slice::<serde_json::Value>(v.value()) {
+            report.unreadable.push(format!("{table}/{key}: {e}"));
         }
-        let events = txn.open_table(EVENTS).map_err(|e| self.backend(e))?;
-        for item in events.iter().map_err(|e| self.backend(e))? {
-            let (k, v) = item.map_err(|e| self.backend(e))?;
-            let (key, n) = k.value();
-            report.events += 1;
-            if let Err(e) = serde_json::from_slice::<serde_json::Value>(v.value()) {
-                report.unreadable.push(format!("events/{key}#{n}: {e}"));
-            }
-        }
-        Ok(report)
     }
+    let events = txn.open_table(EVENTS).map_err(|e| r.backend(e))?;
+    for item in events.iter().map_err(|e| r.backend(e))? {
+        let (k, v) = item.map_err(|e| r.backend(e))?;
+        let (key, n) = k.value();
+        report.events += 1;
+        if let Err(e) = serde_json::from_slice::<serde_json::Value>(v.value()) {
+            report.unreadable.push(format!("events/{key}#{n}: {e}"));
+        }
+    }
+    Ok(report)
 }

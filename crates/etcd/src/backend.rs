@@ -1,0 +1,368 @@
+//! The etcd backend: etcd-client over gRPC, on a runtime of its own.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use etcd_client::{
+    Certificate, Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, Identity,
+    SortOrder, SortTarget, TlsOptions, Txn, TxnOp,
+};
+use flightdeck_store::{Backend, EVENTS_PER_KEY_MAX, StoreError, Write};
+
+use crate::EtcdOptions;
+
+/// How often a commit is tried again when another writer appended events to the same
+/// key between its read of the sequence and its transaction.
+const COMMIT_ATTEMPTS: usize = 3;
+
+pub(crate) struct EtcdStore {
+    /// Taken on drop and shut down in the background: a runtime must not be dropped
+    /// where blocking is not allowed (inside the daemon's own runtime).
+    runtime: Option<tokio::runtime::Runtime>,
+    client: Client,
+    prefix: String,
+    shown: String,
+    timeout: Duration,
+    max_txn_ops: usize,
+}
+
+impl Drop for EtcdStore {
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// Runs `fut` on `handle` and waits for it, at most `timeout`.
+fn wait<T: Send + 'static>(
+    handle: &tokio::runtime::Handle,
+    timeout: Duration,
+    fut: impl Future<Output = Result<T, etcd_client::Error>> + Send + 'static,
+) -> Result<T, String> {
+    let (tx, rx) = mpsc::sync_channel(1);
+    handle.spawn(async move {
+        let r = tokio::time::timeout(timeout, fut).await;
+        let _ = tx.send(r);
+    });
+    match rx.recv_timeout(timeout + Duration::from_secs(1)) {
+        Ok(Ok(Ok(v))) => Ok(v),
+        Ok(Ok(Err(e))) => Err(e.to_string()),
+        Ok(Err(_)) | Err(_) => Err(format!(
+            "no answer within {}s (are the members up, and is a quorum of them reachable?)",
+            timeout.as_secs()
+        )),
+    }
+}
+
+fn read_pem(path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+fn connect_options(o: &EtcdOptions) -> Result<ConnectOptions, String> {
+    let mut opts = ConnectOptions::new()
+        .with_timeout(o.timeout)
+        .with_connect_timeout(o.timeout);
+    if let (Some(user), Some(password)) = (&o.user, &o.password) {
+        opts = opts.with_user(user.clone(), password.expose());
+    }
+    if let Some(ca) = &o.ca_file {
+        let mut tls = TlsOptions::new().ca_certificate(Certificate::from_pem(read_pem(ca)?));
+        if let (Some(cert), Some(key)) = (&o.cert_file, &o.key_file) {
+            tls = tls.identity(Identity::from_pem(read_pem(cert)?, read_pem(key)?));
+        }
+        opts = opts.with_tls(tls);
+    }
+    Ok(opts)
+}
+
+impl EtcdStore {
+    pub(crate) fn connect(o: &EtcdOptions) -> Result<EtcdStore, StoreError> {
+        let shown = o.describe();
+        let fail = |message: String| StoreError::Backend {
+            path: shown.clone(),
+            message,
+        };
+        o.validate().map_err(|e| fail(e.to_string()))?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("etcd-client")
+            .enable_all()
+            .build()
+            .map_err(|e| fail(format!("cannot start the etcd client's runtime: {e}")))?;
+        let scheme = if o.ca_file.is_some() { "https" } else { "http" };
+        let endpoints: Vec<String> = o
+            .endpoints
+            .iter()
+            .map(|e| format!("{scheme}://{e}"))
+            .collect();
+        let opts = connect_options(o).map_err(fail)?;
+        let client = wait(runtime.handle(), o.timeout, async move {
+            Client::connect(endpoints, Some(opts)).await
+        })
+        .map_err(|e| fail(format!("cannot connect: {e}")))?;
+        let store = EtcdStore {
+            runtime: Some(runtime),
+            client,
+            prefix: o.prefix.clone(),
+            shown,
+            timeout: o.timeout,
+            max_txn_ops: o.max_txn_ops,
+        };
+        // Connecting is lazy for some failures (a member that refuses): one read proves
+        // a quorum answers before the daemon starts on it.
+        store.get_range(&store.prefix.clone(), true, Some(1))?;
+        Ok(store)
+    }
+
+    fn call<T: Send + 'static, F>(
+        &self,
+        what: &str,
+        f: impl FnOnce(Client) -> F,
+    ) -> Result<T, StoreError>
+    where
+        F: Future<Output = Result<T, etcd_client::Error>> + Send + 'static,
+    {
+        let Some(rt) = &self.runtime else {
+            return Err(self.error(what, "the store is closed".into()));
+        };
+        wait(rt.handle(), self.timeout, f(self.client.clone())).map_err(|e| self.error(what, e))
+    }
+
+    fn error(&self, what: &str, message: String) -> StoreError {
+        StoreError::Backend {
+            path: self.shown.clone(),
+            message: format!("{what}: {message}"),
+        }
+    }
+
+    /// The keys (and values, unless `keys_only`) under `prefix`, in key order.
+    fn get_range(
+        &self,
+        prefix: &str,
+        keys_only: bool,
+        limit: Option<i64>,
+    ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        let mut opts = GetOptions::new().with_prefix();
+        if keys_only {
+            opts = opts.with_keys_only();
+        }
+        if let Some(n) = limit {
+            opts = opts.with_limit(n);
+        }
+        let key = prefix.to_string();
+        let resp = self.call(&format!("reading {prefix}"), move |mut c| async move {
+            c.get(key, Some(opts)).await
+        })?;
+        Ok(resp
+            .kvs()
+            .iter()
+            .map(|kv| {
+                (
+                    String::from_utf8_lossy(kv.key()).into_owned(),
+                    kv.value().to_vec(),
+                )
+            })
+            .collect())
+    }
+
+    fn record_key(&self, table: &str, key: &str) -> String {
+        format!("{}r/{table}/{key}", self.prefix)
+    }
+
+    fn events_prefix(&self, key: &str) -> String {
+        format!("{}e/{key}/", self.prefix)
+    }
+
+    fn event_key(&self, key: &str, seq: u64) -> String {
+        format!("{}{seq:020}", self.events_prefix(key))
+    }
+
+    /// The first and the next sequence number of `key`'s events.
+    fn event_bounds(&self, key: &str) -> Result<(u64, u64), StoreError> {
+        let prefix = self.events_prefix(key);
+        let seq = |k: &str| k.strip_prefix(&prefix).and_then(|s| s.parse::<u64>().ok());
+        let first = self.get_range(&prefix, true, Some(1))?;
+        let p = prefix.clone();
+        let last = self.call(&format!("reading {prefix}"), move |mut c| async move {
+            let opts = GetOptions::new()
+                .with_prefix()
+                .with_keys_only()
+                .with_limit(1)
+                .with_sort(SortTarget::Key, SortOrder::Descend);
+            c.get(p, Some(opts)).await
+        })?;
+        let last = last
+            .kvs()
+            .first()
+            .and_then(|kv| seq(&String::from_utf8_lossy(kv.key())));
+        let first = first.first().and_then(|(k, _)| seq(k));
+        Ok(match (first, last) {
+            (Some(f), Some(l)) => (f, l + 1),
+            _ => (0, 0),
+        })
+    }
+
+    /// The transaction for `writes`: its guard (no events appended meanwhile) and its
+    /// operations.
+    fn plan_txn(&self, writes: &[Write]) -> Result<(Vec<Compare>, Vec<TxnOp>), StoreError> {
+        // The last write of a record wins: etcd refuses two operations on one key.
+        let mut records: BTreeMap<String, Option<&[u8]>> = BTreeMap::new();
+        let mut logs: BTreeMap<&str, EventLog<'_>> = BTreeMap::new();
+        for w in writes {
+            match w {
+                Write::Put { table, key, json } => {
+                    records.insert(self.record_key(table, key), Some(json));
+                }
+                Write::Remove { table, key } => {
+                    records.insert(self.record_key(table, key), None);
+                }
+                Write::Event { key, json } => self.log(&mut logs, key)?.new.push(json),
+                Write::ClearEvents { key } => self.log(&mut logs, key)?.clear(),
+            }
+        }
+        let mut guard = Vec::new();
+        let mut ops: Vec<TxnOp> = records
+            .into_iter()
+            .map(|(k, v)| match v {
+                Some(json) => TxnOp::put(k, json.to_vec(), None),
+                None => TxnOp::delete(k, None),
+            })
+            .collect();
+        for (key, log) in logs {
+            // Nobody appended since the bounds were read: the next key is still free.
+            guard.push(Compare::create_revision(
+                self.event_key(key, log.next),
+                CompareOp::Equal,
+                0,
+            ));
+            ops.extend(self.log_ops(key, &log));
+        }
+        if ops.len() > self.max_txn_ops {
+            return Err(self.error(
+                "commit",
+                format!(
+                    "{} operations in one commit, more than the {} etcd allows in one transaction; start the members with a larger --max-txn-ops and give flightdeck the same figure",
+                    ops.len(),
+                    self.max_txn_ops
+                ),
+            ));
+        }
+        Ok((guard, ops))
+    }
+
+    /// The event log of `key` in this commit, its bounds read on first use.
+    fn log<'a, 'w>(
+        &self,
+        logs: &'a mut BTreeMap<&'w str, EventLog<'w>>,
+        key: &'w str,
+    ) -> Result<&'a mut EventLog<'w>, StoreError> {
+        if !logs.contains_key(key) {
+            let (first, next) = self.event_bounds(key)?;
+            logs.insert(
+                key,
+                EventLog {
+                    first,
+                    next,
+                    cleared: first,
+                    new: Vec::new(),
+                },
+            );
+        }
+        Ok(logs.entry(key).or_default())
+    }
+
+    /// The operations that append `log.new` to `key`'s events and drop what falls out:
+    /// what was cleared, and the oldest past [`EVENTS_PER_KEY_MAX`].
+    fn log_ops(&self, key: &str, log: &EventLog<'_>) -> Vec<TxnOp> {
+        let mut ops = Vec::new();
+        let end = log.next + log.new.len() as u64;
+        let keep_from = end.saturating_sub(EVENTS_PER_KEY_MAX).max(log.cleared);
+        let until = keep_from.min(log.next);
+        if until > log.first {
+            ops.push(TxnOp::delete(
+                self.event_key(key, log.first),
+                Some(DeleteOptions::new().with_range(self.event_key(key, until))),
+            ));
+        }
+        for (i, json) in log.new.iter().enumerate() {
+            let seq = log.next + i as u64;
+            if seq >= keep_from {
+                ops.push(TxnOp::put(self.event_key(key, seq), json.to_vec(), None));
+            }
+        }
+        ops
+    }
+}
+
+/// One key's events as a commit changes them.
+#[derive(Default)]
+struct EventLog<'w> {
+    /// The first stored sequence number.
+    first: u64,
+    /// The next sequence number: the first new event's.
+    next: u64,
+    /// Everything below is cleared.
+    cleared: u64,
+    /// The events this commit appends.
+    new: Vec<&'w [u8]>,
+}
+
+impl EventLog<'_> {
+    /// Clears everything stored, and every event of this commit so far.
+    fn clear(&mut self) {
+        self.next += self.new.len() as u64;
+        self.cleared = self.next;
+        self.new.clear();
+    }
+}
+
+impl Backend for EtcdStore {
+    fn describe(&self) -> String {
+        self.shown.clone()
+    }
+
+    fn get(&self, table: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let k = self.record_key(table, key);
+        let resp = self.call(&format!("reading {table}/{key}"), move |mut c| async move {
+            c.get(k, None).await
+        })?;
+        Ok(resp.kvs().first().map(|kv| kv.value().to_vec()))
+    }
+
+    fn keys(&self, table: &str) -> Result<Vec<String>, StoreError> {
+        let prefix = self.record_key(table, "");
+        Ok(self
+            .get_range(&prefix, true, None)?
+            .into_iter()
+            .filter_map(|(k, _)| k.strip_prefix(&prefix).map(str::to_string))
+            .collect())
+    }
+
+    fn events(&self, key: &str) -> Result<Vec<Vec<u8>>, StoreError> {
+        Ok(self
+            .get_range(&self.events_prefix(key), false, None)?
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect())
+    }
+
+    fn commit(&self, writes: &[Write]) -> Result<(), StoreError> {
+        for _ in 0..COMMIT_ATTEMPTS {
+            let (guard, ops) = self.plan_txn(writes)?;
+            let txn = Txn::new().when(guard).and_then(ops);
+            let resp = self.call("commit", move |mut c| async move { c.txn(txn).await })?;
+            if resp.succeeded() {
+                return Ok(());
+            }
+            tracing::debug!(store = %self.shown, "events were appended meanwhile; committing again");
+        }
+        Err(self.error(
+            "commit",
+            format!("another writer kept appending events to the same keys; gave up after {COMMIT_ATTEMPTS} attempts"),
+        ))
+    }
+}

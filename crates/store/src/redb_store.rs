@@ -1,0 +1,341 @@
+//! The embedded backend: one redb file under `--state-dir`. Each commit is an ACID
+//! transaction, so a crash leaves the store as of the last commit and never half of one.
+//!
+//! A damaged file is an error that names it, never a panic: redb's integrity check runs
+//! on open, and a panic inside redb (its answer to some damage it cannot report) is
+//! caught and turned into [`StoreError::Damaged`].
+
+use std::path::{Path, PathBuf};
+
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+
+use crate::{Backend, EVENTS_PER_KEY_MAX, STORE_FILE, StoreError, Write};
+
+pub(crate) const RECORDS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("records");
+pub(crate) const EVENTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("events");
+
+thread_local! {
+    /// Set while this thread runs redb under [`guarded`].
+    static IN_GUARD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Installs a panic hook that keeps quiet about panics [`guarded`] turns into
+/// [`StoreError::Damaged`] (redb's "entered unreachable code" on some damaged files), so
+/// a damaged store is reported once, as the clear error, and not also as a panic
+/// message; every other panic goes to the hook that was there before. Binaries call it
+/// once at start.
+pub fn quiet_guarded_panics() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !IN_GUARD.with(|g| g.get()) {
+            previous(info);
+        }
+    }));
+}
+
+/// Runs `f`, turning a panic inside redb (how it answers some damage) into
+/// [`StoreError::Damaged`] naming the file.
+fn guarded<T>(path: &str, f: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
+    let was = IN_GUARD.with(|g| g.replace(true));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    IN_GUARD.with(|g| g.set(was));
+    match result {
+        Ok(r) => r,
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "redb failed reading it".to_string());
+            Err(StoreError::Damaged {
+                path: path.to_string(),
+                message,
+            })
+        }
+    }
+}
+
+/// An in-memory disk image for [`crate::Store::on_memory_disk`]. Clones share the image.
+#[derive(Clone, Debug, Default)]
+pub struct MemoryDisk(std::sync::Arc<redb::backends::InMemoryBackend>);
+
+impl MemoryDisk {
+    pub fn new() -> Self {
+        MemoryDisk::default()
+    }
+
+    /// A separate image with the bytes this one holds now: what a backup or a snapshot
+    /// of the disk taken at this instant would restore.
+    pub fn image(&self) -> Result<MemoryDisk, std::io::Error> {
+        use redb::StorageBackend;
+        let len = self.0.len()?;
+        let mut bytes = vec![0u8; usize::try_from(len).map_err(std::io::Error::other)?];
+        self.0.read(0, &mut bytes)?;
+        let copy = MemoryDisk::new();
+        copy.0.set_len(len)?;
+        copy.0.write(0, &bytes)?;
+        Ok(copy)
+    }
+}
+
+impl redb::StorageBackend for MemoryDisk {
+    fn len(&self) -> Result<u64, std::io::Error> {
+        self.0.len()
+    }
+    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
+        self.0.read(offset, out)
+    }
+    fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
+        self.0.set_len(len)
+    }
+    fn sync_data(&self) -> Result<(), std::io::Error> {
+        self.0.sync_data()
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
+        self.0.write(offset, data)
+    }
+}
+
+/// The embedded backend: one redb file (or an in-memory image).
+pub struct RedbStore {
+    pub(crate) db: Database,
+    path: PathBuf,
+    durable: bool,
+}
+
+impl RedbStore {
+    /// Opens (or creates) the store in `dir`, creating the directory if needed.
+    pub fn open(dir: &Path) -> Result<RedbStore, StoreError> {
+        RedbStore::open_file(&dir.join(STORE_FILE))
+    }
+
+    /// Opens (or creates) the store file at `path`, checking its integrity first.
+    pub fn open_file(path: &Path) -> Result<RedbStore, StoreError> {
+        let shown = path.display().to_string();
+        let err = |message: String| StoreError::Backend {
+            path: shown.clone(),
+            message,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| err(format!("cannot create directory: {e}")))?;
+        }
+        guarded(&shown, || {
+            let mut db = Database::create(path).map_err(|e| match e {
+                redb::DatabaseError::Storage(redb::StorageError::Corrupted(m)) => {
+                    StoreError::Damaged {
+                        path: shown.clone(),
+                        message: m,
+                    }
+                }
+                e => err(e.to_string()),
+            })?;
+            match db.check_integrity() {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::warn!(path = %shown, "the state store failed its integrity check and was repaired by redb");
+                }
+                Err(e) => {
+                    return Err(StoreError::Damaged {
+                        path: shown.clone(),
+                        message: format!("integrity check: {e}"),
+                    });
+                }
+            }
+            let store = RedbStore {
+                db,
+                path: path.to_path_buf(),
+                durable: true,
+            };
+            store.init_tables()?;
+            Ok(store)
+        })
+    }
+
+    /// A store in memory, for tests and throw-away runs.
+    pub fn in_memory() -> Result<RedbStore, StoreError> {
+        let db = Database::builder()
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .map_err(|e| StoreError::Backend {
+                path: "<memory>".into(),
+                message: e.to_string(),
+            })?;
+        let store = RedbStore {
+            db,
+            path: PathBuf::from("<memory>"),
+            durable: false,
+        };
+        store.init_tables()?;
+        Ok(store)
+    }
+
+    /// A store on `disk`, an in-memory image that outlives the store: dropping this store
+    /// and opening another on the same disk is a store restart, through redb's own
+    /// recovery path, without touching the file system.
+    pub fn on_memory_disk(disk: &MemoryDisk) -> Result<RedbStore, StoreError> {
+        let db = Database::builder()
+            .create_with_backend(disk.clone())
+            .map_err(|e| StoreError::Backend {
+                path: "<memory disk>".into(),
+                message: e.to_string(),
+            })?;
+        let store = RedbStore {
+            db,
+            path: PathBuf::from("<memory disk>"),
+            // Only durable commits survive a reopen; syncing memory costs nothing.
+            durable: true,
+        };
+        store.init_tables()?;
+        Ok(store)
+    }
+
+    /// Whether each commit waits for the disk (fsync). On by default for files; a
+    /// simulated run whose cloud lives only in memory may turn it off.
+    pub fn set_durable(&mut self, durable: bool) {
+        self.durable = durable;
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn guarded<T>(
+        &self,
+        f: impl FnOnce() -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        guarded(&self.path.display().to_string(), f)
+    }
+
+    pub(crate) fn backend<E: std::fmt::Display>(&self, e: E) -> StoreError {
+        StoreError::Backend {
+            path: self.path.display().to_string(),
+            message: e.to_string(),
+        }
+    }
+
+    fn init_tables(&self) -> Result<(), StoreError> {
+        let txn = self.db.begin_write().map_err(|e| self.backend(e))?;
+        txn.open_table(RECORDS).map_err(|e| self.backend(e))?;
+        txn.open_table(EVENTS).map_err(|e| self.backend(e))?;
+        txn.commit().map_err(|e| self.backend(e))
+    }
+
+    fn get_unguarded(&self, table: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let txn = self.db.begin_read().map_err(|e| self.backend(e))?;
+        let t = txn.open_table(RECORDS).map_err(|e| self.backend(e))?;
+        let v = t.get((table, key)).map_err(|e| self.backend(e))?;
+        Ok(v.map(|v| v.value().to_vec()))
+    }
+
+    fn keys_unguarded(&self, table: &str) -> Result<Vec<String>, StoreError> {
+        let txn = self.db.begin_read().map_err(|e| self.backend(e))?;
+        let t = txn.open_table(RECORDS).map_err(|e| self.backend(e))?;
+        let mut keys = Vec::new();
+        for item in t.range((table, "")..).map_err(|e| self.backend(e))? {
+            let (k, _) = item.map_err(|e| self.backend(e))?;
+            let (tbl, key) = k.value();
+            if tbl != table {
+                break;
+            }
+            keys.push(key.to_string());
+        }
+        Ok(keys)
+    }
+
+    fn events_unguarded(&self, key: &str) -> Result<Vec<Vec<u8>>, StoreError> {
+        let txn = self.db.begin_read().map_err(|e| self.backend(e))?;
+        let t = txn.open_table(EVENTS).map_err(|e| self.backend(e))?;
+        let mut out = Vec::new();
+        for item in t
+            .range((key, 0)..=(key, u64::MAX))
+            .map_err(|e| self.backend(e))?
+        {
+            let (_, v) = item.map_err(|e| self.backend(e))?;
+            out.push(v.value().to_vec());
+        }
+        Ok(out)
+    }
+
+    fn commit_unguarded(&self, writes: &[Write]) -> Result<(), StoreError> {
+        let mut txn = self.db.begin_write().map_err(|e| self.backend(e))?;
+        if !self.durable {
+            txn.set_durability(Durability::None)
+                .map_err(|e| self.backend(e))?;
+        }
+        {
+            let mut records = txn.open_table(RECORDS).map_err(|e| self.backend(e))?;
+            let mut events = txn.open_table(EVENTS).map_err(|e| self.backend(e))?;
+            for w in writes {
+                match w {
+                    Write::Put { table, key, json } => {
+                        records
+                            .insert((*table, key.as_str()), json.as_slice())
+                            .map_err(|e| self.backend(e))?;
+                    }
+                    Write::Remove { table, key } => {
+                        records
+                            .remove((*table, key.as_str()))
+                            .map_err(|e| self.backend(e))?;
+                    }
+                    Write::Event { key, json } => {
+                        let range = (key.as_str(), 0)..=(key.as_str(), u64::MAX);
+                        let (first, last) = {
+                            let mut it = events.range(range).map_err(|e| self.backend(e))?;
+                            let first = it
+                                .next()
+                                .transpose()
+                                .map_err(|e| self.backend(e))?
+                                .map(|(k, _)| k.value().1);
+                            let last = it
+                                .next_back()
+                                .transpose()
+                                .map_err(|e| self.backend(e))?
+                                .map(|(k, _)| k.value().1);
+                            (first, last.or(first))
+                        };
+                        let next = last.map_or(0, |l| l + 1);
+                        events
+                            .insert((key.as_str(), next), json.as_slice())
+                            .map_err(|e| self.backend(e))?;
+                        if let Some(first) = first
+                            && next - first >= EVENTS_PER_KEY_MAX
+                        {
+                            events
+                                .remove((key.as_str(), first))
+                                .map_err(|e| self.backend(e))?;
+                        }
+                    }
+                    Write::ClearEvents { key } => {
+                        let range = (key.as_str(), 0)..=(key.as_str(), u64::MAX);
+                        events
+                            .retain_in(range, |_, _| false)
+                            .map_err(|e| self.backend(e))?;
+                    }
+                }
+            }
+        }
+        txn.commit().map_err(|e| self.backend(e))
+    }
+}
+
+impl Backend for RedbStore {
+    fn describe(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    fn get(&self, table: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.guarded(|| self.get_unguarded(table, key))
+    }
+
+    fn keys(&self, table: &str) -> Result<Vec<String>, StoreError> {
+        self.guarded(|| self.keys_unguarded(table))
+    }
+
+    fn events(&self, key: &str) -> Result<Vec<Vec<u8>>, StoreError> {
+        self.guarded(|| self.events_unguarded(key))
+    }
+
+    fn commit(&self, writes: &[Write]) -> Result<(), StoreError> {
+        self.guarded(|| self.commit_unguarded(writes))
+    }
+}
