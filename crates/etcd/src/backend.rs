@@ -1,9 +1,9 @@
 //! The etcd backend: etcd-client over gRPC, on a runtime of its own.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use etcd_client::{
@@ -13,23 +13,32 @@ use etcd_client::{
 use flightdeck_store::{Backend, EVENTS_PER_KEY_MAX, StoreError, Write};
 
 use crate::EtcdOptions;
+use crate::fence::{FENCED_TABLES, Fence, Now};
 
 /// How often a commit is tried again when another writer appended events to the same
 /// key between its read of the sequence and its transaction.
 const COMMIT_ATTEMPTS: usize = 3;
 
-pub(crate) struct EtcdStore {
+/// The connection: etcd's client on a runtime of its own, shared by the store and the
+/// replica's lease and claims.
+pub(crate) struct Conn {
     /// Taken on drop and shut down in the background: a runtime must not be dropped
     /// where blocking is not allowed (inside the daemon's own runtime).
     runtime: Option<tokio::runtime::Runtime>,
     client: Client,
-    prefix: String,
+    pub(crate) prefix: String,
     shown: String,
     timeout: Duration,
+}
+
+pub(crate) struct EtcdStore {
+    pub(crate) conn: Arc<Conn>,
+    pub(crate) fence: Arc<Fence>,
+    now: Now,
     max_txn_ops: usize,
 }
 
-impl Drop for EtcdStore {
+impl Drop for Conn {
     fn drop(&mut self) {
         if let Some(rt) = self.runtime.take() {
             rt.shutdown_background();
@@ -79,8 +88,8 @@ fn connect_options(o: &EtcdOptions) -> Result<ConnectOptions, String> {
     Ok(opts)
 }
 
-impl EtcdStore {
-    pub(crate) fn connect(o: &EtcdOptions) -> Result<EtcdStore, StoreError> {
+impl Conn {
+    pub(crate) fn connect(o: &EtcdOptions) -> Result<Conn, StoreError> {
         let shown = o.describe();
         let fail = |message: String| StoreError::Backend {
             path: shown.clone(),
@@ -104,21 +113,20 @@ impl EtcdStore {
             Client::connect(endpoints, Some(opts)).await
         })
         .map_err(|e| fail(format!("cannot connect: {e}")))?;
-        let store = EtcdStore {
+        let conn = Conn {
             runtime: Some(runtime),
             client,
             prefix: o.prefix.clone(),
             shown,
             timeout: o.timeout,
-            max_txn_ops: o.max_txn_ops,
         };
         // Connecting is lazy for some failures (a member that refuses): one read proves
         // a quorum answers before the daemon starts on it.
-        store.get_range(&store.prefix.clone(), true, Some(1))?;
-        Ok(store)
+        conn.get_range(&conn.prefix.clone(), true, Some(1))?;
+        Ok(conn)
     }
 
-    fn call<T: Send + 'static, F>(
+    pub(crate) fn call<T: Send + 'static, F>(
         &self,
         what: &str,
         f: impl FnOnce(Client) -> F,
@@ -132,7 +140,7 @@ impl EtcdStore {
         wait(rt.handle(), self.timeout, f(self.client.clone())).map_err(|e| self.error(what, e))
     }
 
-    fn error(&self, what: &str, message: String) -> StoreError {
+    pub(crate) fn error(&self, what: &str, message: String) -> StoreError {
         StoreError::Backend {
             path: self.shown.clone(),
             message: format!("{what}: {message}"),
@@ -140,7 +148,7 @@ impl EtcdStore {
     }
 
     /// The keys (and values, unless `keys_only`) under `prefix`, in key order.
-    fn get_range(
+    pub(crate) fn get_range(
         &self,
         prefix: &str,
         keys_only: bool,
@@ -169,12 +177,70 @@ impl EtcdStore {
             .collect())
     }
 
+    pub(crate) fn describe(&self) -> String {
+        self.shown.clone()
+    }
+
+    /// The names under `prefix` (the keys, without it).
+    pub(crate) fn names_under(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        Ok(self
+            .get_range(prefix, true, None)?
+            .into_iter()
+            .filter_map(|(k, _)| k.strip_prefix(prefix).map(str::to_string))
+            .collect())
+    }
+
+    /// Puts `key` = `value` under `lease` if the key does not exist; whether it did, and
+    /// the transaction's revision (the key's create revision when it did).
+    pub(crate) fn create_leased(
+        &self,
+        what: &str,
+        key: String,
+        value: String,
+        lease: i64,
+    ) -> Result<(bool, i64), StoreError> {
+        let txn = Txn::new()
+            .when(vec![Compare::create_revision(
+                key.clone(),
+                CompareOp::Equal,
+                0,
+            )])
+            .and_then(vec![TxnOp::put(
+                key,
+                value,
+                Some(etcd_client::PutOptions::new().with_lease(lease)),
+            )]);
+        let resp = self.call(what, move |mut c| async move { c.txn(txn).await })?;
+        let revision = resp.header().map(|h| h.revision()).unwrap_or(0);
+        Ok((resp.succeeded(), revision))
+    }
+
+    /// The claim key of `cluster`.
+    pub(crate) fn claim_key(&self, cluster: &str) -> String {
+        format!("{}claims/{cluster}", self.prefix)
+    }
+}
+
+impl EtcdStore {
+    pub(crate) fn new(conn: Arc<Conn>, fence: Arc<Fence>, now: Now, max_txn_ops: usize) -> Self {
+        EtcdStore {
+            conn,
+            fence,
+            now,
+            max_txn_ops,
+        }
+    }
+
+    fn error(&self, what: &str, message: String) -> StoreError {
+        self.conn.error(what, message)
+    }
+
     fn record_key(&self, table: &str, key: &str) -> String {
-        format!("{}r/{table}/{key}", self.prefix)
+        format!("{}r/{table}/{key}", self.conn.prefix)
     }
 
     fn events_prefix(&self, key: &str) -> String {
-        format!("{}e/{key}/", self.prefix)
+        format!("{}e/{key}/", self.conn.prefix)
     }
 
     fn event_key(&self, key: &str, seq: u64) -> String {
@@ -185,16 +251,18 @@ impl EtcdStore {
     fn event_bounds(&self, key: &str) -> Result<(u64, u64), StoreError> {
         let prefix = self.events_prefix(key);
         let seq = |k: &str| k.strip_prefix(&prefix).and_then(|s| s.parse::<u64>().ok());
-        let first = self.get_range(&prefix, true, Some(1))?;
+        let first = self.conn.get_range(&prefix, true, Some(1))?;
         let p = prefix.clone();
-        let last = self.call(&format!("reading {prefix}"), move |mut c| async move {
-            let opts = GetOptions::new()
-                .with_prefix()
-                .with_keys_only()
-                .with_limit(1)
-                .with_sort(SortTarget::Key, SortOrder::Descend);
-            c.get(p, Some(opts)).await
-        })?;
+        let last = self
+            .conn
+            .call(&format!("reading {prefix}"), move |mut c| async move {
+                let opts = GetOptions::new()
+                    .with_prefix()
+                    .with_keys_only()
+                    .with_limit(1)
+                    .with_sort(SortTarget::Key, SortOrder::Descend);
+                c.get(p, Some(opts)).await
+            })?;
         let last = last
             .kvs()
             .first()
@@ -232,6 +300,7 @@ impl EtcdStore {
                 None => TxnOp::delete(k, None),
             })
             .collect();
+        guard.extend(self.fence_compares(writes)?);
         for (key, log) in logs {
             // Nobody appended since the bounds were read: the next key is still free.
             guard.push(Compare::create_revision(
@@ -252,6 +321,66 @@ impl EtcdStore {
             ));
         }
         Ok((guard, ops))
+    }
+
+    /// The clusters whose own state `writes` touches.
+    fn clusters_written(writes: &[Write]) -> BTreeSet<String> {
+        writes
+            .iter()
+            .filter_map(|w| match w {
+                Write::Put { table, key, .. } | Write::Remove { table, key }
+                    if FENCED_TABLES.contains(table) =>
+                {
+                    Some(key.clone())
+                }
+                Write::Event { key, .. } | Write::ClearEvents { key } => Some(key.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The fence of a commit: each cluster it writes is still claimed by this replica,
+    /// under the claim it holds (the same create revision). Refused at once, without
+    /// asking etcd, when the replica's lease has run out on its own clock.
+    fn fence_compares(&self, writes: &[Write]) -> Result<Vec<Compare>, StoreError> {
+        let clusters = Self::clusters_written(writes);
+        let tokens = self
+            .fence
+            .tokens(&clusters, (self.now)())
+            .map_err(|message| StoreError::Fenced {
+                path: self.conn.describe(),
+                message,
+            })?;
+        Ok(tokens
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(c, rev)| {
+                Compare::create_revision(self.conn.claim_key(&c), CompareOp::Equal, rev)
+            })
+            .collect())
+    }
+
+    /// After a transaction whose guard failed: the first cluster whose claim is no
+    /// longer the one this replica holds, forgotten by the fence.
+    fn lost_claim(&self, writes: &[Write]) -> Result<Option<String>, StoreError> {
+        let held = self.fence.held();
+        for c in Self::clusters_written(writes) {
+            let Some(rev) = held.get(&c).copied() else {
+                continue;
+            };
+            let key = self.conn.claim_key(&c);
+            let resp = self
+                .conn
+                .call(&format!("reading {key}"), move |mut cl| async move {
+                    cl.get(key, None).await
+                })?;
+            let now = resp.kvs().first().map(|kv| kv.create_revision());
+            if now != Some(rev) {
+                self.fence.drop_claim(&c);
+                return Ok(Some(c));
+            }
+        }
+        Ok(None)
     }
 
     /// The event log of `key` in this commit, its bounds read on first use.
@@ -322,28 +451,26 @@ impl EventLog<'_> {
 
 impl Backend for EtcdStore {
     fn describe(&self) -> String {
-        self.shown.clone()
+        self.conn.describe()
     }
 
     fn get(&self, table: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let k = self.record_key(table, key);
-        let resp = self.call(&format!("reading {table}/{key}"), move |mut c| async move {
-            c.get(k, None).await
-        })?;
+        let resp = self
+            .conn
+            .call(&format!("reading {table}/{key}"), move |mut c| async move {
+                c.get(k, None).await
+            })?;
         Ok(resp.kvs().first().map(|kv| kv.value().to_vec()))
     }
 
     fn keys(&self, table: &str) -> Result<Vec<String>, StoreError> {
-        let prefix = self.record_key(table, "");
-        Ok(self
-            .get_range(&prefix, true, None)?
-            .into_iter()
-            .filter_map(|(k, _)| k.strip_prefix(&prefix).map(str::to_string))
-            .collect())
+        self.conn.names_under(&self.record_key(table, ""))
     }
 
     fn events(&self, key: &str) -> Result<Vec<Vec<u8>>, StoreError> {
         Ok(self
+            .conn
             .get_range(&self.events_prefix(key), false, None)?
             .into_iter()
             .map(|(_, v)| v)
@@ -354,11 +481,21 @@ impl Backend for EtcdStore {
         for _ in 0..COMMIT_ATTEMPTS {
             let (guard, ops) = self.plan_txn(writes)?;
             let txn = Txn::new().when(guard).and_then(ops);
-            let resp = self.call("commit", move |mut c| async move { c.txn(txn).await })?;
+            let resp = self
+                .conn
+                .call("commit", move |mut c| async move { c.txn(txn).await })?;
             if resp.succeeded() {
                 return Ok(());
             }
-            tracing::debug!(store = %self.shown, "events were appended meanwhile; committing again");
+            if let Some(c) = self.lost_claim(writes)? {
+                return Err(StoreError::Fenced {
+                    path: self.conn.describe(),
+                    message: format!(
+                        "cluster {c} was claimed by another replica; nothing of this commit was written"
+                    ),
+                });
+            }
+            tracing::debug!(store = %self.conn.describe(), "events were appended meanwhile; committing again");
         }
         Err(self.error(
             "commit",

@@ -17,8 +17,19 @@
 //! options, checked with errors that name what is wrong. The client is behind the
 //! `client` feature (it needs `protoc` to build); without it, [`connect`] says so.
 
+mod assign;
 #[cfg(feature = "client")]
 mod backend;
+// Read by the client's store and replica; without the client only its tests use it.
+#[cfg_attr(not(feature = "client"), allow(dead_code))]
+mod fence;
+#[cfg(feature = "client")]
+mod replica;
+
+pub use assign::assign;
+pub use fence::{FENCED_TABLES, Now};
+#[cfg(feature = "client")]
+pub use replica::{Balance, LEASE_MARGIN, Replica};
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -184,7 +195,14 @@ pub fn parse_url(url: &str) -> Result<Vec<String>, EtcdError> {
 /// Connects to etcd and returns a [`Store`] on it.
 #[cfg(feature = "client")]
 pub fn connect(options: &EtcdOptions) -> Result<Store, StoreError> {
-    backend::EtcdStore::connect(options).map(|b| Store::with_backend(Box::new(b)))
+    let conn = std::sync::Arc::new(backend::Conn::connect(options)?);
+    let store = backend::EtcdStore::new(
+        conn,
+        Default::default(),
+        std::sync::Arc::new(std::time::Instant::now),
+        options.max_txn_ops,
+    );
+    Ok(Store::with_backend(Box::new(store)))
 }
 
 /// Connects to etcd: not in this build, which has no etcd client.

@@ -35,6 +35,10 @@ pub enum StoreError {
         "state store {path} is damaged ({message}); `flightdeck store check` reads all of it, and README \"Recovering the store\" says how to restore a backup"
     )]
     Damaged { path: String, message: String },
+    /// A write of a cluster this replica no longer holds (its claim moved, or its lease
+    /// ran out): nothing of the commit was written, and the replica must not act.
+    #[error("state store {path}: fenced off: {message}")]
+    Fenced { path: String, message: String },
     #[error("state store {path}: record {table}/{key} is not readable: {message}")]
     Corrupt {
         path: String,
