@@ -113,7 +113,7 @@ fn spec_template(p: &Planner<'_>, role: &MachineRole) -> Option<MachineTemplate>
     match role {
         MachineRole::ControlPlane => {
             let cp = &spec.control_plane;
-            Some(crate::rollout::machine_template(
+            Some(crate::machines::machine_template(
                 p,
                 &cp.machine,
                 cp.version.to_string(),
@@ -123,6 +123,6 @@ fn spec_template(p: &Planner<'_>, role: &MachineRole) -> Option<MachineTemplate>
             .node_pools
             .iter()
             .find(|x| x.name.as_str() == name)
-            .map(|x| crate::rollout::machine_template(p, &x.machine, String::new())),
+            .map(|x| crate::machines::machine_template(p, &x.machine, String::new())),
     }
 }

@@ -6,7 +6,9 @@ use flightdeck_cloud::{
     Member, Node, Observed, OperatingStatus, ProvisioningStatus, Server, ServerStatus,
 };
 
+use crate::Planner;
 use crate::memory::{MachineRecord, MachineRole, MachineTemplate};
+use crate::status::{MachineStatus, MemberStatus};
 
 #[derive(Clone, Debug)]
 pub struct MachineView<'a> {
@@ -166,4 +168,69 @@ pub(crate) fn forgive_unobserved_time(p: &mut crate::Planner<'_>) {
             flightdeck_spec::Duration::from_millis(gap)
         ),
     ));
+}
+
+/// The machine template a set's spec asks for, as machine records keep it. On OpenNebula
+/// the image is the registered (content-addressed) template name, so a content change
+/// is a rollout.
+pub(crate) fn machine_template(
+    p: &Planner<'_>,
+    m: &flightdeck_spec::MachineTemplate,
+    version: String,
+) -> MachineTemplate {
+    if let (Some(one), Some(t)) = (p.spec.spec.provider.opennebula.as_ref(), &m.template) {
+        return MachineTemplate {
+            flavor: String::new(),
+            image: crate::opennebula::template_name(one, t.as_str()).unwrap_or_default(),
+            version,
+            user_data: m.user_data.as_ref().map_or(0, |u| u.digest),
+        };
+    }
+    MachineTemplate {
+        flavor: m.flavor.as_ref().map(|f| f.to_string()).unwrap_or_default(),
+        image: m.image.as_ref().map(|i| i.to_string()).unwrap_or_default(),
+        version,
+        user_data: m.user_data.as_ref().map_or(0, |u| u.digest),
+    }
+}
+
+/// What the status says of machine `m`.
+pub(crate) fn machine_status(
+    m: &MachineView<'_>,
+    template: &MachineTemplate,
+    removing: bool,
+) -> MachineStatus {
+    let server_status = match m.server_phase() {
+        ServerPhase::Requested => "REQUESTED".to_string(),
+        ServerPhase::Building => "BUILD".to_string(),
+        ServerPhase::Running => "ACTIVE".to_string(),
+        ServerPhase::Failed => "ERROR".to_string(),
+        ServerPhase::Deleting => "DELETING".to_string(),
+        ServerPhase::Gone => "GONE".to_string(),
+    };
+    MachineStatus {
+        name: m.name().to_string(),
+        server_id: m
+            .server
+            .map(|s| s.id.clone())
+            .or_else(|| m.record.server_id.clone()),
+        server_status,
+        address: m.server.and_then(|s| s.address),
+        version: m.template().version.clone(),
+        image: m.template().image.clone(),
+        node: m.node.map(|n| {
+            if n.ready {
+                "Ready".to_string()
+            } else {
+                "NotReady".to_string()
+            }
+        }),
+        member: m.member.map(|x| MemberStatus {
+            id: x.id.clone(),
+            provisioning_status: x.provisioning_status.as_str().into(),
+            operating_status: x.operating_status.as_str().into(),
+        }),
+        up_to_date: m.template() == template,
+        removing,
+    }
 }

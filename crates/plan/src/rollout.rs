@@ -5,11 +5,11 @@
 
 use crate::condition::{Condition, PlanEvent, kind, reason};
 use crate::infra::Infra;
-use crate::machines::{MachineView, ServerPhase, views};
+use crate::machines::{MachineView, ServerPhase, machine_status, machine_template, views};
 use crate::member_gate;
 use crate::memory::{MachineRecord, MachineRole, MachineTemplate};
 use crate::removal::mark_removal;
-use crate::status::{MachineStatus, MemberStatus, Phase, SetStatus};
+use crate::status::{Phase, SetStatus};
 use crate::{
     GONE_AFTER, POLL_MACHINES, POLL_STUCK, Planner, adoption, creates, members, remediation,
     removal,
@@ -504,46 +504,6 @@ fn plan_set(
     }
 }
 
-fn machine_status(
-    m: &MachineView<'_>,
-    template: &MachineTemplate,
-    removing: bool,
-) -> MachineStatus {
-    let server_status = match m.server_phase() {
-        ServerPhase::Requested => "REQUESTED".to_string(),
-        ServerPhase::Building => "BUILD".to_string(),
-        ServerPhase::Running => "ACTIVE".to_string(),
-        ServerPhase::Failed => "ERROR".to_string(),
-        ServerPhase::Deleting => "DELETING".to_string(),
-        ServerPhase::Gone => "GONE".to_string(),
-    };
-    MachineStatus {
-        name: m.name().to_string(),
-        server_id: m
-            .server
-            .map(|s| s.id.clone())
-            .or_else(|| m.record.server_id.clone()),
-        server_status,
-        address: m.server.and_then(|s| s.address),
-        version: m.template().version.clone(),
-        image: m.template().image.clone(),
-        node: m.node.map(|n| {
-            if n.ready {
-                "Ready".to_string()
-            } else {
-                "NotReady".to_string()
-            }
-        }),
-        member: m.member.map(|x| MemberStatus {
-            id: x.id.clone(),
-            provisioning_status: x.provisioning_status.as_str().into(),
-            operating_status: x.operating_status.as_str().into(),
-        }),
-        up_to_date: m.template() == template,
-        removing,
-    }
-}
-
 /// Records a new machine (so a crash cannot lose or duplicate it) and plans its server.
 fn new_machine(p: &mut Planner<'_>, set: &SetSpec, why: String, infra: &Infra) {
     p.memory.machine_seq += 1;
@@ -580,30 +540,6 @@ fn new_machine(p: &mut Planner<'_>, set: &SetSpec, why: String, infra: &Infra) {
         ..infra.clone()
     };
     creates::request_server(p, &record, &infra, &why);
-}
-
-/// The machine template a set's spec asks for, as machine records keep it. On OpenNebula
-/// the image is the registered (content-addressed) template name, so a content change
-/// is a rollout.
-pub(crate) fn machine_template(
-    p: &Planner<'_>,
-    m: &flightdeck_spec::MachineTemplate,
-    version: String,
-) -> MachineTemplate {
-    if let (Some(one), Some(t)) = (p.spec.spec.provider.opennebula.as_ref(), &m.template) {
-        return MachineTemplate {
-            flavor: String::new(),
-            image: crate::opennebula::template_name(one, t.as_str()).unwrap_or_default(),
-            version,
-            user_data: m.user_data.as_ref().map_or(0, |u| u.digest),
-        };
-    }
-    MachineTemplate {
-        flavor: m.flavor.as_ref().map(|f| f.to_string()).unwrap_or_default(),
-        image: m.image.as_ref().map(|i| i.to_string()).unwrap_or_default(),
-        version,
-        user_data: m.user_data.as_ref().map_or(0, |u| u.digest),
-    }
 }
 
 fn note_rollout(p: &mut Planner<'_>, set: &SetSpec, out: &SetOutcome) {
