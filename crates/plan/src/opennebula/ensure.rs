@@ -177,14 +177,7 @@ pub(super) fn ensure(
                 .collect();
             let Some((id, _)) = found.first() else {
                 crate::churn::making(p, &what);
-                holdings(p, kind).insert(
-                    d.name.clone(),
-                    Held {
-                        id: None,
-                        created: true,
-                        ..Held::default()
-                    },
-                );
+                // Held from here on, as one flightdeck registers (request_create).
                 request_create(p, kind, d);
                 return None;
             };
