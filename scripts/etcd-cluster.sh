@@ -5,6 +5,7 @@
 #   scripts/etcd-cluster.sh start   # prints the store address: etcd://127.0.0.1:23790,...
 #   scripts/etcd-cluster.sh stop
 #   scripts/etcd-cluster.sh status
+#   scripts/etcd-cluster.sh kill-member I   # SIGKILL member I (0-2); start-member I restarts it
 #
 # Members keep their data and logs under target/etcd/<name>; `start` begins from empty
 # data. Client ports 23790-23792, peer ports 23800-23802 (away from etcd's 2379/2380, so
@@ -47,31 +48,46 @@ stop() {
   pkill -9 -f "name fd-etcd-" || true
 }
 
+# member I: starts member I in the background, on its data directory as it is (empty
+# at first; a restarted member rejoins with what it had).
+member() {
+  local i=$1 n=${names[$1]} cluster=""
+  for j in 0 1 2; do
+    cluster="$cluster${cluster:+,}${names[$j]}=http://127.0.0.1:$(peer_port "$j")"
+  done
+  ETCD_UNSUPPORTED_ARCH=${ETCD_UNSUPPORTED_ARCH:-} etcd --name "$n" \
+    --data-dir "$dir/$n" \
+    --listen-client-urls "http://127.0.0.1:$(client_port "$i")" \
+    --advertise-client-urls "http://127.0.0.1:$(client_port "$i")" \
+    --listen-peer-urls "http://127.0.0.1:$(peer_port "$i")" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$(peer_port "$i")" \
+    --initial-cluster "$cluster" \
+    --initial-cluster-token flightdeck-test \
+    --initial-cluster-state new \
+    --max-txn-ops 1024 \
+    --heartbeat-interval 100 --election-timeout 1000 \
+    >> "$dir/$n.log" 2>&1 &
+  echo $! > "$dir/$n.pid"
+}
+
+# kill_member I: SIGKILL, as a crash would.
+kill_member() {
+  local n=${names[$1]}
+  [ -f "$dir/$n.pid" ] || return 0
+  kill -9 "$(cat "$dir/$n.pid")" 2>/dev/null || true
+  rm -f "$dir/$n.pid"
+  for _ in $(seq 1 50); do
+    pgrep -f "name $n " >/dev/null || return 0
+    sleep 0.1
+  done
+}
+
 start() {
   install
   stop
   rm -rf "$dir"
   mkdir -p "$dir"
-  local cluster=""
-  for i in 0 1 2; do
-    cluster="$cluster${cluster:+,}${names[$i]}=http://127.0.0.1:$(peer_port "$i")"
-  done
-  for i in 0 1 2; do
-    local n=${names[$i]}
-    ETCD_UNSUPPORTED_ARCH=${ETCD_UNSUPPORTED_ARCH:-} etcd --name "$n" \
-      --data-dir "$dir/$n" \
-      --listen-client-urls "http://127.0.0.1:$(client_port "$i")" \
-      --advertise-client-urls "http://127.0.0.1:$(client_port "$i")" \
-      --listen-peer-urls "http://127.0.0.1:$(peer_port "$i")" \
-      --initial-advertise-peer-urls "http://127.0.0.1:$(peer_port "$i")" \
-      --initial-cluster "$cluster" \
-      --initial-cluster-token flightdeck-test \
-      --initial-cluster-state new \
-      --max-txn-ops 1024 \
-      --heartbeat-interval 100 --election-timeout 1000 \
-      > "$dir/$n.log" 2>&1 &
-    echo $! > "$dir/$n.pid"
-  done
+  for i in 0 1 2; do member "$i"; done
   local endpoints
   endpoints=$(address | sed 's|etcd://||')
   for _ in $(seq 1 100); do
@@ -94,5 +110,7 @@ case "${1:-}" in
   start) start ;;
   stop) stop ;;
   status) status ;;
-  *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
+  kill-member) kill_member "${2:?member 0, 1 or 2}" ;;
+  start-member) member "${2:?member 0, 1 or 2}" ;;
+  *) echo "usage: $0 start|stop|status|kill-member I|start-member I" >&2; exit 2 ;;
 esac

@@ -13,6 +13,7 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::claims::Claims;
 use crate::error::Failure;
 use crate::plan_view::plan_view;
 use crate::published::Published;
@@ -36,6 +37,11 @@ pub enum Command {
     Delete(String, bool, Reply<()>),
     Resume(String, Reply<()>),
     Plan(String, Reply<PlanView>),
+    /// This replica claimed the cluster (or holds it still): drive it from the store,
+    /// picking up a spec applied through another replica.
+    TakeUp(String),
+    /// Another replica holds the cluster now: stop driving it, writing nothing.
+    LetGo(String),
 }
 
 /// How the API reaches a backend.
@@ -52,6 +58,9 @@ pub struct BackendConfig {
     pub speed: f64,
     /// Reconciles in flight at most.
     pub concurrency: usize,
+    /// This replica's claims, when it is one of several: each reconcile's cloud calls
+    /// name the replica and the claim they act under.
+    pub claims: Option<Arc<dyn Claims>>,
 }
 
 /// Spawns the backend task over `engine`.
@@ -110,10 +119,13 @@ impl Default for Generations {
 
 type Timed = std::pin::Pin<Box<dyn std::future::Future<Output = (Finished, Duration)> + Send>>;
 
-fn timed(r: Reconcile) -> Timed {
+fn timed(r: Reconcile, caller: Option<String>) -> Timed {
     Box::pin(async move {
         let started = Instant::now();
-        let f = r.await;
+        let f = match caller {
+            Some(c) => flightdeck_http::as_caller(c, r).await,
+            None => r.await,
+        };
         (f, started.elapsed())
     })
 }
@@ -129,9 +141,10 @@ impl<P: Provider + 'static> Backend<P> {
         loop {
             if stopping.is_none() {
                 for (name, r) in self.engine.start_due(self.config.concurrency) {
+                    let caller = self.config.claims.as_ref().and_then(|c| c.caller(&name));
                     let g = self.generations.entry(name).or_default();
                     g.started = g.spec;
-                    in_flight.push(timed(r));
+                    in_flight.push(timed(r, caller));
                 }
             }
             self.flush_events();
@@ -268,7 +281,47 @@ impl<P: Provider + 'static> Backend<P> {
                     });
                 }
             },
+            Command::TakeUp(name) => self.take_up(&name),
+            Command::LetGo(name) => {
+                if self.engine.let_go(&name) {
+                    tracing::info!(cluster = %name, backend = %self.config.label, "cluster let go: another replica holds it now");
+                }
+                self.last_error.remove(&name);
+                self.published.set_view(&name, None);
+            }
         }
+    }
+
+    /// Drives `name` from the store: a newly claimed cluster, or a held one whose spec
+    /// another replica's API changed.
+    fn take_up(&mut self, name: &str) {
+        let before = self.engine.cluster(name).map(|c| c.spec.clone());
+        let by = match self.config.claims.as_ref().and_then(|c| c.caller(name)) {
+            Some(c) => c.replace('=', " "),
+            None => "this process".into(),
+        };
+        match self.engine.take_up(name, &by) {
+            Ok(false) => return,
+            Ok(true) => {}
+            Err(e) => {
+                tracing::warn!(cluster = %name, error = %e, "cannot take the cluster up");
+                self.last_error.insert(name.to_string(), e.to_string());
+                return;
+            }
+        }
+        let after = self.engine.cluster(name).map(|c| &c.spec);
+        match before {
+            None => {
+                tracing::info!(cluster = %name, backend = %self.config.label, "cluster taken up");
+                let now = self.engine.clock().now().millis();
+                self.created.entry(name.to_string()).or_insert(now);
+            }
+            Some(old) if after.is_some_and(|s| *s != old) => {
+                self.generations.entry(name.to_string()).or_default().spec += 1;
+            }
+            Some(_) => return,
+        }
+        self.publish(name);
     }
 
     fn apply(&mut self, spec: Cluster, adopt: bool) -> Result<Applied, Failure> {

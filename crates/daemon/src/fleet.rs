@@ -12,6 +12,7 @@ use flightdeck_workload::KubeconfigFiles;
 use tokio::sync::{Mutex, oneshot, watch};
 
 use crate::backend::{self, BackendConfig, BackendHandle, Command};
+use crate::claims::Claims;
 use crate::connect;
 use crate::error::Failure;
 use crate::instrument::{CallHook, CallInfo, Instrumented};
@@ -24,6 +25,9 @@ use crate::wallclock::wall;
 pub struct FleetOptions {
     /// Reconciles in flight at most, per cloud.
     pub concurrency: usize,
+    /// This replica's claims, when it is one of several sharing the store: it drives
+    /// only the clusters it holds (see [`Fleet::sync_claims`]).
+    pub claims: Option<Arc<dyn Claims>>,
 }
 
 pub struct Fleet {
@@ -38,6 +42,9 @@ pub struct Fleet {
     owners: RwLock<BTreeMap<String, Route>>,
     shutdown: watch::Receiver<bool>,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// With claims: the clusters the backends were last told to drive, with the claim
+    /// revision they were held under.
+    driven: Mutex<BTreeMap<String, i64>>,
 }
 
 impl Fleet {
@@ -59,6 +66,7 @@ impl Fleet {
             owners: RwLock::new(BTreeMap::new()),
             shutdown,
             tasks: Mutex::new(Vec::new()),
+            driven: Mutex::new(BTreeMap::new()),
         });
         let mut routes = BTreeMap::new();
         for name in fleet.store.keys("spec")? {
@@ -199,7 +207,13 @@ impl Fleet {
             _ => Arc::new(Instrumented::new(provider, cloud, metrics).with_hook(Hook::None)),
         };
         let sim = self.sim.is_some();
-        let accept = |spec: &Cluster| route(spec, sim).is_ok_and(|x| &x == r);
+        let claims = self.options.claims.clone();
+        let accept = |spec: &Cluster| {
+            route(spec, sim).is_ok_and(|x| &x == r)
+                && claims
+                    .as_ref()
+                    .is_none_or(|c| c.holds(spec.name().as_str()))
+        };
         let seed = wall().millis() ^ u64::from(std::process::id());
         let engine = Engine::new_for(
             provider,
@@ -227,6 +241,7 @@ impl Fleet {
                 label: r.label(),
                 speed,
                 concurrency: self.options.concurrency,
+                claims: self.options.claims.clone(),
             },
             self.published.clone(),
             self.shutdown.clone(),
@@ -251,6 +266,13 @@ impl Fleet {
         let mut routed = Vec::new();
         for spec in specs {
             let r = route(&spec, self.sim.is_some())?;
+            if self.options.claims.is_some() && matches!(r, Route::OpenNebula { .. }) {
+                // Unfinished: each replica's F1 ledger holds only the clusters it drives.
+                return Err(Failure::unprocessable(format!(
+                    "cluster {}: OpenNebula clusters share templates and images (F1), and replicas on etcd do not yet check that ledger across replicas; run OpenNebula clusters on a `serve` with the embedded store",
+                    spec.name()
+                )));
+            }
             if let Some(old) = self.route_of(spec.name().as_str())
                 && old != r
             {
@@ -266,6 +288,16 @@ impl Fleet {
         let mut applied = Vec::new();
         for (spec, r) in routed {
             let name = spec.name().to_string();
+            if let Some(claims) = &self.options.claims
+                && !claims.holds(&name)
+            {
+                applied.push(self.store_for_holder(spec, &r)?);
+                self.owners
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(name, r);
+                continue;
+            }
             if let (Route::SimOpenStack, Some(sim)) = (&r, &self.sim) {
                 sim.provide_router(&spec);
             }
@@ -290,8 +322,106 @@ impl Fleet {
         let Some(r) = self.route_of(name) else {
             return Err(Failure::not_found(name));
         };
+        if let Some(claims) = &self.options.claims
+            && !claims.holds(name)
+        {
+            return Err(Failure::conflict(format!(
+                "cluster {name} is driven by {}, not by this replica: send this request there",
+                claims.holder(name)
+            )));
+        }
         let b = self.backend(&r).await?;
         ask(&b, make).await
+    }
+
+    /// A spec applied through this replica for a cluster another replica holds (or none
+    /// yet): stored for its holder, which takes it up from the store. The immutable
+    /// fields are checked here, against the stored spec, so a refused change is refused
+    /// to the caller.
+    fn store_for_holder(&self, spec: Cluster, r: &Route) -> Result<Applied, Failure> {
+        let name = spec.name().to_string();
+        let internal = |e: flightdeck_store::StoreError| Failure::internal(e.to_string());
+        let stored = self.store.get::<Cluster>("spec", &name).map_err(internal)?;
+        if let Some(old) = &stored {
+            flightdeck_engine::immutable_fields_unchanged(old, &spec)
+                .map_err(|e| Failure::conflict(e.to_string()))?;
+        }
+        let uid = self
+            .store
+            .get::<Memory>("memory", &name)
+            .map_err(internal)?
+            .map(|m| m.uid)
+            .unwrap_or_default();
+        let result = if stored.as_ref() == Some(&spec) {
+            "unchanged"
+        } else {
+            self.store
+                .commit(vec![Write::put("spec", &name, &spec)])
+                .map_err(internal)?;
+            "stored"
+        };
+        Ok(Applied {
+            name,
+            uid,
+            result: result.into(),
+            cloud: r.label(),
+        })
+    }
+
+    /// Tells the backends which clusters this replica holds now, each with its claim
+    /// revision: each held one is taken up (or its spec refreshed from the store); one
+    /// no longer held, or held under a new claim since, is let go of (and the latter
+    /// taken up afresh from the store: what this process remembers of it may be older
+    /// than what the replica that held it meanwhile wrote).
+    pub async fn sync_claims(&self, held: &BTreeMap<String, i64>) -> Result<(), Failure> {
+        let mut driven = self.driven.lock().await;
+        let gone: Vec<String> = driven
+            .iter()
+            .filter(|(name, token)| held.get(*name) != Some(*token))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in gone {
+            if let Some(r) = self.route_of(&name) {
+                let b = self.backend(&r).await?;
+                if b.commands.try_send(Command::LetGo(name.clone())).is_err() {
+                    continue;
+                }
+            }
+            driven.remove(&name);
+        }
+        for (name, token) in held {
+            let Some(r) = self.learn_route(name)? else {
+                continue;
+            };
+            let b = self.backend(&r).await?;
+            if b.commands.try_send(Command::TakeUp(name.clone())).is_ok() {
+                driven.insert(name.clone(), *token);
+            }
+        }
+        Ok(())
+    }
+
+    /// The route of a cluster, learned from its stored spec if this process has not
+    /// seen it yet (it was applied through another replica). `None` when the store has
+    /// no spec of it.
+    fn learn_route(&self, name: &str) -> Result<Option<Route>, Failure> {
+        if let Some(r) = self.route_of(name) {
+            return Ok(Some(r));
+        }
+        let spec = self
+            .store
+            .get::<Cluster>("spec", name)
+            .map_err(|e| Failure::internal(e.to_string()))?;
+        let Some(spec) = spec else {
+            return Ok(None);
+        };
+        let r = route(&spec, self.sim.is_some())?;
+        self.note_kubeconfig(&spec);
+        self.owners
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_string(), r.clone());
+        Ok(Some(r))
     }
 
     /// Waits for every backend to stop (after shutdown was signalled).

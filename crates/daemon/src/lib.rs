@@ -12,13 +12,18 @@
 pub mod api;
 pub mod auth;
 mod backend;
+pub mod claims;
 pub mod connect;
 pub mod error;
 mod fleet;
+#[cfg(test)]
+mod fleet_tests;
 pub mod instrument;
 pub mod metrics;
 mod plan_view;
 mod published;
+#[cfg(feature = "etcd")]
+pub mod replicas;
 mod route;
 mod serve;
 #[cfg(feature = "sim")]

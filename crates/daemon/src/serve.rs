@@ -11,6 +11,7 @@ use tokio::sync::watch;
 
 use crate::api::{APPLY_BODY_MAX, ApiState, router};
 use crate::auth::{Tokens, authorize};
+use crate::claims::ReplicaOptions;
 use crate::fleet::{Fleet, FleetOptions};
 use crate::metrics::Metrics;
 use crate::published::Published;
@@ -34,6 +35,9 @@ pub struct ServeOptions {
     pub concurrency: usize,
     /// Serve the API over TLS with this PEM certificate chain and key.
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// Keep state in etcd as one replica among several, instead of in the embedded
+    /// store under `state_dir` (which then holds only the tokens and the API address).
+    pub replicas: Option<ReplicaOptions>,
 }
 
 /// `$FLIGHTDECK_STATE_DIR`, else `$XDG_STATE_HOME/flightdeck`, else
@@ -59,6 +63,22 @@ fn check_options(o: &ServeOptions) -> anyhow::Result<()> {
     }
     if o.concurrency == 0 || o.concurrency > 1024 {
         bail!("--concurrency must be 1 to 1024, got {}", o.concurrency);
+    }
+    if let Some(r) = &o.replicas {
+        if !o.no_sim {
+            bail!(
+                "--store {}: replicas share their clusters, and the embedded simulator lives in one process. \
+                 Give --no-sim, and serve one simulated cloud for all of them with `flightdeck sim serve`",
+                r.etcd.describe()
+            );
+        }
+        r.etcd.validate()?;
+        if r.name.is_empty() || r.name.contains('/') || r.name.len() > 63 {
+            bail!(
+                "--replica-name {:?}: a replica's name is 1 to 63 characters, without '/'",
+                r.name
+            );
+        }
     }
     if !o.listen.ip().is_loopback() && !o.insecure && o.tls.is_none() {
         bail!(
@@ -118,8 +138,27 @@ pub async fn serve_until(
 ) -> anyhow::Result<()> {
     check_options(&options)?;
     let dir = &options.state_dir;
-    let store = Arc::new(open_store(dir)?);
-    let backups = tokio::spawn(rolling_backups(store.clone(), dir.clone()));
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", options.listen))?;
+    let scheme = if options.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let url = format!("{scheme}://{}", listener.local_addr()?);
+    let (store, member) = match &options.replicas {
+        None => (Arc::new(open_store(dir)?), None),
+        Some(r) => {
+            let (store, member) = crate::claims::join(r, &url)?;
+            (Arc::new(store), Some(member))
+        }
+    };
+    // The embedded store is backed up here; etcd has its own (`etcdctl snapshot save`).
+    let backups = member
+        .is_none()
+        .then(|| tokio::spawn(rolling_backups(store.clone(), dir.clone())));
     let tokens = Arc::new(Tokens::load_or_create(dir)?);
     let sim = if options.no_sim {
         None
@@ -132,15 +171,19 @@ pub async fn serve_until(
     let (stop_tx, stop_rx) = watch::channel(false);
     let published = Arc::new(Published::new(Metrics::new()));
     let fleet = Fleet::start(
-        store,
+        store.clone(),
         sim.clone(),
         published,
         FleetOptions {
             concurrency: options.concurrency,
+            claims: member.clone().map(|m| m as Arc<dyn crate::claims::Claims>),
         },
         stop_rx.clone(),
     )
     .await?;
+    let turns = member
+        .clone()
+        .map(|m| m.start(store.clone(), fleet.clone(), stop_rx.clone()));
     let state = Arc::new(ApiState {
         fleet: fleet.clone(),
         ready: AtomicBool::new(true),
@@ -158,20 +201,21 @@ pub async fn serve_until(
             authorize,
         ))
         .layer(axum::extract::DefaultBodyLimit::max(APPLY_BODY_MAX));
-    let listener = tokio::net::TcpListener::bind(options.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", options.listen))?;
     let tls = match &options.tls {
         Some((cert, key)) => Some(crate::tls::config(cert, key)?),
         None => None,
     };
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    let url = format!("{scheme}://{}", listener.local_addr()?);
     std::fs::write(dir.join(URL_FILE), format!("{url}\n"))
         .with_context(|| format!("cannot write {}", dir.join(URL_FILE).display()))?;
-    let sim_note = match &sim {
-        Some(s) => format!("embedded simulator at {}x real time", s.speed()),
-        None => "no simulator".into(),
+    let sim_note = match (&sim, &options.replicas) {
+        (Some(s), _) => format!("embedded simulator at {}x real time", s.speed()),
+        (None, Some(r)) => format!(
+            "replica {} on {} (lease {}s)",
+            r.name,
+            r.etcd.describe(),
+            r.ttl.as_secs()
+        ),
+        (None, None) => "no simulator".into(),
     };
     eprintln!(
         "flightdeck serve: API at {url}/api/v1 · admin token in {} · {sim_note}",
@@ -210,8 +254,17 @@ pub async fn serve_until(
     });
     server.await.context("the API server failed")?;
     fleet.stopped().await;
+    if let Some(t) = turns {
+        let _ = t.await;
+    }
+    if let Some(m) = member {
+        // After the drain: the reconciles in flight committed under the claims.
+        let _ = tokio::task::spawn_blocking(move || m.leave()).await;
+    }
     signals.abort();
-    backups.abort();
+    if let Some(b) = backups {
+        b.abort();
+    }
     // No daemon answers there any more: the CLI must not try it.
     let _ = std::fs::remove_file(dir.join(URL_FILE));
     eprintln!("flightdeck serve: stopped");

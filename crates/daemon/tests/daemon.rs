@@ -29,6 +29,7 @@ fn options(dir: &Path, speed: f64) -> ServeOptions {
         insecure: false,
         concurrency: 16,
         tls: None,
+        replicas: None,
     }
 }
 

@@ -91,4 +91,7 @@ pub(crate) struct InFlight {
     pub forget: bool,
     /// Something asked for a reconcile now (a new spec).
     pub again: bool,
+    /// The cluster was let go of (another replica claimed it) while this reconcile ran:
+    /// its outcome is dropped, whatever happens to the cluster here since.
+    pub let_go: bool,
 }

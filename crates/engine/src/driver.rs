@@ -70,6 +70,7 @@ impl<P: Provider> OwnedCtx<P> {
             clock: &*self.clock,
             config: &self.config,
             faults: self.faults.as_deref(),
+            claim: None,
         }
     }
 }
@@ -106,6 +107,7 @@ impl<P: Provider + 'static> Engine<P> {
                 memory: c.memory.clone(),
                 status: c.status.clone(),
                 previous: self.previous_observation(&key),
+                claim: self.store.act_token(&key),
             };
             let owned = self.owned_ctx();
             self.in_flight.insert(key.clone(), InFlight::default());
@@ -128,6 +130,10 @@ impl<P: Provider + 'static> Engine<P> {
     pub fn complete(&mut self, finished: Finished) -> Result<(), EngineError> {
         let Finished { cluster, result } = finished;
         let asked = self.in_flight.remove(&cluster).unwrap_or_default();
+        if asked.let_go {
+            // Decided under a claim this replica no longer has: nothing of it is kept.
+            return result.map(|_| ());
+        }
         if let Err(e) = result.and_then(|o| self.finish(o)) {
             self.failed(&cluster, &e);
             self.apply_asked(&cluster, asked)?;

@@ -135,33 +135,39 @@ impl<P: Provider> Engine<P> {
             ledger: Default::default(),
             in_flight: BTreeMap::new(),
         };
-        let now = engine.clock.now();
         for name in engine.store.keys(T_SPEC)? {
             let Some(spec) = engine.store.get::<Cluster>(T_SPEC, &name)? else {
                 continue;
             };
-            if !accept(&spec) {
-                continue;
+            if accept(&spec) {
+                engine.load(&name, spec)?;
             }
-            let Some(memory) = engine.store.get::<Memory>(T_MEMORY, &name)? else {
-                continue;
-            };
-            let status = engine
-                .store
-                .get::<ClusterStatus>(T_STATUS, &name)?
-                .unwrap_or_default();
-            engine
-                .ledger
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(name.clone(), memory.one.clone());
-            engine.clusters.insert(
-                name.clone(),
-                ClusterRecord::fresh(spec, memory, status, now),
-            );
-            engine.queue.schedule(&name, now);
         }
         Ok(engine)
+    }
+
+    /// Takes up a stored cluster where it stopped: its memory and status as last
+    /// committed, reconciled now. Whether it had memory to take up (a spec alone is a
+    /// cluster no engine has applied yet).
+    pub(crate) fn load(&mut self, name: &str, spec: Cluster) -> Result<bool, EngineError> {
+        let now = self.clock.now();
+        let Some(memory) = self.store.get::<Memory>(T_MEMORY, name)? else {
+            return Ok(false);
+        };
+        let status = self
+            .store
+            .get::<ClusterStatus>(T_STATUS, name)?
+            .unwrap_or_default();
+        self.ledger
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_string(), memory.one.clone());
+        self.clusters.insert(
+            name.to_string(),
+            ClusterRecord::fresh(spec, memory, status, now),
+        );
+        self.queue.schedule(name, now);
+        Ok(true)
     }
 
     /// Installs injected engine faults (the swarm's; never the product's).
@@ -396,6 +402,7 @@ impl<P: Provider> Engine<P> {
                     memory: c.memory.clone(),
                     status: c.status.clone(),
                     previous: self.previous_observation(k),
+                    claim: self.store.act_token(k),
                 })
             })
             .collect();
@@ -554,7 +561,7 @@ fn fixed_provider(p: &flightdeck_spec::Provider) -> flightdeck_spec::Provider {
 /// Fields the cloud objects are built from once and that flightdeck does not migrate:
 /// a change would leave the old objects (rules, listener, group) behind or silently
 /// unapplied, so it is refused with the field's name.
-fn immutable_fields_unchanged(old: &Cluster, new: &Cluster) -> Result<(), EngineError> {
+pub fn immutable_fields_unchanged(old: &Cluster, new: &Cluster) -> Result<(), EngineError> {
     let (o, n) = (&old.spec, &new.spec);
     let fields: [(&'static str, String, String); 5] = [
         (

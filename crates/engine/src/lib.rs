@@ -19,6 +19,7 @@ mod driver;
 mod engine;
 mod events;
 pub mod faults;
+mod handover;
 mod identity;
 pub mod observe;
 mod operator;
@@ -30,6 +31,6 @@ pub use config::{
     CLUSTERS_MAX, CONFLICTS_BEFORE_BACKOFF, EngineConfig, EngineError, T_SPEC as SPEC_TABLE,
 };
 pub use driver::{Finished, Preview, Reconcile};
-pub use engine::{ClusterRecord, Engine, ReconcileStats};
+pub use engine::{ClusterRecord, Engine, ReconcileStats, immutable_fields_unchanged};
 pub use faults::{EngineFaults, RequeueFate};
 pub use timeline::TimelineEntry;

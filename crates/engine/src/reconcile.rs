@@ -42,6 +42,9 @@ pub(crate) struct Job {
     pub memory: Memory,
     pub status: ClusterStatus,
     pub previous: Option<Observed>,
+    /// The claim this reconcile runs under, when this process is one replica of
+    /// several: the store refuses its actions and commits once that claim is gone.
+    pub claim: Option<i64>,
 }
 
 /// What every cluster holds of the shared OpenNebula objects (F1), as last committed.
@@ -54,6 +57,17 @@ pub(crate) struct Ctx<'a, P> {
     pub clock: &'a dyn Clock,
     pub config: &'a EngineConfig,
     pub faults: Option<&'a Mutex<Box<dyn EngineFaults>>>,
+    /// The claim the reconcile runs under (see [`Job::claim`]).
+    pub claim: Option<i64>,
+}
+
+impl<P> Ctx<'_, P> {
+    /// Commits a write of cluster `name`'s reconcile, if its claim still holds.
+    fn commit(&self, name: &str, writes: Vec<Write>) -> Result<(), EngineError> {
+        self.store.may_act(name, self.claim)?;
+        self.store.commit(writes)?;
+        Ok(())
+    }
 }
 
 fn with_faults<T>(
@@ -85,7 +99,9 @@ pub(crate) async fn reconcile<P: Provider>(
         mut memory,
         status: prev,
         previous,
+        claim,
     } = job;
+    let ctx = &Ctx { claim, ..*ctx };
     let now = ctx.clock.now();
     let mut events = Vec::new();
     // The memory the store holds: every path below that ends with other memory commits
@@ -159,8 +175,7 @@ pub(crate) async fn reconcile<P: Provider>(
             drop(ledger);
             tracing::debug!(cluster = %name, race, "shared object changed hands; planning again");
             if job_memory != stored {
-                ctx.store
-                    .commit(vec![Write::put(T_MEMORY, &name, &job_memory)])?;
+                ctx.commit(&name, vec![Write::put(T_MEMORY, &name, &job_memory)])?;
             }
             return Ok(Outcome {
                 name,
@@ -177,8 +192,7 @@ pub(crate) async fn reconcile<P: Provider>(
             });
         }
         if memory != stored {
-            ctx.store
-                .commit(vec![Write::put(T_MEMORY, &name, &memory)])?;
+            ctx.commit(&name, vec![Write::put(T_MEMORY, &name, &memory)])?;
         }
         ledger.insert(name.clone(), memory.one.clone());
     }
@@ -215,7 +229,7 @@ pub(crate) async fn reconcile<P: Provider>(
     writes.extend(events.iter().map(|e| Write::event(&name, e)));
     if !writes.is_empty() {
         let mut ledger = lock(ctx.ledger);
-        ctx.store.commit(writes)?;
+        ctx.commit(&name, writes)?;
         ledger.insert(name.clone(), memory.one.clone());
     }
     tracing::debug!(
@@ -272,7 +286,7 @@ fn observe_failed<P>(
     if memory != *stored {
         writes.push(Write::put(T_MEMORY, &name, &memory));
     }
-    ctx.store.commit(writes)?;
+    ctx.commit(&name, writes)?;
     Ok(Outcome {
         name,
         memory,
@@ -311,7 +325,7 @@ fn hold<P>(
     }
     writes.extend(events.iter().map(|e| Write::event(&name, e)));
     if !writes.is_empty() {
-        ctx.store.commit(writes)?;
+        ctx.commit(&name, writes)?;
     }
     Ok(Outcome {
         name,
@@ -376,6 +390,10 @@ async fn carry_out<P: Provider>(
         if lb_blocked && planned.action.mutates_load_balancer() {
             continue;
         }
+        // The write-ahead commit passed the fence; the claim may have moved since (a
+        // cloud call takes time, a process can be paused): checked again right before
+        // each mutation, so a replica that lost the cluster stops acting on it.
+        ctx.store.may_act(name, ctx.claim)?;
         count += 1;
         let outcome = act(
             ctx.provider,

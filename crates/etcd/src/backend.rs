@@ -1,35 +1,19 @@
 //! The etcd backend: etcd-client over gRPC, on a runtime of its own.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
-use std::path::Path;
-use std::sync::{Arc, mpsc};
-use std::time::Duration;
+use std::sync::Arc;
 
 use etcd_client::{
-    Certificate, Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, Identity,
-    SortOrder, SortTarget, TlsOptions, Txn, TxnOp,
+    Compare, CompareOp, DeleteOptions, GetOptions, SortOrder, SortTarget, Txn, TxnOp,
 };
 use flightdeck_store::{Backend, EVENTS_PER_KEY_MAX, StoreError, Write};
 
-use crate::EtcdOptions;
+use crate::conn::Conn;
 use crate::fence::{FENCED_TABLES, Fence, Now};
 
 /// How often a commit is tried again when another writer appended events to the same
 /// key between its read of the sequence and its transaction.
 const COMMIT_ATTEMPTS: usize = 3;
-
-/// The connection: etcd's client on a runtime of its own, shared by the store and the
-/// replica's lease and claims.
-pub(crate) struct Conn {
-    /// Taken on drop and shut down in the background: a runtime must not be dropped
-    /// where blocking is not allowed (inside the daemon's own runtime).
-    runtime: Option<tokio::runtime::Runtime>,
-    client: Client,
-    pub(crate) prefix: String,
-    shown: String,
-    timeout: Duration,
-}
 
 pub(crate) struct EtcdStore {
     pub(crate) conn: Arc<Conn>,
@@ -37,190 +21,6 @@ pub(crate) struct EtcdStore {
     now: Now,
     max_txn_ops: usize,
 }
-
-impl Drop for Conn {
-    fn drop(&mut self) {
-        if let Some(rt) = self.runtime.take() {
-            rt.shutdown_background();
-        }
-    }
-}
-
-/// Runs `fut` on `handle` and waits for it, at most `timeout`.
-fn wait<T: Send + 'static>(
-    handle: &tokio::runtime::Handle,
-    timeout: Duration,
-    fut: impl Future<Output = Result<T, etcd_client::Error>> + Send + 'static,
-) -> Result<T, String> {
-    let (tx, rx) = mpsc::sync_channel(1);
-    handle.spawn(async move {
-        let r = tokio::time::timeout(timeout, fut).await;
-        let _ = tx.send(r);
-    });
-    match rx.recv_timeout(timeout + Duration::from_secs(1)) {
-        Ok(Ok(Ok(v))) => Ok(v),
-        Ok(Ok(Err(e))) => Err(e.to_string()),
-        Ok(Err(_)) | Err(_) => Err(format!(
-            "no answer within {}s (are the members up, and is a quorum of them reachable?)",
-            timeout.as_secs()
-        )),
-    }
-}
-
-fn read_pem(path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
-}
-
-fn connect_options(o: &EtcdOptions) -> Result<ConnectOptions, String> {
-    let mut opts = ConnectOptions::new()
-        .with_timeout(o.timeout)
-        .with_connect_timeout(o.timeout);
-    if let (Some(user), Some(password)) = (&o.user, &o.password) {
-        opts = opts.with_user(user.clone(), password.expose());
-    }
-    if let Some(ca) = &o.ca_file {
-        let mut tls = TlsOptions::new().ca_certificate(Certificate::from_pem(read_pem(ca)?));
-        if let (Some(cert), Some(key)) = (&o.cert_file, &o.key_file) {
-            tls = tls.identity(Identity::from_pem(read_pem(cert)?, read_pem(key)?));
-        }
-        opts = opts.with_tls(tls);
-    }
-    Ok(opts)
-}
-
-impl Conn {
-    pub(crate) fn connect(o: &EtcdOptions) -> Result<Conn, StoreError> {
-        let shown = o.describe();
-        let fail = |message: String| StoreError::Backend {
-            path: shown.clone(),
-            message,
-        };
-        o.validate().map_err(|e| fail(e.to_string()))?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("etcd-client")
-            .enable_all()
-            .build()
-            .map_err(|e| fail(format!("cannot start the etcd client's runtime: {e}")))?;
-        let scheme = if o.ca_file.is_some() { "https" } else { "http" };
-        let endpoints: Vec<String> = o
-            .endpoints
-            .iter()
-            .map(|e| format!("{scheme}://{e}"))
-            .collect();
-        let opts = connect_options(o).map_err(fail)?;
-        let client = wait(runtime.handle(), o.timeout, async move {
-            Client::connect(endpoints, Some(opts)).await
-        })
-        .map_err(|e| fail(format!("cannot connect: {e}")))?;
-        let conn = Conn {
-            runtime: Some(runtime),
-            client,
-            prefix: o.prefix.clone(),
-            shown,
-            timeout: o.timeout,
-        };
-        // Connecting is lazy for some failures (a member that refuses): one read proves
-        // a quorum answers before the daemon starts on it.
-        conn.get_range(&conn.prefix.clone(), true, Some(1))?;
-        Ok(conn)
-    }
-
-    pub(crate) fn call<T: Send + 'static, F>(
-        &self,
-        what: &str,
-        f: impl FnOnce(Client) -> F,
-    ) -> Result<T, StoreError>
-    where
-        F: Future<Output = Result<T, etcd_client::Error>> + Send + 'static,
-    {
-        let Some(rt) = &self.runtime else {
-            return Err(self.error(what, "the store is closed".into()));
-        };
-        wait(rt.handle(), self.timeout, f(self.client.clone())).map_err(|e| self.error(what, e))
-    }
-
-    pub(crate) fn error(&self, what: &str, message: String) -> StoreError {
-        StoreError::Backend {
-            path: self.shown.clone(),
-            message: format!("{what}: {message}"),
-        }
-    }
-
-    /// The keys (and values, unless `keys_only`) under `prefix`, in key order.
-    pub(crate) fn get_range(
-        &self,
-        prefix: &str,
-        keys_only: bool,
-        limit: Option<i64>,
-    ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-        let mut opts = GetOptions::new().with_prefix();
-        if keys_only {
-            opts = opts.with_keys_only();
-        }
-        if let Some(n) = limit {
-            opts = opts.with_limit(n);
-        }
-        let key = prefix.to_string();
-        let resp = self.call(&format!("reading {prefix}"), move |mut c| async move {
-            c.get(key, Some(opts)).await
-        })?;
-        Ok(resp
-            .kvs()
-            .iter()
-            .map(|kv| {
-                (
-                    String::from_utf8_lossy(kv.key()).into_owned(),
-                    kv.value().to_vec(),
-                )
-            })
-            .collect())
-    }
-
-    pub(crate) fn describe(&self) -> String {
-        self.shown.clone()
-    }
-
-    /// The names under `prefix` (the keys, without it).
-    pub(crate) fn names_under(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
-        Ok(self
-            .get_range(prefix, true, None)?
-            .into_iter()
-            .filter_map(|(k, _)| k.strip_prefix(prefix).map(str::to_string))
-            .collect())
-    }
-
-    /// Puts `key` = `value` under `lease` if the key does not exist; whether it did, and
-    /// the transaction's revision (the key's create revision when it did).
-    pub(crate) fn create_leased(
-        &self,
-        what: &str,
-        key: String,
-        value: String,
-        lease: i64,
-    ) -> Result<(bool, i64), StoreError> {
-        let txn = Txn::new()
-            .when(vec![Compare::create_revision(
-                key.clone(),
-                CompareOp::Equal,
-                0,
-            )])
-            .and_then(vec![TxnOp::put(
-                key,
-                value,
-                Some(etcd_client::PutOptions::new().with_lease(lease)),
-            )]);
-        let resp = self.call(what, move |mut c| async move { c.txn(txn).await })?;
-        let revision = resp.header().map(|h| h.revision()).unwrap_or(0);
-        Ok((resp.succeeded(), revision))
-    }
-
-    /// The claim key of `cluster`.
-    pub(crate) fn claim_key(&self, cluster: &str) -> String {
-        format!("{}claims/{cluster}", self.prefix)
-    }
-}
-
 impl EtcdStore {
     pub(crate) fn new(conn: Arc<Conn>, fence: Arc<Fence>, now: Now, max_txn_ops: usize) -> Self {
         EtcdStore {
@@ -253,16 +53,17 @@ impl EtcdStore {
         let seq = |k: &str| k.strip_prefix(&prefix).and_then(|s| s.parse::<u64>().ok());
         let first = self.conn.get_range(&prefix, true, Some(1))?;
         let p = prefix.clone();
-        let last = self
-            .conn
-            .call(&format!("reading {prefix}"), move |mut c| async move {
+        let last = self.conn.call(&format!("reading {prefix}"), move |mut c| {
+            let p = p.clone();
+            async move {
                 let opts = GetOptions::new()
                     .with_prefix()
                     .with_keys_only()
                     .with_limit(1)
                     .with_sort(SortTarget::Key, SortOrder::Descend);
                 c.get(p, Some(opts)).await
-            })?;
+            }
+        })?;
         let last = last
             .kvs()
             .first()
@@ -369,11 +170,10 @@ impl EtcdStore {
                 continue;
             };
             let key = self.conn.claim_key(&c);
-            let resp = self
-                .conn
-                .call(&format!("reading {key}"), move |mut cl| async move {
-                    cl.get(key, None).await
-                })?;
+            let resp = self.conn.call(&format!("reading {key}"), move |mut cl| {
+                let key = key.clone();
+                async move { cl.get(key, None).await }
+            })?;
             let now = resp.kvs().first().map(|kv| kv.create_revision());
             if now != Some(rev) {
                 self.fence.drop_claim(&c);
@@ -458,8 +258,9 @@ impl Backend for EtcdStore {
         let k = self.record_key(table, key);
         let resp = self
             .conn
-            .call(&format!("reading {table}/{key}"), move |mut c| async move {
-                c.get(k, None).await
+            .call(&format!("reading {table}/{key}"), move |mut c| {
+                let k = k.clone();
+                async move { c.get(k, None).await }
             })?;
         Ok(resp.kvs().first().map(|kv| kv.value().to_vec()))
     }
@@ -481,9 +282,10 @@ impl Backend for EtcdStore {
         for _ in 0..COMMIT_ATTEMPTS {
             let (guard, ops) = self.plan_txn(writes)?;
             let txn = Txn::new().when(guard).and_then(ops);
-            let resp = self
-                .conn
-                .call("commit", move |mut c| async move { c.txn(txn).await })?;
+            let resp = self.conn.call("commit", move |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })?;
             if resp.succeeded() {
                 return Ok(());
             }
@@ -501,5 +303,28 @@ impl Backend for EtcdStore {
             "commit",
             format!("another writer kept appending events to the same keys; gave up after {COMMIT_ATTEMPTS} attempts"),
         ))
+    }
+
+    fn act_token(&self, cluster: &str) -> Option<i64> {
+        self.fence.held().get(cluster).copied()
+    }
+
+    /// From the fence alone, without asking etcd: called before every cloud mutation,
+    /// it must cost nothing. A claim lost without this replica knowing yet is caught by
+    /// its lease deadline (the claim cannot move before the lease expires) or by the
+    /// next commit's guard.
+    fn may_act(&self, cluster: &str, claim: Option<i64>) -> Result<(), StoreError> {
+        let one = BTreeSet::from([cluster.to_string()]);
+        let fenced = |message: String| StoreError::Fenced {
+            path: self.conn.describe(),
+            message,
+        };
+        match self.fence.tokens(&one, (self.now)()).map_err(fenced)? {
+            None => Ok(()),
+            Some(now) if now.first().map(|(_, rev)| *rev) == claim => Ok(()),
+            Some(_) => Err(fenced(format!(
+                "cluster {cluster} was claimed again since this reconcile started; it stops here and the claim's own reconcile takes over"
+            ))),
+        }
     }
 }

@@ -20,6 +20,8 @@
 mod assign;
 #[cfg(feature = "client")]
 mod backend;
+#[cfg(feature = "client")]
+mod conn;
 // Read by the client's store and replica; without the client only its tests use it.
 #[cfg_attr(not(feature = "client"), allow(dead_code))]
 mod fence;
@@ -29,7 +31,7 @@ mod replica;
 pub use assign::assign;
 pub use fence::{FENCED_TABLES, Now};
 #[cfg(feature = "client")]
-pub use replica::{Balance, LEASE_MARGIN, Replica};
+pub use replica::{Balance, Claimed, LEASE_MARGIN, Replica};
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -195,7 +197,7 @@ pub fn parse_url(url: &str) -> Result<Vec<String>, EtcdError> {
 /// Connects to etcd and returns a [`Store`] on it.
 #[cfg(feature = "client")]
 pub fn connect(options: &EtcdOptions) -> Result<Store, StoreError> {
-    let conn = std::sync::Arc::new(backend::Conn::connect(options)?);
+    let conn = std::sync::Arc::new(conn::Conn::connect(options)?);
     let store = backend::EtcdStore::new(
         conn,
         Default::default(),

@@ -21,13 +21,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::assign::assign;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use etcd_client::{Compare, CompareOp, DeleteOptions, GetOptions, Txn, TxnOp};
 use flightdeck_store::{Store, StoreError};
 
 use crate::EtcdOptions;
-use crate::backend::{Conn, EtcdStore};
+use crate::backend::EtcdStore;
+use crate::conn::Conn;
 use crate::fence::{Fence, Now};
 
 /// How much earlier than the lease's TTL a replica takes its lease for lost.
@@ -36,6 +37,8 @@ pub const LEASE_MARGIN: Duration = Duration::from_secs(2);
 /// A replica's lease and claims.
 pub struct Replica {
     id: String,
+    /// Where this replica's API answers, kept in its entry so the others can name it.
+    address: String,
     lease: i64,
     ttl: Duration,
     conn: Arc<Conn>,
@@ -55,12 +58,34 @@ pub struct Balance {
     pub waiting: Vec<String>,
 }
 
+/// What a replica holds as its fence knows it (claims it made, less those it let go of
+/// or found lost), read without asking etcd: cheap enough for every cloud call.
+#[derive(Clone)]
+pub struct Claimed(Arc<Fence>);
+
+impl Claimed {
+    /// The claim revision `cluster` is held under, if it is.
+    pub fn token(&self, cluster: &str) -> Option<i64> {
+        self.0.held().get(cluster).copied()
+    }
+
+    pub fn held(&self) -> BTreeSet<String> {
+        self.0.held().into_keys().collect()
+    }
+
+    /// Each held cluster with its claim revision.
+    pub fn tokens(&self) -> BTreeMap<String, i64> {
+        self.0.held()
+    }
+}
+
 impl Replica {
-    /// Connects as replica `id` with a lease of `ttl`, and returns the store whose
-    /// commits this replica's claims fence, with the replica.
+    /// Connects as replica `id`, whose API answers at `address`, with a lease of `ttl`,
+    /// and returns the store whose commits this replica's claims fence, with the replica.
     pub fn join(
         options: &EtcdOptions,
         id: &str,
+        address: &str,
         ttl: Duration,
         now: Now,
     ) -> Result<(Store, Replica), StoreError> {
@@ -78,16 +103,11 @@ impl Replica {
         }
         let fence = Arc::new(Fence::default());
         fence.turn_on();
-        let sent = now();
-        let secs = ttl.as_secs() as i64;
-        let lease = conn
-            .call("granting a lease", move |mut c| async move {
-                c.lease_grant(secs, None).await
-            })?
-            .id();
-        fence.set_deadline(sent + ttl - LEASE_MARGIN);
+        let (lease, deadline) = Self::grant(&conn, ttl, &now)?;
+        fence.set_deadline(deadline);
         let me = Replica {
             id: id.to_string(),
+            address: address.to_string(),
             lease,
             ttl,
             conn: conn.clone(),
@@ -103,6 +123,70 @@ impl Replica {
         &self.id
     }
 
+    /// A new lease of `ttl`, and the deadline it gives on this replica's clock.
+    fn grant(conn: &Conn, ttl: Duration, now: &Now) -> Result<(i64, Instant), StoreError> {
+        let sent = now();
+        let secs = i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX);
+        let lease = conn
+            .call("granting a lease", move |mut c| async move {
+                c.lease_grant(secs, None).await
+            })?
+            .id();
+        Ok((lease, sent + ttl - LEASE_MARGIN))
+    }
+
+    /// After its lease expired (the process was paused, or cut off from etcd for longer
+    /// than the TTL): every claim is gone with the old lease, so the fence forgets them
+    /// all first; then a new lease and a new entry. Claims come back through
+    /// [`Replica::balance`], under new revisions.
+    pub fn rejoin(&mut self) -> Result<(), StoreError> {
+        for c in self.held() {
+            self.fence.drop_claim(&c);
+        }
+        // Gone already when it expired; revoked here otherwise, with what it still
+        // binds (the old entry would refuse the new one).
+        let old = self.lease;
+        let _ = self
+            .conn
+            .call("revoking the old lease", move |mut c| async move {
+                c.lease_revoke(old).await
+            });
+        let (lease, deadline) = Self::grant(&self.conn, self.ttl, &self.now)?;
+        self.lease = lease;
+        self.fence.set_deadline(deadline);
+        self.register()
+    }
+
+    /// The fencing token (the claim's create revision) this replica holds `cluster`
+    /// under, if it does.
+    pub fn token(&self, cluster: &str) -> Option<i64> {
+        self.claimed().token(cluster)
+    }
+
+    /// What this replica holds, readable from anywhere without asking etcd.
+    pub fn claimed(&self) -> Claimed {
+        Claimed(self.fence.clone())
+    }
+
+    /// Which replica claims `cluster` now, with where its API answers.
+    pub fn holder(&self, cluster: &str) -> Result<Option<(String, String)>, StoreError> {
+        let Some((owner, _)) = self.claims()?.remove(cluster) else {
+            return Ok(None);
+        };
+        let key = format!("{}{owner}", self.replicas_prefix());
+        let k = key.clone();
+        let resp = self.conn.call(&format!("reading {key}"), move |mut c| {
+            let k = k.clone();
+            async move { c.get(k, None).await }
+        })?;
+        let address = resp
+            .kvs()
+            .first()
+            .map(|kv| String::from_utf8_lossy(kv.value()).into_owned())
+            .unwrap_or_default();
+        Ok(Some((owner, address)))
+    }
+
     fn replicas_prefix(&self) -> String {
         format!("{}replicas/", self.conn.prefix)
     }
@@ -111,9 +195,12 @@ impl Replica {
     /// replica already has its name.
     fn register(&self) -> Result<(), StoreError> {
         let key = format!("{}{}", self.replicas_prefix(), self.id);
-        let (created, _) =
-            self.conn
-                .create_leased("registering the replica", key, self.id.clone(), self.lease)?;
+        let (created, _) = self.conn.create_leased(
+            "registering the replica",
+            key,
+            self.address.clone(),
+            self.lease,
+        )?;
         if !created {
             return Err(self.conn.error(
                 "registering the replica",
@@ -132,9 +219,19 @@ impl Replica {
         let ttl = self
             .conn
             .call("renewing the lease", move |mut c| async move {
-                let (mut keeper, mut stream) = c.lease_keep_alive(lease).await?;
-                keeper.keep_alive().await?;
-                Ok(stream.message().await?.map(|m| m.ttl()).unwrap_or(0))
+                let renewed = async {
+                    let (mut keeper, mut stream) = c.lease_keep_alive(lease).await?;
+                    keeper.keep_alive().await?;
+                    Ok(stream.message().await?.map(|m| m.ttl()).unwrap_or(0))
+                }
+                .await;
+                match renewed {
+                    // The lease expired and etcd forgot it: as good as a TTL of 0.
+                    Err(etcd_client::Error::LeaseKeepAliveError(m)) if m.contains("not found") => {
+                        Ok(0)
+                    }
+                    other => other,
+                }
             })?;
         if ttl <= 0 {
             return Err(StoreError::Fenced {
@@ -187,11 +284,10 @@ impl Replica {
     fn claims(&self) -> Result<BTreeMap<String, (String, i64)>, StoreError> {
         let prefix = self.conn.claim_key("");
         let p = prefix.clone();
-        let resp = self
-            .conn
-            .call("reading the claims", move |mut c| async move {
-                c.get(p, Some(GetOptions::new().with_prefix())).await
-            })?;
+        let resp = self.conn.call("reading the claims", move |mut c| {
+            let p = p.clone();
+            async move { c.get(p, Some(GetOptions::new().with_prefix())).await }
+        })?;
         Ok(resp
             .kvs()
             .iter()
@@ -233,8 +329,9 @@ impl Replica {
             )])
             .and_then(vec![TxnOp::delete(key, None::<DeleteOptions>)]);
         self.conn
-            .call(&format!("releasing {cluster}"), move |mut c| async move {
-                c.txn(txn).await
+            .call(&format!("releasing {cluster}"), move |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
             })?;
         Ok(())
     }

@@ -30,7 +30,14 @@ fn clusters(n: usize) -> Vec<String> {
 }
 
 fn join(o: &EtcdOptions, id: &str) -> (Store, Replica) {
-    Replica::join(o, id, Duration::from_secs(10), Arc::new(Instant::now)).expect("joins")
+    Replica::join(
+        o,
+        id,
+        "http://127.0.0.1:1",
+        Duration::from_secs(10),
+        Arc::new(Instant::now),
+    )
+    .expect("joins")
 }
 
 #[test]
@@ -157,7 +164,8 @@ fn a_replica_whose_lease_ran_out_on_its_own_clock_writes_nothing() {
             start
         }
     });
-    let (store, r) = Replica::join(&o, "r1", Duration::from_secs(10), now).expect("joins");
+    let (store, r) =
+        Replica::join(&o, "r1", "http://127.0.0.1:1", Duration::from_secs(10), now).expect("joins");
     r.balance(&clusters(1)).expect("balances");
     store
         .commit(vec![Write::put("memory", "c00", &1u32)])
@@ -174,9 +182,61 @@ fn a_replica_whose_lease_ran_out_on_its_own_clock_writes_nothing() {
 fn two_live_replicas_cannot_share_a_name() {
     let o = options();
     let (_s, r1) = join(&o, "same");
-    let err = Replica::join(&o, "same", Duration::from_secs(10), Arc::new(Instant::now))
-        .err()
-        .expect("refused");
+    let err = Replica::join(
+        &o,
+        "same",
+        "http://127.0.0.1:1",
+        Duration::from_secs(10),
+        Arc::new(Instant::now),
+    )
+    .err()
+    .expect("refused");
     assert!(err.to_string().contains("already named same"), "{err}");
     r1.leave().expect("leaves");
+}
+
+#[test]
+fn a_reconcile_started_under_a_claim_stops_once_that_claim_is_gone_even_if_claimed_again() {
+    let o = options();
+    let (store, mut r) = join(&o, "r1");
+    r.balance(&clusters(1)).expect("balances");
+    let first = store.act_token("c00").expect("held");
+    store.may_act("c00", Some(first)).expect("its own claim");
+    // The replica joins again (as after a pause past its lease's TTL): it claims the
+    // same cluster under a new revision.
+    r.rejoin().expect("joins again");
+    r.balance(&clusters(1)).expect("balances");
+    let second = store.act_token("c00").expect("held again");
+    assert_ne!(first, second, "a new claim has a new revision");
+    let err = store
+        .may_act("c00", Some(first))
+        .expect_err("the old claim's reconcile stops");
+    assert!(err.to_string().contains("claimed again"), "{err}");
+    store
+        .may_act("c00", Some(second))
+        .expect("the new claim's reconcile acts");
+    r.leave().expect("leaves");
+}
+
+#[test]
+fn a_replica_whose_lease_expired_is_told_so_and_joins_again_without_its_claims() {
+    let o = options();
+    let ttl = Duration::from_secs(5);
+    let (_store, mut r) =
+        Replica::join(&o, "r1", "http://127.0.0.1:1", ttl, Arc::new(Instant::now)).expect("joins");
+    r.balance(&clusters(2)).expect("balances");
+    assert_eq!(r.held().len(), 2);
+    // Paused past the TTL: no renewal reaches etcd, which drops the lease.
+    std::thread::sleep(ttl + Duration::from_secs(2));
+    let err = r.keep_alive().expect_err("the lease is gone");
+    assert!(matches!(err, StoreError::Fenced { .. }), "{err}");
+    r.rejoin().expect("joins again");
+    assert!(
+        r.held().is_empty(),
+        "the old claims went with the old lease"
+    );
+    r.balance(&clusters(2)).expect("balances");
+    assert_eq!(r.held().len(), 2, "claimed again under the new lease");
+    r.keep_alive().expect("the new lease renews");
+    r.leave().expect("leaves");
 }

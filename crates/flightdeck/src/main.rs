@@ -172,6 +172,34 @@ pub struct DaemonArgs {
     /// Reconciles in flight at most, per cloud.
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
+    /// Where the state lives: `embedded` (the default: a file under --state-dir), or
+    /// `etcd://HOST:PORT[,HOST:PORT…]` to run as one replica among several that share
+    /// the clusters (needs a flightdeck built with `--features etcd`, and --no-sim).
+    #[arg(long, default_value = "embedded", value_name = "STORE")]
+    store: String,
+    /// With etcd: this replica's name among the live ones (default: the host's name).
+    #[arg(long, value_name = "NAME")]
+    replica_name: Option<String>,
+    /// With etcd: the replica's lease, in seconds. A replica that dies has its clusters
+    /// taken over after this long; one cut off from etcd stops acting 2 s before it.
+    #[arg(long, default_value_t = 10, value_name = "SECONDS")]
+    lease_ttl: u64,
+    /// With etcd: the CA of the members' certificates (TLS).
+    #[arg(long, value_name = "PEM")]
+    etcd_cacert: Option<PathBuf>,
+    /// With etcd: a client certificate, for members that ask for one (needs --etcd-key).
+    #[arg(long, value_name = "PEM")]
+    etcd_cert: Option<PathBuf>,
+    #[arg(long, value_name = "PEM")]
+    etcd_key: Option<PathBuf>,
+    /// With etcd: the user of etcd's authentication; the password is read from
+    /// $FLIGHTDECK_ETCD_PASSWORD, never from the command line.
+    #[arg(long, value_name = "USER")]
+    etcd_user: Option<String>,
+    /// With etcd: the most operations one transaction may hold (the members'
+    /// --max-txn-ops).
+    #[arg(long, default_value_t = 128, value_name = "N")]
+    etcd_max_txn_ops: usize,
 }
 
 #[derive(Args)]
@@ -288,6 +316,12 @@ pub struct ServeArgs {
     /// simulator's password, so it is written to a file, not printed).
     #[arg(long, default_value = "flightdeck-sim-clouds.yaml")]
     clouds_file: PathBuf,
+    /// Append every mutating call the simulator receives to this file as it comes, one
+    /// JSON object a line: the call, its target, whether it was accepted, the caller it
+    /// named (a flightdeck replica and its claim revision) and the wall-clock time it
+    /// was logged (`logged_ms`).
+    #[arg(long, value_name = "PATH")]
+    mutation_log: Option<PathBuf>,
     /// Also serve the simulated OpenNebula's XML-RPC API (`http://ADDR/RPC2`) on this
     /// address, from the same simulator and clock; port 0 picks a free one.
     #[arg(long, value_name = "ADDR")]
@@ -464,7 +498,56 @@ fn init_logs() -> Result<(), String> {
     Ok(())
 }
 
+/// `--store`: `None` for the embedded store, else how this replica joins etcd.
+fn replica_options(
+    args: &DaemonArgs,
+) -> anyhow::Result<Option<flightdeck_daemon::claims::ReplicaOptions>> {
+    if args.store == "embedded" {
+        return Ok(None);
+    }
+    if !args.store.starts_with("etcd://") {
+        anyhow::bail!(
+            "--store {:?}: give `embedded`, or etcd's members as etcd://HOST:PORT[,HOST:PORT…]",
+            args.store
+        );
+    }
+    let mut etcd = flightdeck_etcd::EtcdOptions::from_url(&args.store)?;
+    etcd.ca_file = args.etcd_cacert.clone();
+    etcd.cert_file = args.etcd_cert.clone();
+    etcd.key_file = args.etcd_key.clone();
+    etcd.user = args.etcd_user.clone();
+    etcd.password = std::env::var("FLIGHTDECK_ETCD_PASSWORD")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .map(flightdeck_etcd::Password::new);
+    etcd.max_txn_ops = args.etcd_max_txn_ops;
+    let name = match &args.replica_name {
+        Some(n) => n.clone(),
+        None => std::fs::read_to_string("/etc/hostname")
+            .ok()
+            .map(|h| h.trim().to_string())
+            .filter(|h| !h.is_empty())
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--store etcd: give --replica-name (the host's name cannot be read)"
+                )
+            })?,
+    };
+    if !(5..=3600).contains(&args.lease_ttl) {
+        anyhow::bail!(
+            "--lease-ttl must be 5 to 3600 seconds (twice the 2 s safety margin, and more), got {}",
+            args.lease_ttl
+        );
+    }
+    Ok(Some(flightdeck_daemon::claims::ReplicaOptions {
+        etcd,
+        name,
+        ttl: std::time::Duration::from_secs(args.lease_ttl),
+    }))
+}
+
 async fn serve(args: DaemonArgs) -> anyhow::Result<ExitCode> {
+    let replicas = replica_options(&args)?;
     let Some(state_dir) = args.state_dir.or_else(flightdeck_daemon::default_state_dir) else {
         anyhow::bail!("no state directory: pass --state-dir, or set FLIGHTDECK_STATE_DIR or HOME");
     };
@@ -476,6 +559,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<ExitCode> {
         sim_seed: args.sim_seed,
         insecure: args.insecure,
         concurrency: args.concurrency,
+        replicas,
         tls: args.tls_cert.zip(args.tls_key),
     })
     .await?;

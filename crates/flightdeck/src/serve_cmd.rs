@@ -185,6 +185,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("cannot write {}", path.display()))?;
         }
     }
+    if let Some(path) = &args.mutation_log {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("cannot open the mutation log {}", path.display()))?;
+        tokio::spawn(write_mutation_log(cloud.clone(), file, path.clone()));
+    }
     let one = async {
         match one_listener {
             Some(l) => serve_opennebula(cloud.clone(), l).await,
@@ -199,6 +207,44 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     };
     tokio::try_join!(serve(cloud.clone(), listener, options), one, kube)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// How often new mutations are appended to `--mutation-log`.
+const MUTATION_LOG_INTERVAL: Duration = Duration::from_millis(200);
+
+/// Appends each mutation, as it comes, to `file` (JSON lines), forever. A failed write
+/// stops the log with an error on stderr; the simulator goes on.
+async fn write_mutation_log(cloud: Arc<SimCloud>, file: std::fs::File, path: PathBuf) {
+    use std::io::Write;
+    let mut out = std::io::BufWriter::new(file);
+    let mut next = 0;
+    loop {
+        tokio::time::sleep(MUTATION_LOG_INTERVAL).await;
+        let (new, upto) = cloud.mutations_since(next);
+        if upto > next.saturating_add(new.len() as u64) {
+            eprintln!(
+                "mutation log {}: {} mutations were dropped from the simulator's bounded log before they could be written",
+                path.display(),
+                upto - next - new.len() as u64
+            );
+        }
+        next = upto;
+        let logged = wall().millis();
+        let written = new.iter().try_for_each(|m| {
+            let mut line = serde_json::to_value(m).unwrap_or(Value::Null);
+            if let Some(o) = line.as_object_mut() {
+                o.insert("logged_ms".into(), json!(logged));
+            }
+            writeln!(out, "{line}")
+        });
+        if let Err(e) = written.and_then(|()| out.flush()) {
+            eprintln!(
+                "mutation log {}: cannot write: {e}; no longer logging",
+                path.display()
+            );
+            return;
+        }
+    }
 }
 
 /// The most workload-cluster kubeconfigs written; later clusters get none (and a

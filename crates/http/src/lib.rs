@@ -86,3 +86,22 @@ pub fn redirect_refused(resp: &reqwest::Response) -> Option<String> {
         status.as_u16()
     ))
 }
+
+/// The header a flightdeck replica names itself in on every call to a cloud: its name
+/// and the claim revision (fencing token) it acts under, e.g. `replica=r1 claim=4711`.
+/// Clouds ignore it; the simulator records it in its mutation log.
+pub const CALLER_HEADER: &str = "X-Flightdeck-Caller";
+
+tokio::task_local! {
+    static CALLER: String;
+}
+
+/// Runs `calls` with every cloud request they send naming `caller` in [`CALLER_HEADER`].
+pub async fn as_caller<F: std::future::Future>(caller: String, calls: F) -> F::Output {
+    CALLER.scope(caller, calls).await
+}
+
+/// Who the request being built is sent by, if [`as_caller`] said.
+pub fn caller() -> Option<String> {
+    CALLER.try_with(Clone::clone).ok()
+}

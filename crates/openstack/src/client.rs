@@ -253,6 +253,9 @@ impl Session {
                 .request(call.method.clone(), url.clone())
                 .header("X-Auth-Token", token.value())
                 .header(reqwest::header::ACCEPT, "application/json");
+            if let Some(caller) = flightdeck_http::caller() {
+                rb = rb.header(flightdeck_http::CALLER_HEADER, caller);
+            }
             if call.service == Service::Nova {
                 rb = rb
                     .header("X-OpenStack-Nova-API-Version", NOVA_MICROVERSION)

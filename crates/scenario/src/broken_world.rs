@@ -213,6 +213,7 @@ fn delete_member(world: &World, id: &str, key: &str) -> Mutation {
         target_name: format!("demo-{key}"),
         target_tags: owner().tags(&Role::Machine(key.into())),
         ok: true,
+        caller: None,
     }
 }
 

@@ -166,7 +166,31 @@ pub fn router(cloud: Arc<SimCloud>, options: ServeOptions, base_url: &str) -> Ro
         .merge(octavia::routes(app.clone()))
         .merge(glance::routes(app.clone()))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn(with_caller))
         .with_state(app)
+}
+
+/// The header a flightdeck replica names itself and its claim in (see
+/// `flightdeck_http::CALLER_HEADER`); the mutation log records it.
+pub const CALLER_HEADER: &str = "x-flightdeck-caller";
+/// The longest caller the mutation log keeps; a longer header is cut there.
+const CALLER_MAX: usize = 200;
+
+/// Serves the request as sent by the caller its header names, if any.
+async fn with_caller(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let caller = req.headers().get(CALLER_HEADER).map(|v| {
+        String::from_utf8_lossy(v.as_bytes())
+            .chars()
+            .take(CALLER_MAX)
+            .collect::<String>()
+    });
+    match caller {
+        Some(c) => flightdeck_sim::caller::serve_as(c, next.run(req)).await,
+        None => next.run(req).await,
+    }
 }
 
 /// Any path no service serves.

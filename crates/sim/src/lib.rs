@@ -20,6 +20,7 @@
 //!   one does at quota (403/409), never by growing without end.
 
 mod auth;
+pub mod caller;
 mod fault_effects;
 mod faults;
 mod identity;
@@ -687,6 +688,7 @@ impl SimCloud {
             target_name,
             target_tags,
             ok: result.is_ok(),
+            caller: None,
         });
         st.settle(now);
         result
@@ -738,6 +740,7 @@ impl SimCloud {
             target_name,
             target_tags,
             ok: result.is_ok(),
+            caller: None,
         });
         st.settle(now);
         result

@@ -85,6 +85,10 @@ pub struct Mutation {
     pub target_tags: Vec<String>,
     /// Whether the cloud accepted the call.
     pub ok: bool,
+    /// Who sent it, as the call said (`X-Flightdeck-Caller`: a replica and the claim
+    /// revision it acted under); none for calls that did not say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub caller: Option<String>,
 }
 
 /// A time a member carried traffic to a live backend without interruption, now over:
@@ -121,7 +125,10 @@ impl Log {
             .or_default() += 1;
     }
 
-    pub(crate) fn mutation(&mut self, m: Mutation) {
+    pub(crate) fn mutation(&mut self, mut m: Mutation) {
+        if m.caller.is_none() {
+            m.caller = crate::caller::current();
+        }
         self.changes += 1;
         if self.mutations.len() >= MUTATIONS_MAX {
             self.mutations.pop_front();
@@ -265,6 +272,7 @@ mod tests {
             target_name: String::new(),
             target_tags: vec![],
             ok: true,
+            caller: None,
         }
     }
 

@@ -101,6 +101,19 @@ pub trait Backend: Send + Sync {
     fn events(&self, key: &str) -> Result<Vec<Vec<u8>>, StoreError>;
     /// Applies every write in one transaction: all of them or none.
     fn commit(&self, writes: &[Write]) -> Result<(), StoreError>;
+    /// The claim this process holds `cluster` under now (a fencing token), read when a
+    /// reconcile starts; `None` for a store without replicas.
+    fn act_token(&self, _cluster: &str) -> Option<i64> {
+        None
+    }
+    /// Whether a reconcile that started under `claim` may still act on `cluster`'s
+    /// cloud objects or write its state: not once that claim is gone (even if the
+    /// cluster was claimed again since, under another), nor once the lease has run out
+    /// on this process's own clock ([`StoreError::Fenced`]). A store without replicas
+    /// fences nothing.
+    fn may_act(&self, _cluster: &str, _claim: Option<i64>) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 enum Inner {
@@ -168,6 +181,18 @@ impl Store {
         if let Inner::Redb(r) = &mut self.inner {
             r.set_durable(durable);
         }
+    }
+
+    /// The claim this process holds `cluster` under now (see [`Backend::act_token`]).
+    pub fn act_token(&self, cluster: &str) -> Option<i64> {
+        self.backend().act_token(cluster)
+    }
+
+    /// Whether a reconcile that started under `claim` may still act on `cluster`:
+    /// checked right before each cloud mutation and each commit of a reconcile (see
+    /// [`Backend::may_act`]).
+    pub fn may_act(&self, cluster: &str, claim: Option<i64>) -> Result<(), StoreError> {
+        self.backend().may_act(cluster, claim)
     }
 
     /// Where the store is: a path, or etcd's endpoints.

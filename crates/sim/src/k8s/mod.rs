@@ -524,6 +524,7 @@ impl SimCloud {
                 target_name: target.name,
                 target_tags: target.tags,
                 ok: response.status < 400,
+                caller: None,
             });
             st.kube.dirty = true;
             // A read changes nothing a controller or a health check looks at: only a

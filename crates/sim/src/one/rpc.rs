@@ -308,6 +308,7 @@ impl SimCloud {
                 target_name: ctx.target.name,
                 target_tags: ctx.target.tags,
                 ok: result.is_ok(),
+                caller: None,
             });
         }
         st.settle(now);

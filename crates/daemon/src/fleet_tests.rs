@@ -1,0 +1,156 @@
+//! The fleet as one replica among several: it drives only the clusters its claims hold.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use flightdeck_plan::Event;
+use flightdeck_store::Store;
+use tokio::sync::watch;
+
+use crate::backend::Command;
+use crate::claims::Claims;
+use crate::fleet::{Fleet, FleetOptions};
+use crate::metrics::Metrics;
+use crate::published::Published;
+use crate::sim_host::SimHost;
+
+/// Claims a test hands out by hand.
+#[derive(Default)]
+struct HandClaims(Mutex<BTreeMap<String, i64>>);
+
+impl HandClaims {
+    fn set(&self, claims: &[(&str, i64)]) {
+        *self.0.lock().expect("lock") = claims.iter().map(|(c, r)| (c.to_string(), *r)).collect();
+    }
+}
+
+impl Claims for HandClaims {
+    fn holds(&self, cluster: &str) -> bool {
+        self.0.lock().expect("lock").contains_key(cluster)
+    }
+    fn held(&self) -> BTreeMap<String, i64> {
+        self.0.lock().expect("lock").clone()
+    }
+    fn caller(&self, cluster: &str) -> Option<String> {
+        self.held()
+            .get(cluster)
+            .map(|r| format!("replica=me claim={r}"))
+    }
+    fn holder(&self, _cluster: &str) -> String {
+        "replica other (http://10.0.0.2:7443)".into()
+    }
+}
+
+fn spec() -> flightdeck_spec::Cluster {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/openstack.yaml"
+    ))
+    .expect("the example spec");
+    match flightdeck_spec::load_documents(&text, "examples/openstack.yaml")
+        .expect("a valid spec")
+        .remove(0)
+    {
+        flightdeck_spec::Document::Cluster(c) => *c,
+        flightdeck_spec::Document::Scenario(_) => panic!("the example is a cluster"),
+    }
+}
+
+async fn until(what: &str, mut cond: impl FnMut() -> bool) {
+    for _ in 0..200 {
+        if cond() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("{what}: not within 5 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_drives_only_the_clusters_it_holds_and_stores_the_others_specs_for_their_holder()
+{
+    let store = Arc::new(Store::in_memory().expect("store"));
+    let sim = SimHost::start(7, 50.0)
+        .map_err(|f| f.message)
+        .expect("simulator");
+    let claims = Arc::new(HandClaims::default());
+    let (stop, stopped) = watch::channel(false);
+    let fleet = Fleet::start(
+        store.clone(),
+        Some(sim),
+        Arc::new(Published::new(Metrics::new())),
+        FleetOptions {
+            concurrency: 4,
+            claims: Some(claims.clone()),
+        },
+        stopped,
+    )
+    .await
+    .expect("fleet");
+
+    // Not held here: the spec is stored for its holder, and nothing is driven.
+    let applied = fleet.apply(vec![spec()], false).await.expect("applied");
+    assert_eq!(applied[0].result, "stored");
+    assert!(
+        store
+            .get::<flightdeck_spec::Cluster>("spec", "demo")
+            .expect("read")
+            .is_some()
+    );
+    assert!(
+        store
+            .get::<flightdeck_plan::Memory>("memory", "demo")
+            .expect("read")
+            .is_none()
+    );
+    assert!(fleet.published.view("demo").is_none());
+    let refused = fleet
+        .command("demo", |reply| Command::Resume("demo".into(), reply))
+        .await
+        .expect_err("another replica drives it");
+    assert!(
+        refused
+            .message
+            .contains("replica other (http://10.0.0.2:7443)"),
+        "{}",
+        refused.message
+    );
+
+    // Claimed: taken up from the store and driven.
+    claims.set(&[("demo", 5)]);
+    fleet.sync_claims(&claims.held()).await.expect("synced");
+    until("the claimed cluster is driven", || {
+        fleet.published.view("demo").is_some()
+    })
+    .await;
+    let events: Vec<Event> = store.events("demo").expect("events");
+    assert!(
+        events.iter().any(|e| e.reason == "ClusterApplied"),
+        "{events:?}"
+    );
+
+    // Claimed again under another revision (after a pause): let go of, then taken up
+    // afresh from the store, with an event naming the claim.
+    claims.set(&[("demo", 9)]);
+    fleet.sync_claims(&claims.held()).await.expect("synced");
+    fleet.sync_claims(&claims.held()).await.expect("synced");
+    until("the cluster is taken up under its new claim", || {
+        store
+            .events::<Event>("demo")
+            .expect("events")
+            .iter()
+            .any(|e| e.reason == "ClusterTakenUp" && e.message.contains("claim 9"))
+    })
+    .await;
+
+    // The claim moved away: let go of, nothing more published.
+    claims.set(&[]);
+    fleet.sync_claims(&claims.held()).await.expect("synced");
+    until("the cluster is let go of", || {
+        fleet.published.view("demo").is_none()
+    })
+    .await;
+    let _ = stop.send(true);
+    fleet.stopped().await;
+}

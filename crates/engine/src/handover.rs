@@ -1,0 +1,78 @@
+//! Handing clusters between replicas. A replica that claims a cluster takes it up from
+//! the store where its last holder left it; one whose claim is gone lets go of it and
+//! writes nothing more of it (the store's fence would refuse it anyway).
+
+use crate::config::{EngineError, T_SPEC};
+use crate::engine::Engine;
+use flightdeck_cloud::Provider;
+use flightdeck_plan::{Event, Severity};
+use flightdeck_spec::Cluster;
+use flightdeck_store::Write;
+
+impl<P: Provider> Engine<P> {
+    /// Drives cluster `name` from here on, as the store has it: a cluster another
+    /// replica drove resumes where it stopped; a spec no engine has applied yet (it came
+    /// in through another replica's API) is applied now. A cluster already driven here
+    /// picks up a spec that changed in the store. A cluster resumed here gets an event
+    /// naming `by` (who drives it now). Whether the store has the cluster.
+    pub fn take_up(&mut self, name: &str, by: &str) -> Result<bool, EngineError> {
+        let Some(spec) = self.store.get::<Cluster>(T_SPEC, name)? else {
+            return Ok(false);
+        };
+        if let Some(f) = self.in_flight.get(name)
+            && f.let_go
+        {
+            // Its old reconcile is still out; the cluster is taken up once it is back.
+            return Ok(true);
+        }
+        match self.clusters.get(name) {
+            Some(c) if c.spec == spec => return Ok(true),
+            Some(_) => {}
+            None => {
+                if self.load(name, spec.clone())? {
+                    self.note_taken_up(name, by)?;
+                    return Ok(true);
+                }
+            }
+        }
+        self.apply_with(spec, false)?;
+        Ok(true)
+    }
+
+    /// Says, in the cluster's events, who drives it from here on.
+    fn note_taken_up(&mut self, name: &str, by: &str) -> Result<(), EngineError> {
+        let event = Event {
+            at: self.clock.now(),
+            cluster: name.to_string(),
+            severity: Severity::Normal,
+            reason: "ClusterTakenUp".into(),
+            message: format!(
+                "{by} drives cluster {name} from here on, from where the store left it"
+            ),
+        };
+        self.store.commit(vec![Write::event(name, &event)])?;
+        self.events.push(event);
+        Ok(())
+    }
+
+    /// Stops driving cluster `name`, writing nothing: its claim has moved to another
+    /// replica, which takes it up from the store. A reconcile of it in flight runs into
+    /// the fence at its next action or commit, and its outcome is dropped.
+    pub fn let_go(&mut self, name: &str) -> bool {
+        if let Some(f) = self.in_flight.get_mut(name) {
+            f.let_go = true;
+        }
+        self.queue.remove(name);
+        self.last_observed.remove(name);
+        self.ledger
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
+        self.clusters.remove(name).is_some()
+    }
+
+    /// The clusters this engine drives.
+    pub fn driven(&self) -> impl Iterator<Item = &str> {
+        self.clusters.keys().map(String::as_str)
+    }
+}

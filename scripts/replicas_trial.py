@@ -1,0 +1,457 @@
+#!/usr/bin/env python3
+"""Replicas on etcd, end to end: three `flightdeck serve --store etcd://...` share 30
+clusters on one simulated OpenStack (`flightdeck sim serve`), and are broken on purpose.
+
+Every check reads ground truth: the claims in etcd (`etcdctl`), the events the replicas
+committed to etcd, and the simulator's mutation log, which records the replica and the
+claim revision behind every call (`X-Flightdeck-Caller`). Nothing is read from a
+replica's memory except where a step says so.
+
+Run by scripts/test-replicas.sh, which installs etcd and protoc, builds flightdeck with
+`--features etcd` and starts a three-member etcd on loopback. Prints a report of the
+measured times (median and worst of each kind of trial) and writes it to
+target/replicas/report.md.
+"""
+
+import base64
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+FD = os.environ["FD"]
+ADDRESS = os.environ["ETCD_ADDRESS"]  # etcd://127.0.0.1:23790,...
+ENDPOINTS = ADDRESS.removeprefix("etcd://")
+WORK = os.environ["WORK"]
+ETCD_SCRIPT = os.environ["ETCD_SCRIPT"]
+TRIALS = int(os.environ.get("TRIALS", "10"))
+KILL_TRIALS = int(os.environ.get("KILL_TRIALS", str(TRIALS)))
+STOP_TRIALS = int(os.environ.get("STOP_TRIALS", str(TRIALS)))
+LEADER_TRIALS = int(os.environ.get("LEADER_TRIALS", str(TRIALS)))
+QUORUM_TRIALS = int(os.environ.get("QUORUM_TRIALS", str(TRIALS)))
+CLUSTERS = int(os.environ.get("CLUSTERS", "30"))
+TTL = int(os.environ.get("LEASE_TTL", "6"))
+PAUSE = int(os.environ.get("PAUSE_SECONDS", "40"))
+PREFIX = "/flightdeck/"
+REPLICAS = ["r0", "r1", "r2"]
+MUTATIONS = f"{WORK}/mutations.jsonl"
+
+procs = {}
+report = []
+
+
+def say(*a):
+    print(*a, flush=True)
+
+
+def fail(msg):
+    say(f"FAIL: {msg}")
+    for r in REPLICAS:
+        log = f"{WORK}/{r}.log"
+        if os.path.exists(log):
+            say(f"--- {r}.log (last 15 lines)")
+            with open(log) as f:
+                say("".join(f.readlines()[-15:]))
+    sys.exit(1)
+
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+def etcdctl(*args):
+    out = subprocess.run(
+        ["etcdctl", "--endpoints", ENDPOINTS, "--command-timeout=3s", *args],
+        capture_output=True, text=True, env=dict(os.environ, ETCDCTL_API="3"))
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr.strip())
+    return out.stdout
+
+
+def prefixed(prefix):
+    """key (without `prefix`) -> (value, create_revision)"""
+    d = json.loads(etcdctl("get", "--prefix", PREFIX + prefix, "-w", "json"))
+    out = {}
+    for kv in d.get("kvs", []):
+        key = base64.b64decode(kv["key"]).decode()[len(PREFIX + prefix):]
+        out[key] = (base64.b64decode(kv.get("value", "")).decode(), kv["create_revision"])
+    return out
+
+
+def claims():
+    """cluster -> (replica, claim revision), from etcd"""
+    return prefixed("claims/")
+
+
+def claims_retrying():
+    while True:
+        try:
+            return claims()
+        except RuntimeError:
+            time.sleep(0.2)
+
+
+def events(cluster):
+    return [json.loads(v) for v, _ in prefixed(f"e/{cluster}/").values()]
+
+
+def mutations():
+    if not os.path.exists(MUTATIONS):
+        return []
+    with open(MUTATIONS) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def cluster_of(m):
+    for t in m.get("target_tags", []):
+        if t.startswith("flightdeck-cluster="):
+            return t.split("=", 1)[1]
+    return None
+
+
+def caller_of(m):
+    """(replica, claim revision) the mutation names, or (None, None)"""
+    c = m.get("caller")
+    if not c:
+        return None, None
+    parts = dict(p.split("=", 1) for p in c.split() if "=" in p)
+    return parts.get("replica"), int(parts["claim"]) if "claim" in parts else None
+
+
+def api(replica, path, body=None):
+    state = f"{WORK}/{replica}"
+    with open(f"{state}/api.url") as f:
+        base = f.read().strip()
+    with open(f"{state}/admin.token") as f:
+        token = f.read().strip()
+    req = urllib.request.Request(base + path, data=body, method="POST" if body else "GET")
+    req.add_header("Authorization", f"Bearer {token}")
+    if body:
+        req.add_header("Content-Type", "application/yaml")
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+
+
+def start_replica(r):
+    state = f"{WORK}/{r}"
+    os.makedirs(state, exist_ok=True)
+    url = f"{state}/api.url"
+    if os.path.exists(url):
+        os.remove(url)
+    log = open(f"{WORK}/{r}.log", "a")
+    env = dict(os.environ, OS_CLIENT_CONFIG_FILE=f"{WORK}/clouds.yaml",
+               FLIGHTDECK_LOG=os.environ.get("FLIGHTDECK_LOG", "info"))
+    procs[r] = subprocess.Popen(
+        [FD, "serve", "--state-dir", state, "--listen", "127.0.0.1:0", "--no-sim",
+         "--store", ADDRESS, "--replica-name", r, "--lease-ttl", str(TTL),
+         "--etcd-max-txn-ops", "1024"],
+        stdout=log, stderr=log, env=env)
+    wait(30, lambda: os.path.exists(url) and os.path.getsize(url) > 0, f"{r} did not start")
+
+
+def wait(secs, cond, what, every=0.1):
+    end = time.time() + secs
+    while time.time() < end:
+        if cond():
+            return time.time()
+        time.sleep(every)
+    fail(f"{what} (waited {secs} s)")
+
+
+def spec(n, workers):
+    name = f"c{n:02d}"
+    return f"""apiVersion: flightdeck.dev/v1alpha1
+kind: Cluster
+metadata:
+  name: {name}
+spec:
+  controlPlane:
+    replicas: 1
+    version: v1.30.2
+    machine: {{flavor: m1.large, image: ubuntu-2204-kube-v1.30.2}}
+  nodePools:
+    - name: workers
+      replicas: {workers}
+      machine: {{flavor: m1.xlarge, image: ubuntu-2204-kube-v1.30.2}}
+  network: {{podCIDR: 10.244.0.0/16, securityGroup: {name}-nodes}}
+  apiLoadBalancer: {{port: 6443}}
+  provider:
+    openstack: {{cloud: flightdeck-sim, network: private, subnet: private-subnet}}
+"""
+
+
+WORKERS = [1]
+
+
+def apply_all(through, again=False):
+    """Applies all clusters with the other worker count than last time (the same with
+    `again`): every cluster has work to do (a worker created or deleted) after each."""
+    if not again:
+        WORKERS[0] = 3 - WORKERS[0]
+    docs = "---\n".join(spec(n, WORKERS[0]) for n in range(CLUSTERS))
+    api(through, "/api/v1/clusters", docs.encode())
+
+
+def quiet():
+    """No mutation logged in the last 3 s."""
+    m = mutations()
+    return bool(m) and now_ms() - m[-1]["logged_ms"] > 3000
+
+
+def live():
+    return [r for r in REPLICAS if r in procs and procs[r].poll() is None]
+
+
+def share_ok():
+    c = claims_retrying()
+    if len(c) != CLUSTERS:
+        return False
+    per = {r: 0 for r in REPLICAS}
+    for owner, _ in c.values():
+        per[owner] = per.get(owner, 0) + 1
+    return all(0 < per[r] <= CLUSTERS * 0.4 for r in live())
+
+
+def check_share():
+    c = claims()
+    per = {}
+    for owner, _ in c.values():
+        per[owner] = per.get(owner, 0) + 1
+    # What each replica's API says it drives must agree with etcd's claims.
+    for r in live():
+        driven = {d["name"] for d in api(r, "/api/v1/clusters")["items"]}
+        mine = {k for k, (o, _) in c.items() if o == r}
+        if driven != mine:
+            fail(f"replica {r} drives {sorted(driven ^ mine)} against etcd's claims")
+    say(f"ok: every one of {len(c)} clusters is claimed by exactly one replica; "
+        f"shares {dict(sorted(per.items()))} (at most 40 % = {int(CLUSTERS * 0.4)})")
+
+
+def duplicates():
+    """Live servers sharing a name, replayed from the mutation log."""
+    live_objs = {}
+    for m in mutations():
+        if not m["ok"] or m["service"] != "nova":
+            continue
+        if m["kind"] == "Create":
+            live_objs[m["target_id"]] = m["target_name"]
+        elif m["kind"] == "Delete":
+            live_objs.pop(m["target_id"], None)
+    names = list(live_objs.values())
+    return sorted({n for n in names if names.count(n) > 1})
+
+
+def taken_up_at(cluster, after_ms, by_not):
+    for e in events(cluster):
+        if e["reason"] == "ClusterTakenUp" and e["at"] >= after_ms and f"replica {by_not} " not in e["message"]:
+            return e["at"]
+    return None
+
+
+def kill_trial(i):
+    victim = REPLICAS[i % 3]
+    before = {k: v for k, v in claims().items() if v[0] == victim}
+    others = [r for r in live() if r != victim]
+    apply_all(others[0])
+    time.sleep(3)
+    t0 = now_ms()
+    procs[victim].send_signal(signal.SIGKILL)
+    procs[victim].wait()
+    wait(60, lambda: all(claims_retrying().get(k, (victim,))[0] != victim for k in before),
+         f"trial {i}: the clusters of killed {victim} were not claimed by others")
+    t_claimed = now_ms()
+    wait(30, lambda: all(taken_up_at(k, t0, victim) for k in before),
+         f"trial {i}: the clusters of killed {victim} were not taken up")
+    takeover = max(taken_up_at(k, t0, victim) for k in before) - t0
+    # Progress: a mutation by the new holder, for the clusters that had work left.
+    firsts = []
+    time.sleep(2)
+    for m in mutations():
+        r, _ = caller_of(m)
+        c = cluster_of(m)
+        if m["logged_ms"] >= t0 and c in before and r and r != victim and m["ok"]:
+            firsts.append((c, m["logged_ms"] - t0))
+    first_by = {}
+    for c, dt in firsts:
+        first_by.setdefault(c, dt)
+    start_replica(victim)
+    wait(60, share_ok, f"trial {i}: the shares did not even out after {victim} came back")
+    say(f"trial {i}: kill -9 {victim} ({len(before)} clusters): claimed by others in "
+        f"{(t_claimed - t0) / 1000:.1f} s, all taken up in {takeover / 1000:.1f} s; "
+        f"{len(first_by)} of them mutated by their new holder, the last after "
+        f"{max(first_by.values(), default=0) / 1000:.1f} s")
+    return takeover, max(first_by.values(), default=None)
+
+
+def stop_trial(i):
+    victim = REPLICAS[i % 3]
+    before = {k: v for k, v in claims().items() if v[0] == victim}
+    old = {(victim, rev) for _, (_, rev) in before.items()}
+    apply_all([r for r in live() if r != victim][0])
+    time.sleep(2)
+    t0 = now_ms()
+    procs[victim].send_signal(signal.SIGSTOP)
+    wait(PAUSE + 20, lambda: all(claims_retrying().get(k, (victim,))[0] != victim for k in before),
+         f"stop trial {i}: the clusters of stopped {victim} were not claimed by others")
+    moved = now_ms()
+    time.sleep(max(0, PAUSE - (time.time() - t0 / 1000)))
+    procs[victim].send_signal(signal.SIGCONT)
+    t_cont = now_ms()
+    wait(60, share_ok, f"stop trial {i}: the shares did not even out after {victim} resumed")
+    time.sleep(3)
+    late = [m for m in mutations()
+            if m["logged_ms"] >= moved and caller_of(m) in old]
+    if late:
+        fail(f"stop trial {i}: {victim} mutated {len(late)} time(s) under claims that had moved: {late[:3]}")
+    say(f"trial {i}: SIGSTOP {victim} for {(t_cont - t0) / 1000:.0f} s: its {len(before)} clusters "
+        f"claimed by others after {(moved - t0) / 1000:.1f} s; 0 mutations under its old claims after that")
+    return moved - t0
+
+
+def members():
+    st = json.loads(etcdctl("endpoint", "status", "-w", "json"))
+    return [(e["Endpoint"], e["Status"]["header"]["member_id"], e["Status"]["leader"]) for e in st]
+
+
+def leader_index():
+    for ep, mid, leader in members():
+        if mid == leader:
+            return int(ep.rsplit(":", 1)[1]) - 23790
+    fail("no etcd leader")
+
+
+def progress_after(t0, replicas):
+    """ms after t0 until each replica made an ok mutation; None if one did not yet."""
+    first = {}
+    for m in mutations():
+        r, _ = caller_of(m)
+        if m["logged_ms"] >= t0 and m["ok"] and r in replicas and r not in first:
+            first[r] = m["logged_ms"] - t0
+    if set(first) != set(replicas):
+        return None
+    return max(first.values())
+
+
+def leader_trial(i):
+    idx = leader_index()
+    t0 = now_ms()
+    subprocess.run(["bash", ETCD_SCRIPT, "kill-member", str(idx)], check=True)
+    apply_retry()
+    wait(60, lambda: progress_after(t0, live()) is not None,
+         f"leader trial {i}: the replicas did not go on after the etcd leader was killed")
+    took = progress_after(t0, live())
+    subprocess.run(["bash", ETCD_SCRIPT, "start-member", str(idx)], check=True)
+    say(f"trial {i}: etcd leader (member {idx}) killed: every replica mutated again within {took / 1000:.1f} s")
+    return took
+
+
+def apply_retry():
+    end = time.time() + 30
+    again = False
+    while True:
+        try:
+            return apply_all(live()[0], again)
+        except Exception:
+            if time.time() > end:
+                raise
+            again = True
+            time.sleep(0.5)
+
+
+def quorum_trial(i):
+    apply_all(live()[0])
+    time.sleep(1)
+    lost = [j for j in range(3) if j != leader_index()][:1] + [leader_index()]
+    t0 = now_ms()
+    for j in lost:
+        subprocess.run(["bash", ETCD_SCRIPT, "kill-member", str(j)], check=True)
+    time.sleep(TTL + 8)
+    cut = t0 + TTL * 1000
+    late = [m for m in mutations() if m["logged_ms"] > cut and m["ok"]]
+    if late:
+        fail(f"quorum trial {i}: {len(late)} mutation(s) more than the {TTL} s TTL after quorum was lost: {late[:3]}")
+    last = max((m["logged_ms"] for m in mutations() if m["logged_ms"] >= t0), default=t0)
+    t1 = now_ms()
+    for j in lost:
+        subprocess.run(["bash", ETCD_SCRIPT, "start-member", str(j)], check=True)
+    apply_retry()
+    wait(90, lambda: progress_after(t1, live()) is not None,
+         f"quorum trial {i}: the replicas did not resume after quorum returned")
+    took = progress_after(t1, live())
+    say(f"trial {i}: 2 of 3 etcd members killed: last mutation {(last - t0) / 1000:.1f} s after, none past "
+        f"the {TTL} s TTL; all replicas mutated again {took / 1000:.1f} s after quorum returned")
+    return last - t0, took
+
+
+def summary(name, values):
+    v = [x / 1000 for x in values if x is not None]
+    if not v:
+        return
+    line = (f"| {name} | {len(v)} | {statistics.median(v):.1f} s | {max(v):.1f} s |")
+    report.append(line)
+
+
+def main():
+    sim_log = open(f"{WORK}/sim.log", "w")
+    sim = subprocess.Popen(
+        [FD, "sim", "serve", "--listen", "127.0.0.1:0", "--speed", os.environ.get("SIM_SPEED", "5"),
+         "--clouds-file", f"{WORK}/clouds.yaml", "--mutation-log", MUTATIONS],
+        stdout=sim_log, stderr=sim_log)
+    try:
+        wait(30, lambda: os.path.exists(f"{WORK}/clouds.yaml"), "sim serve did not start")
+        for r in REPLICAS:
+            start_replica(r)
+        wait(30, lambda: len(prefixed("replicas/")) == 3, "the three replicas did not register")
+        say("ok: three replicas registered in etcd")
+        apply_all("r0")
+        wait(60, share_ok, "the 30 clusters were not shared out")
+        time.sleep(2 * TTL / 3 + 1)
+        check_share()
+        # No kubelet joins (sim serve without --kubernetes), so no cluster gets Ready;
+        # what is awaited is that the replicas built what they could and went quiet.
+        wait(300, quiet, "the replicas did not go quiet", every=1)
+        say(f"ok: the replicas built the 30 clusters' servers, load balancers and groups "
+            f"({len(mutations())} mutations) and went quiet")
+        takeovers, progress = [], []
+        for i in range(KILL_TRIALS):
+            t, p = kill_trial(i)
+            takeovers.append(t)
+            progress.append(p)
+        summary("kill -9 of a replica: its clusters taken up by others", takeovers)
+        summary("kill -9 of a replica: first mutation by the new holder", progress)
+        moves = [stop_trial(i) for i in range(STOP_TRIALS)]
+        summary(f"SIGSTOP {PAUSE} s: the stopped replica's claims moved", moves)
+        leader = [leader_trial(i) for i in range(LEADER_TRIALS)]
+        summary("kill -9 of the etcd leader: every replica mutating again", leader)
+        quorum = [quorum_trial(i) for i in range(QUORUM_TRIALS)]
+        summary("2 of 3 etcd members lost: last mutation after", [q[0] for q in quorum])
+        summary("quorum back: every replica mutating again", [q[1] for q in quorum])
+        wait(300, lambda: not duplicates(), f"duplicate servers: {duplicates()}", every=2)
+        say("ok: no two live servers share a name (replayed from the mutation log)")
+        check_share()
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGCONT)
+                p.terminate()
+        for p in procs.values():
+            try:
+                p.wait(timeout=40)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        sim.terminate()
+    head = ["| failover | trials | median | worst |", "|---|---|---|---|"]
+    text = "\n".join(head + report) + "\n"
+    os.makedirs("target/replicas", exist_ok=True)
+    with open("target/replicas/report.md", "w") as f:
+        f.write(text)
+    say(text)
+    say("== the replicas passed")
+
+
+if __name__ == "__main__":
+    main()
