@@ -50,6 +50,18 @@ def say(*a):
 
 def fail(msg):
     say(f"FAIL: {msg}")
+    for r in live():
+        try:
+            items = api(r, "/api/v1/clusters")["items"]
+            say(f"--- {r} drives " + ", ".join(
+                f"{d['name']}:{d['phase']}{'' if not d.get('lastError') else '!' + d['lastError'][:120]}"
+                for d in items))
+            if items:
+                name = items[0]["name"]
+                for e in api(r, f"/api/v1/clusters/{name}/events")["items"][-8:]:
+                    say(f"    {name} {e['at']} {e['reason']}: {e['message'][:160]}")
+        except Exception as e:  # the dump is best effort
+            say(f"--- {r}: cannot read its API: {e}")
     for r in REPLICAS:
         log = f"{WORK}/{r}.log"
         if os.path.exists(log):
@@ -162,7 +174,7 @@ def wait(secs, cond, what, every=0.1):
     fail(f"{what} (waited {secs} s)")
 
 
-def spec(n, workers):
+def spec(n, image):
     name = f"c{n:02d}"
     return f"""apiVersion: flightdeck.dev/v1alpha1
 kind: Cluster
@@ -175,31 +187,36 @@ spec:
     machine: {{flavor: m1.large, image: ubuntu-2204-kube-v1.30.2}}
   nodePools:
     - name: workers
-      replicas: {workers}
-      machine: {{flavor: m1.xlarge, image: ubuntu-2204-kube-v1.30.2}}
+      replicas: 2
+      machine: {{flavor: m1.xlarge, image: ubuntu-2204-kube-{image}}}
   network: {{podCIDR: 10.244.0.0/16, securityGroup: {name}-nodes}}
-  apiLoadBalancer: {{port: 6443}}
+  apiLoadBalancer:
+    port: 6443
+    healthMonitor: {{type: TCP, delay: 5s, timeout: 3s, maxRetries: 3}}
   provider:
     openstack: {{cloud: flightdeck-sim, network: private, subnet: private-subnet}}
+  workload: {{kubeconfig: {WORK}/kube/{name}.kubeconfig}}
 """
 
 
-WORKERS = [1]
+IMAGES = ["v1.30.3", "v1.30.2"]
 
 
 def apply_all(through, again=False):
-    """Applies all clusters with the other worker count than last time (the same with
-    `again`): every cluster has work to do (a worker created or deleted) after each."""
+    """Applies all clusters with the other workers' image than last time (the same with
+    `again`): every cluster has a rollout to do after each (two workers replaced one by
+    one, each new one waited for until its node is ready)."""
     if not again:
-        WORKERS[0] = 3 - WORKERS[0]
-    docs = "---\n".join(spec(n, WORKERS[0]) for n in range(CLUSTERS))
+        IMAGES.reverse()
+    docs = "---\n".join(spec(n, IMAGES[0]) for n in range(CLUSTERS))
     api(through, "/api/v1/clusters", docs.encode())
 
 
-def quiet():
-    """No mutation logged in the last 3 s."""
-    m = mutations()
-    return bool(m) and now_ms() - m[-1]["logged_ms"] > 3000
+def all_ready():
+    """Every cluster ready, as the replicas that drive them say (their nodes are the
+    simulator's kubelets, read through each workload cluster's kubeconfig)."""
+    items = [d for r in live() for d in api(r, "/api/v1/clusters")["items"]]
+    return len(items) == CLUSTERS and all(d["ready"] for d in items)
 
 
 def live():
@@ -398,8 +415,9 @@ def summary(name, values):
 def main():
     sim_log = open(f"{WORK}/sim.log", "w")
     sim = subprocess.Popen(
-        [FD, "sim", "serve", "--listen", "127.0.0.1:0", "--speed", os.environ.get("SIM_SPEED", "5"),
-         "--clouds-file", f"{WORK}/clouds.yaml", "--mutation-log", MUTATIONS],
+        [FD, "sim", "serve", "--listen", "127.0.0.1:0", "--speed", os.environ.get("SIM_SPEED", "10"),
+         "--clouds-file", f"{WORK}/clouds.yaml", "--mutation-log", MUTATIONS,
+         "--kubernetes", "127.0.0.1:0", "--kubeconfig-dir", f"{WORK}/kube"],
         stdout=sim_log, stderr=sim_log)
     try:
         wait(30, lambda: os.path.exists(f"{WORK}/clouds.yaml"), "sim serve did not start")
@@ -411,11 +429,8 @@ def main():
         wait(60, share_ok, "the 30 clusters were not shared out")
         time.sleep(2 * TTL / 3 + 1)
         check_share()
-        # No kubelet joins (sim serve without --kubernetes), so no cluster gets Ready;
-        # what is awaited is that the replicas built what they could and went quiet.
-        wait(300, quiet, "the replicas did not go quiet", every=1)
-        say(f"ok: the replicas built the 30 clusters' servers, load balancers and groups "
-            f"({len(mutations())} mutations) and went quiet")
+        wait(300, all_ready, "the 30 clusters did not all become ready", every=2)
+        say(f"ok: the replicas built the 30 clusters ({len(mutations())} mutations); all ready")
         takeovers, progress = [], []
         for i in range(KILL_TRIALS):
             t, p = kill_trial(i)

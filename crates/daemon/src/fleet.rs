@@ -401,13 +401,10 @@ impl Fleet {
         Ok(())
     }
 
-    /// The route of a cluster, learned from its stored spec if this process has not
-    /// seen it yet (it was applied through another replica). `None` when the store has
-    /// no spec of it.
+    /// The route of a held cluster, from its stored spec (which may have come in
+    /// through another replica), with where its workload cluster is reached as that spec
+    /// says now. `None` when the store has no spec of it.
     fn learn_route(&self, name: &str) -> Result<Option<Route>, Failure> {
-        if let Some(r) = self.route_of(name) {
-            return Ok(Some(r));
-        }
         let spec = self
             .store
             .get::<Cluster>("spec", name)
@@ -415,8 +412,11 @@ impl Fleet {
         let Some(spec) = spec else {
             return Ok(None);
         };
-        let r = route(&spec, self.sim.is_some())?;
         self.note_kubeconfig(&spec);
+        if let Some(r) = self.route_of(name) {
+            return Ok(Some(r));
+        }
+        let r = route(&spec, self.sim.is_some())?;
         self.owners
             .write()
             .unwrap_or_else(|e| e.into_inner())
