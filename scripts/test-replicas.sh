@@ -4,7 +4,8 @@
 # real three-member etcd on loopback; replicas and etcd members are killed, paused and
 # cut off on purpose (scripts/replicas_trial.py says how, and what it checks).
 #
-#   TRIALS=10 scripts/test-replicas.sh     # trials of each kind (default 10)
+#   TRIALS=10 scripts/test-replicas.sh     # trials of each kind (default 10); KILL_TRIALS,
+#                                          # STOP_TRIALS, LEADER_TRIALS, QUORUM_TRIALS each alone
 #
 # Installs what it needs: etcd-server and etcd-client, and protoc (Debian's
 # protobuf-compiler) to build flightdeck with --features etcd. The report of measured

@@ -55,11 +55,13 @@ struct Failed {
 }
 
 fn unreachable(e: &etcd_client::Error) -> bool {
-    // gRPC's UNAVAILABLE (14): connection refused or reset, no leader, leader changed.
-    const UNAVAILABLE: i32 = 14;
+    // gRPC's UNAVAILABLE (14): connection refused or reset, no leader, leader changed;
+    // CANCELLED (1) and DEADLINE_EXCEEDED (4): the member did not answer in time (one
+    // cut off from the quorum waits for a leader until the call's timeout).
+    const RETRY_ELSEWHERE: [i32; 3] = [1, 4, 14];
     match e {
         etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
-        etcd_client::Error::GRpcStatus(s) => s.code() as i32 == UNAVAILABLE,
+        etcd_client::Error::GRpcStatus(s) => RETRY_ELSEWHERE.contains(&(s.code() as i32)),
         _ => false,
     }
 }
