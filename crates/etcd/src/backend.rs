@@ -306,7 +306,7 @@ impl Backend for EtcdStore {
     }
 
     fn act_token(&self, cluster: &str) -> Option<i64> {
-        self.fence.held().get(cluster).copied()
+        self.fence.token(cluster)
     }
 
     /// From the fence alone, without asking etcd: called before every cloud mutation,

@@ -50,6 +50,11 @@ impl Fence {
         self.lock().held.remove(cluster);
     }
 
+    /// The claim revision `cluster` is held under, if it is (without copying the rest).
+    pub(crate) fn token(&self, cluster: &str) -> Option<i64> {
+        self.lock().held.get(cluster).copied()
+    }
+
     pub(crate) fn held(&self) -> BTreeMap<String, i64> {
         self.lock().held.clone()
     }

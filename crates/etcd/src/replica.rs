@@ -66,7 +66,7 @@ pub struct Claimed(Arc<Fence>);
 impl Claimed {
     /// The claim revision `cluster` is held under, if it is.
     pub fn token(&self, cluster: &str) -> Option<i64> {
-        self.0.held().get(cluster).copied()
+        self.0.token(cluster)
     }
 
     pub fn held(&self) -> BTreeSet<String> {
