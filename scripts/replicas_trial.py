@@ -18,6 +18,7 @@ import json
 import os
 import signal
 import statistics
+import shutil
 import subprocess
 import sys
 import time
@@ -68,6 +69,18 @@ def fail(msg):
             say(f"--- {r}.log (last 15 lines)")
             with open(log) as f:
                 say("".join(f.readlines()[-15:]))
+    # etcd's side, kept with the replicas' logs (the next start of the etcd cluster
+    # begins from empty data and logs).
+    etcd_dir = os.path.join(os.path.dirname(os.path.abspath(ETCD_SCRIPT)), "..", "target", "etcd")
+    for name in sorted(os.listdir(etcd_dir)) if os.path.isdir(etcd_dir) else []:
+        if name.endswith(".log"):
+            shutil.copy(os.path.join(etcd_dir, name), os.path.join(WORK, "etcd-" + name))
+            with open(os.path.join(etcd_dir, name)) as f:
+                say(f"--- etcd {name} (last 5 lines)\n" + "".join(f.readlines()[-5:]))
+    try:
+        say(etcdctl("endpoint", "status", "-w", "table"))
+    except RuntimeError as e:
+        say(f"--- etcd endpoint status: {e}")
     sys.exit(1)
 
 
@@ -334,6 +347,14 @@ def members():
     return [(e["Endpoint"], e["Status"]["header"]["member_id"], e["Status"]["leader"]) for e in st]
 
 
+def etcd_healthy():
+    try:
+        etcdctl("endpoint", "health")
+        return True
+    except RuntimeError:
+        return False
+
+
 def leader_index():
     for ep, mid, leader in members():
         if mid == leader:
@@ -410,12 +431,16 @@ def quorum_trial(i):
     t1 = now_ms()
     for j in lost:
         subprocess.run(["bash", ETCD_SCRIPT, "start-member", str(j)], check=True)
+    # etcd's own recovery first: a replica cannot renew before a quorum answers.
+    wait(60, etcd_healthy, f"quorum trial {i}: etcd itself did not regain its quorum", every=0.2)
+    healthy = now_ms() - t1
     apply_retry()
     wait(90, lambda: progress_after(t1, live()) is not None,
          f"quorum trial {i}: the replicas did not resume after quorum returned")
     took = progress_after(t1, live())
     say(f"trial {i}: 2 of 3 etcd members killed: last mutation {(last - t0) / 1000:.1f} s after, none past "
-        f"the {TTL} s TTL; every replica committed again {took / 1000:.1f} s after quorum returned")
+        f"the {TTL} s TTL; etcd healthy again {healthy / 1000:.1f} s after the members restarted; every "
+        f"replica committed again {took / 1000:.1f} s after they restarted")
     return last - t0, took
 
 

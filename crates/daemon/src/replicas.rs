@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use flightdeck_etcd::{Claimed, Replica};
+use flightdeck_etcd::{Claimed, KEEP_REVISIONS, Replica};
 use flightdeck_store::{Store, StoreError};
 use tokio::sync::watch;
 
@@ -19,12 +19,18 @@ use crate::fleet::Fleet;
 /// The shortest turn, whatever the TTL.
 const TURN_MIN: Duration = Duration::from_millis(500);
 
+/// How often a replica compacts etcd's history (each does; a compaction another
+/// already made is a no-op).
+const COMPACT_EVERY: Duration = Duration::from_secs(300);
+
 /// This replica: what it holds (read without etcd) and its lease (renewed by its turns).
 pub struct Membership {
     name: String,
     ttl: Duration,
     claimed: Claimed,
     replica: Mutex<Option<Replica>>,
+    /// When this replica last compacted etcd's history.
+    compacted: Mutex<Option<Instant>>,
 }
 
 impl Membership {
@@ -46,6 +52,7 @@ impl Membership {
             ttl: options.ttl,
             claimed: replica.claimed(),
             replica: Mutex::new(Some(replica)),
+            compacted: Mutex::new(None),
         };
         Ok((store, Arc::new(m)))
     }
@@ -89,6 +96,24 @@ impl Membership {
             }
             Ok(_) => {}
             Err(e) => tracing::warn!(replica = %self.name, error = %e, "cannot balance the claims"),
+        }
+        self.compact_if_due(replica);
+    }
+
+    fn compact_if_due(&self, replica: &Replica) {
+        let mut last = self.compacted.lock().unwrap_or_else(|e| e.into_inner());
+        if last.is_some_and(|at| at.elapsed() < COMPACT_EVERY) {
+            return;
+        }
+        *last = Some(Instant::now());
+        match replica.compact(KEEP_REVISIONS) {
+            Ok(Some(to)) => {
+                tracing::info!(replica = %self.name, revision = to, "etcd's history compacted")
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(replica = %self.name, error = %e, "cannot compact etcd's history")
+            }
         }
     }
 }

@@ -454,7 +454,7 @@ impl<P: Provider> Engine<P> {
         }
         let now = self.clock.now();
         if o.deleted {
-            self.store.commit(vec![
+            let writes = vec![
                 Write::Remove {
                     table: T_SPEC,
                     key: o.name.clone(),
@@ -467,7 +467,18 @@ impl<P: Provider> Engine<P> {
                     table: T_STATUS,
                     key: o.name.clone(),
                 },
-            ])?;
+            ];
+            if self.store.shared() {
+                // Whatever the ledger records still say it holds goes with it.
+                crate::shared_ledger::commit_facts(
+                    &self.store,
+                    &o.name,
+                    &Default::default(),
+                    writes,
+                )?;
+            } else {
+                self.store.commit(writes)?;
+            }
             self.clusters.remove(&o.name);
             self.ledger
                 .lock()

@@ -25,6 +25,7 @@ pub mod observe;
 mod operator;
 pub mod queue;
 mod reconcile;
+mod shared_ledger;
 pub mod timeline;
 
 pub use config::{

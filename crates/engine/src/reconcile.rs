@@ -10,7 +10,7 @@ use flightdeck_spec::{Cluster, Duration};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use flightdeck_store::{Store, Write};
+use flightdeck_store::{Store, StoreError, Write};
 
 use crate::act::{ActOutcome, act};
 use crate::config::{EngineConfig, EngineError, T_MEMORY, T_STATUS};
@@ -149,6 +149,14 @@ pub(crate) async fn reconcile<P: Provider>(
         Ok(o) => o,
         Err(e) => return observe_failed(ctx, name, (&stored, memory), events, e),
     };
+    // On a store shared with other replicas, the ledger is what the store says now.
+    let snapshot = crate::shared_ledger::refresh(
+        ctx.store,
+        &mut lock(ctx.ledger),
+        &name,
+        &memory.one,
+        spec.spec.provider.is_opennebula(),
+    )?;
     let plan = plan_now(ctx, &name, &spec, &observed, &memory, now);
     events.extend(plan.events.iter().cloned().map(|e| stamp(now, &name, e)));
     memory = plan.memory;
@@ -171,6 +179,24 @@ pub(crate) async fn reconcile<P: Provider>(
             .ownership_check
             .then(|| shared_race(&name, &ledger, &plan.actions, &memory))
             .flatten();
+        // On a shared store the records this plan decided on are guarded in the same
+        // commit: another replica that changed one since wins, and this plans again.
+        let mut race = race;
+        if race.is_none() {
+            let mut writes = snapshot
+                .as_ref()
+                .map(|s| s.writes(&name, &memory.one))
+                .unwrap_or_default();
+            if memory != stored || !writes.is_empty() {
+                writes.insert(0, Write::put(T_MEMORY, &name, &memory));
+                match ctx.commit(&name, writes) {
+                    Err(EngineError::Store(StoreError::Conflict { message, .. })) => {
+                        race = Some(message);
+                    }
+                    other => other?,
+                }
+            }
+        }
         if let Some(race) = race {
             drop(ledger);
             tracing::debug!(cluster = %name, race, "shared object changed hands; planning again");
@@ -190,9 +216,6 @@ pub(crate) async fn reconcile<P: Provider>(
                 observe_failed: false,
                 observed: Some(observed),
             });
-        }
-        if memory != stored {
-            ctx.commit(&name, vec![Write::put(T_MEMORY, &name, &memory)])?;
         }
         ledger.insert(name.clone(), memory.one.clone());
     }
@@ -227,7 +250,11 @@ pub(crate) async fn reconcile<P: Provider>(
         writes.push(Write::put(T_STATUS, &name, &status));
     }
     writes.extend(events.iter().map(|e| Write::event(&name, e)));
-    if !writes.is_empty() {
+    if snapshot.is_some() {
+        ctx.store.may_act(&name, ctx.claim)?;
+        crate::shared_ledger::commit_facts(ctx.store, &name, &memory.one, writes)?;
+        lock(ctx.ledger).insert(name.clone(), memory.one.clone());
+    } else if !writes.is_empty() {
         let mut ledger = lock(ctx.ledger);
         ctx.commit(&name, writes)?;
         ledger.insert(name.clone(), memory.one.clone());

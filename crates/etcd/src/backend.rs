@@ -81,8 +81,16 @@ impl EtcdStore {
         // The last write of a record wins: etcd refuses two operations on one key.
         let mut records: BTreeMap<String, Option<&[u8]>> = BTreeMap::new();
         let mut logs: BTreeMap<&str, EventLog<'_>> = BTreeMap::new();
+        let mut expects = Vec::new();
         for w in writes {
             match w {
+                Write::Expect { table, key, json } => {
+                    let k = self.record_key(table, key);
+                    expects.push(match json {
+                        Some(json) => Compare::value(k, CompareOp::Equal, json.clone()),
+                        None => Compare::create_revision(k, CompareOp::Equal, 0),
+                    });
+                }
                 Write::Put { table, key, json } => {
                     records.insert(self.record_key(table, key), Some(json));
                 }
@@ -102,6 +110,7 @@ impl EtcdStore {
             })
             .collect();
         guard.extend(self.fence_compares(writes)?);
+        guard.extend(expects);
         for (key, log) in logs {
             // Nobody appended since the bounds were read: the next key is still free.
             guard.push(Compare::create_revision(
@@ -159,6 +168,21 @@ impl EtcdStore {
                 Compare::create_revision(self.conn.claim_key(&c), CompareOp::Equal, rev)
             })
             .collect())
+    }
+
+    /// After a transaction whose guard failed: the first [`Write::Expect`] that no
+    /// longer holds, said.
+    fn expect_failed(&self, writes: &[Write]) -> Result<Option<String>, StoreError> {
+        for w in writes {
+            if let Write::Expect { table, key, json } = w
+                && self.get(table, key)? != *json
+            {
+                return Ok(Some(format!(
+                    "record {table}/{key} changed since it was read"
+                )));
+            }
+        }
+        Ok(None)
     }
 
     /// After a transaction whose guard failed: the first cluster whose claim is no
@@ -269,6 +293,20 @@ impl Backend for EtcdStore {
         self.conn.names_under(&self.record_key(table, ""))
     }
 
+    fn scan(&self, table: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        let prefix = self.record_key(table, "");
+        Ok(self
+            .conn
+            .get_range(&prefix, false, None)?
+            .into_iter()
+            .filter_map(|(k, v)| k.strip_prefix(&prefix).map(|k| (k.to_string(), v)))
+            .collect())
+    }
+
+    fn shared(&self) -> bool {
+        true
+    }
+
     fn events(&self, key: &str) -> Result<Vec<Vec<u8>>, StoreError> {
         Ok(self
             .conn
@@ -288,6 +326,12 @@ impl Backend for EtcdStore {
             })?;
             if resp.succeeded() {
                 return Ok(());
+            }
+            if let Some(message) = self.expect_failed(writes)? {
+                return Err(StoreError::Conflict {
+                    path: self.conn.describe(),
+                    message,
+                });
             }
             if let Some(c) = self.lost_claim(writes)? {
                 return Err(StoreError::Fenced {

@@ -55,13 +55,26 @@ struct Failed {
 }
 
 fn unreachable(e: &etcd_client::Error) -> bool {
-    // gRPC's UNAVAILABLE (14): connection refused or reset, no leader, leader changed;
-    // CANCELLED (1) and DEADLINE_EXCEEDED (4): the member did not answer in time (one
-    // cut off from the quorum waits for a leader until the call's timeout).
-    const RETRY_ELSEWHERE: [i32; 3] = [1, 4, 14];
+    use etcd_client::Error as E;
+    // etcd's own refusals, which every member would give alike: the request is wrong, or
+    // the state it names says no. Everything else may be the member's own trouble (down,
+    // cut off from the quorum, no leader yet, a leader that is not yet the lease's
+    // primary, a stream reset) and is tried on the next member: a member that keeps
+    // failing one way must not hold every call on itself.
+    const REFUSALS: [i32; 9] = [
+        3,  // INVALID_ARGUMENT
+        5,  // NOT_FOUND
+        6,  // ALREADY_EXISTS
+        7,  // PERMISSION_DENIED
+        8,  // RESOURCE_EXHAUSTED: too many operations in a transaction
+        9,  // FAILED_PRECONDITION
+        11, // OUT_OF_RANGE: a compacted revision
+        12, // UNIMPLEMENTED
+        16, // UNAUTHENTICATED
+    ];
     match e {
-        etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
-        etcd_client::Error::GRpcStatus(s) => RETRY_ELSEWHERE.contains(&(s.code() as i32)),
+        E::TransportError(_) | E::IoError(_) | E::LeaseKeepAliveError(_) | E::WatchError(_) => true,
+        E::GRpcStatus(s) => !REFUSALS.contains(&(s.code() as i32)),
         _ => false,
     }
 }

@@ -31,7 +31,7 @@ mod replica;
 pub use assign::assign;
 pub use fence::{FENCED_TABLES, Now};
 #[cfg(feature = "client")]
-pub use replica::{Balance, Claimed, LEASE_MARGIN, Replica};
+pub use replica::{Balance, Claimed, KEEP_REVISIONS, LEASE_MARGIN, Replica};
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -34,6 +34,10 @@ use crate::fence::{Fence, Now};
 /// How much earlier than the lease's TTL a replica takes its lease for lost.
 pub const LEASE_MARGIN: Duration = Duration::from_secs(2);
 
+/// How many revisions compaction keeps behind the newest. flightdeck reads no history
+/// (its events are keys of their own); these are for an operator's `etcdctl watch --rev`.
+pub const KEEP_REVISIONS: i64 = 1000;
+
 /// A replica's lease and claims.
 pub struct Replica {
     id: String,
@@ -214,11 +218,16 @@ impl Replica {
     /// TTL, less [`LEASE_MARGIN`]; a lease etcd says has expired is an error, and the
     /// fence stays shut.
     pub fn keep_alive(&self) -> Result<(), StoreError> {
-        let sent = (self.now)();
+        // When the renewal etcd answered was sent: a call that failed over to another
+        // member after one did not answer counts from its last attempt, not its first
+        // (a deadline counted from the first is already past when a stuck member took
+        // longer than TTL less the margin to time out).
+        let sent = Arc::new(std::sync::Mutex::new((self.now)()));
         let lease = self.lease;
-        let ttl = self
-            .conn
-            .call("renewing the lease", move |mut c| async move {
+        let (now, at) = (self.now.clone(), sent.clone());
+        let ttl = self.conn.call("renewing the lease", move |mut c| {
+            *at.lock().unwrap_or_else(|e| e.into_inner()) = now();
+            async move {
                 let renewed = async {
                     let (mut keeper, mut stream) = c.lease_keep_alive(lease).await?;
                     keeper.keep_alive().await?;
@@ -232,14 +241,19 @@ impl Replica {
                     }
                     other => other,
                 }
-            })?;
+            }
+        })?;
+        let sent = *sent.lock().unwrap_or_else(|e| e.into_inner());
         if ttl <= 0 {
             return Err(StoreError::Fenced {
                 path: self.conn.describe(),
                 message: format!("replica {}'s lease has expired", self.id),
             });
         }
-        self.fence.set_deadline(sent + self.ttl - LEASE_MARGIN);
+        // etcd renews to the TTL it granted: trust the shorter of that and ours.
+        let granted = Duration::from_secs(u64::try_from(ttl).unwrap_or(0)).min(self.ttl);
+        self.fence
+            .set_deadline(sent + granted.saturating_sub(LEASE_MARGIN));
         Ok(())
     }
 
@@ -334,6 +348,33 @@ impl Replica {
                 async move { c.txn(txn).await }
             })?;
         Ok(())
+    }
+
+    /// Compacts etcd's history to `keep` revisions behind the newest, so old revisions
+    /// of every rewritten key do not pile up; the revision compacted to, or `None` when
+    /// there was nothing that old (or another replica compacted as far already).
+    pub fn compact(&self, keep: i64) -> Result<Option<i64>, StoreError> {
+        let key = format!("{}{}", self.replicas_prefix(), self.id);
+        let resp = self
+            .conn
+            .call("reading the newest revision", move |mut c| {
+                let key = key.clone();
+                async move { c.get(key, Some(GetOptions::new().with_keys_only())).await }
+            })?;
+        let newest = resp.header().map(|h| h.revision()).unwrap_or(0);
+        let to = newest - keep.max(0);
+        if to <= 0 {
+            return Ok(None);
+        }
+        match self.conn.call(
+            &format!("compacting to revision {to}"),
+            move |mut c| async move { c.compact(to, None).await },
+        ) {
+            Ok(_) => Ok(Some(to)),
+            // "mvcc: required revision has been compacted": compacted past it already.
+            Err(e) if e.to_string().contains("has been compacted") => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// Leaves: the lease is revoked, and every claim and the replica's entry go with it.

@@ -240,3 +240,121 @@ fn a_replica_whose_lease_expired_is_told_so_and_joins_again_without_its_claims()
     r.keep_alive().expect("the new lease renews");
     r.leave().expect("leaves");
 }
+
+/// A TCP relay to one etcd member that can be made to stop answering, as a member cut
+/// off from the others or a stopped process does: connections stay open, nothing
+/// comes back.
+struct StallingRelay {
+    address: String,
+    stalled: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl StallingRelay {
+    fn to(member: &str) -> StallingRelay {
+        use std::io::{Read, Write as _};
+        use std::net::{TcpListener, TcpStream};
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let listener = TcpListener::bind("127.0.0.1:0").expect("binds");
+        let address = listener.local_addr().expect("an address").to_string();
+        let stalled = Arc::new(AtomicBool::new(false));
+        let member = member.to_string();
+        let stall = stalled.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let Ok(upstream) = TcpStream::connect(&member) else {
+                    continue;
+                };
+                for (mut from, mut to) in [
+                    (
+                        client.try_clone().expect("clones"),
+                        upstream.try_clone().expect("clones"),
+                    ),
+                    (upstream, client),
+                ] {
+                    let stall = stall.clone();
+                    std::thread::spawn(move || {
+                        let mut buf = [0u8; 16 * 1024];
+                        while let Ok(n) = from.read(&mut buf) {
+                            // Stalled: what arrives is held back, never passed on.
+                            if n == 0 || stall.load(Ordering::SeqCst) {
+                                if n == 0 {
+                                    return;
+                                }
+                                continue;
+                            }
+                            if to.write_all(&buf[..n]).is_err() {
+                                return;
+                            }
+                        }
+                    });
+                }
+            }
+        });
+        StallingRelay { address, stalled }
+    }
+
+    fn stall(&self) {
+        self.stalled
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_renewal_that_moves_past_a_member_that_does_not_answer_keeps_the_replica_acting() {
+    let mut o = options();
+    let relay = StallingRelay::to(&o.endpoints[0]);
+    o.endpoints[0] = relay.address.clone();
+    // The call timeout is longer than the TTL less the margin: a deadline counted from
+    // the first attempt would be past before the renewal on the next member is sent.
+    o.timeout = Duration::from_secs(4);
+    let ttl = Duration::from_secs(6);
+    let (store, r) =
+        Replica::join(&o, "r1", "http://127.0.0.1:1", ttl, Arc::new(Instant::now)).expect("joins");
+    r.balance(&clusters(1)).expect("balances");
+    let token = store.act_token("c00").expect("held");
+    relay.stall();
+    let started = Instant::now();
+    r.keep_alive()
+        .expect("renewed through the next member once the first did not answer");
+    assert!(
+        started.elapsed() >= o.timeout,
+        "the first member was tried and did not answer"
+    );
+    store
+        .may_act("c00", Some(token))
+        .expect("the lease was renewed just now: the replica acts");
+    r.leave().expect("leaves");
+}
+
+#[test]
+fn old_revisions_are_compacted_and_the_newest_values_stay() {
+    let o = options();
+    let (store, r) = join(&o, "r1");
+    r.balance(&clusters(1)).expect("balances");
+    for i in 0..20u32 {
+        store
+            .commit(vec![Write::put("memory", "c00", &i)])
+            .expect("commits");
+    }
+    let to = r
+        .compact(5)
+        .expect("compacts")
+        .expect("twenty writes are more than five revisions");
+    let old = std::process::Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args(["--endpoints", &o.endpoints.join(",")])
+        .args(["get", "--rev", &(to - 1).to_string(), &o.prefix, "--prefix"])
+        .output()
+        .expect("etcdctl runs (scripts/etcd-cluster.sh installs it)");
+    let said = String::from_utf8_lossy(&old.stderr);
+    assert!(
+        !old.status.success() && said.contains("compacted"),
+        "a revision before {to} is gone: {said}"
+    );
+    assert_eq!(
+        store.get::<u32>("memory", "c00").expect("reads"),
+        Some(19),
+        "the newest value stays"
+    );
+    r.leave().expect("leaves");
+}

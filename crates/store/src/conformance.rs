@@ -11,6 +11,7 @@ pub fn run(store: &Store, prefix: &str) {
     a_commit_of_many_writes_is_applied_whole(store, prefix);
     events_are_kept_in_order_and_bounded(store, prefix);
     an_unreadable_record_is_reported_with_its_key(store, prefix);
+    a_commit_whose_expectation_fails_writes_nothing(store, prefix);
 }
 
 /// The keys of `table` that begin with `prefix`.
@@ -37,6 +38,20 @@ fn records_are_put_read_listed_and_removed(store: &Store, prefix: &str) {
         Some(vec![1, 2, 3])
     );
     assert_eq!(keys_of(store, "memory", prefix), vec![a.clone(), b.clone()]);
+    let scanned: Vec<(String, Vec<u8>)> = store
+        .scan_raw("memory")
+        .expect("scan")
+        .into_iter()
+        .filter(|(k, _)| k.starts_with(prefix))
+        .collect();
+    assert_eq!(
+        scanned,
+        vec![
+            (a.clone(), b"[1,2,3]".to_vec()),
+            (b.clone(), b"[4]".to_vec())
+        ],
+        "a scan gives every record with its bytes, in key order"
+    );
     assert_eq!(keys_of(store, "status", prefix), vec![a.clone()]);
     store
         .commit(vec![Write::Remove {
@@ -97,4 +112,52 @@ fn an_unreadable_record_is_reported_with_its_key(store: &Store, prefix: &str) {
         .get::<Vec<u8>>("memory", &key)
         .expect_err("wrong type");
     assert!(err.to_string().contains(&format!("memory/{key}")), "{err}");
+}
+
+fn a_commit_whose_expectation_fails_writes_nothing(store: &Store, prefix: &str) {
+    let (held, mine) = (format!("{prefix}ledger-b"), format!("{prefix}ledger-a"));
+    let expect = |json: Option<Vec<u8>>| Write::Expect {
+        table: "memory",
+        key: held.clone(),
+        json,
+    };
+    store
+        .commit(vec![expect(None), Write::put("memory", &mine, &1)])
+        .expect("absent, as expected");
+    store
+        .commit(vec![Write::put("memory", &held, &"b holds it")])
+        .expect("another writer");
+    let read = store.get_raw("memory", &held).expect("reads");
+    let err = store
+        .commit(vec![
+            expect(None),
+            Write::put("memory", &mine, &2),
+            Write::event(&mine, &2),
+        ])
+        .expect_err("the record exists now");
+    assert!(
+        matches!(err, crate::StoreError::Conflict { .. }) && err.to_string().contains(&held),
+        "{err}"
+    );
+    assert_eq!(
+        store.get::<u32>("memory", &mine).expect("get"),
+        Some(1),
+        "nothing written"
+    );
+    assert!(
+        store.events::<u32>(&mine).expect("events").is_empty(),
+        "no event appended"
+    );
+    store
+        .commit(vec![expect(read.clone()), Write::put("memory", &mine, &3)])
+        .expect("unchanged since it was read");
+    assert_eq!(store.get::<u32>("memory", &mine).expect("get"), Some(3));
+    let err = store
+        .commit(vec![
+            expect(Some(b"\"another value\"".to_vec())),
+            Write::put("memory", &mine, &4),
+        ])
+        .expect_err("changed since");
+    assert!(matches!(err, crate::StoreError::Conflict { .. }), "{err}");
+    assert_eq!(store.get::<u32>("memory", &mine).expect("get"), Some(3));
 }

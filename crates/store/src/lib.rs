@@ -39,6 +39,10 @@ pub enum StoreError {
     /// ran out): nothing of the commit was written, and the replica must not act.
     #[error("state store {path}: fenced off: {message}")]
     Fenced { path: String, message: String },
+    /// A commit's [`Write::Expect`] did not hold: a record it read changed since (another
+    /// replica wrote it). Nothing of the commit was written; read again and decide again.
+    #[error("state store {path}: {message}; nothing of this commit was written")]
+    Conflict { path: String, message: String },
     #[error("state store {path}: record {table}/{key} is not readable: {message}")]
     Corrupt {
         path: String,
@@ -69,6 +73,14 @@ pub enum Write {
     ClearEvents {
         key: String,
     },
+    /// Writes nothing, and guards the whole commit: it applies only if record
+    /// `table`/`key` is, before the commit, exactly `json` (`None`: absent). Otherwise
+    /// nothing is written and the commit fails with [`StoreError::Conflict`].
+    Expect {
+        table: &'static str,
+        key: String,
+        json: Option<Vec<u8>>,
+    },
 }
 
 impl Write {
@@ -97,6 +109,22 @@ pub trait Backend: Send + Sync {
     fn get(&self, table: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError>;
     /// The keys of a table, in order.
     fn keys(&self, table: &str) -> Result<Vec<String>, StoreError>;
+    /// Every record of a table with its bytes, in key order.
+    fn scan(&self, table: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        let mut out = Vec::new();
+        for key in self.keys(table)? {
+            if let Some(bytes) = self.get(table, &key)? {
+                out.push((key, bytes));
+            }
+        }
+        Ok(out)
+    }
+    /// Whether other processes write this store too (replicas on etcd): then what is
+    /// shared between clusters is read from it and guarded at every commit, not kept
+    /// in one process's memory.
+    fn shared(&self) -> bool {
+        false
+    }
     /// The events kept under `key`, oldest first.
     fn events(&self, key: &str) -> Result<Vec<Vec<u8>>, StoreError>;
     /// Applies every write in one transaction: all of them or none.
@@ -124,6 +152,9 @@ enum Inner {
 /// The state store, on one of its backends.
 pub struct Store {
     inner: Inner,
+    /// Shared with other engines although its backend does not say so: two engines
+    /// of one test on one embedded store, standing for two replicas.
+    shared: bool,
     /// Transactions committed through this handle (a figure for benchmarks and tests).
     commits: std::sync::atomic::AtomicU64,
 }
@@ -140,6 +171,7 @@ impl Store {
     fn embedded(redb: RedbStore) -> Store {
         Store {
             inner: Inner::Redb(redb),
+            shared: false,
             commits: Default::default(),
         }
     }
@@ -148,6 +180,7 @@ impl Store {
     pub fn with_backend(backend: Box<dyn Backend>) -> Store {
         Store {
             inner: Inner::Other(backend),
+            shared: false,
             commits: Default::default(),
         }
     }
@@ -181,6 +214,23 @@ impl Store {
         if let Inner::Redb(r) = &mut self.inner {
             r.set_durable(durable);
         }
+    }
+
+    /// Marks this store as written by several engines, as replicas on etcd write
+    /// theirs: for tests that run two engines on one embedded store.
+    pub fn share_between_engines(&mut self) {
+        self.shared = true;
+    }
+
+    /// Whether other engines write this store too (see [`Backend::shared`]).
+    pub fn shared(&self) -> bool {
+        self.shared || self.backend().shared()
+    }
+
+    /// Every record of `table` with its bytes as stored, in key order (one read on
+    /// etcd).
+    pub fn scan_raw(&self, table: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        self.backend().scan(table)
     }
 
     /// The claim this process holds `cluster` under now (see [`Backend::act_token`]).
@@ -242,6 +292,12 @@ impl Store {
             Some(bytes) => self.decode(table, key, &bytes).map(Some),
             None => Ok(None),
         }
+    }
+
+    /// One record's bytes as stored, for a [`Write::Expect`] that guards a later commit
+    /// on it being unchanged.
+    pub fn get_raw(&self, table: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.backend().get(table, key)
     }
 
     /// The keys of a table, in order.

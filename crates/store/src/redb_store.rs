@@ -265,8 +265,24 @@ impl RedbStore {
         {
             let mut records = txn.open_table(RECORDS).map_err(|e| self.backend(e))?;
             let mut events = txn.open_table(EVENTS).map_err(|e| self.backend(e))?;
+            // Every guard is read against the state before the commit, as etcd's compares.
+            for w in writes {
+                if let Write::Expect { table, key, json } = w {
+                    let now = records
+                        .get((*table, key.as_str()))
+                        .map_err(|e| self.backend(e))?
+                        .map(|v| v.value().to_vec());
+                    if now != *json {
+                        return Err(StoreError::Conflict {
+                            path: self.path.display().to_string(),
+                            message: format!("record {table}/{key} changed since it was read"),
+                        });
+                    }
+                }
+            }
             for w in writes {
                 match w {
+                    Write::Expect { .. } => {}
                     Write::Put { table, key, json } => {
                         records
                             .insert((*table, key.as_str()), json.as_slice())

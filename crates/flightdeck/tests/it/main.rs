@@ -1,0 +1,5 @@
+//! Every integration test of flightdeck-flightdeck, in one test binary: one link instead of
+//! 2, and the long tests run beside the short ones.
+
+mod cli;
+mod client;

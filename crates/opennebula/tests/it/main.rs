@@ -1,0 +1,7 @@
+//! Every integration test of flightdeck-opennebula, in one test binary: one link instead of
+//! 3, and the long tests run beside the short ones.
+
+mod fake;
+mod hostile;
+mod provider;
+mod wire;

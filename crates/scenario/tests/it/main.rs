@@ -1,0 +1,20 @@
+//! Every integration test of flightdeck-scenario, in one test binary: one link instead of
+//! 15, and the long tests run beside the short ones.
+
+mod common;
+mod engine_backoff;
+mod f12_foreign_lists;
+mod f2_member_gate;
+mod flight_control;
+mod identity;
+mod kubevirt;
+mod lagging_store;
+mod lifecycle;
+mod opennebula;
+mod pace;
+mod quiet;
+mod replicas_f1;
+mod spec_changes;
+mod swarm;
+mod unsafe_switches;
+mod wire;
