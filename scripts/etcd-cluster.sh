@@ -16,8 +16,12 @@ cd "$(dirname "$0")/.."
 
 dir=$PWD/target/etcd
 names=(fd-etcd-0 fd-etcd-1 fd-etcd-2)
-client_port() { echo $((23790 + $1)); }
-peer_port() { echo $((23800 + $1)); }
+# ETCD_PORT_OFFSET moves every port (and the members' names), so that a second cluster
+# can run beside the first (a developer's trials beside a CI run).
+offset=${ETCD_PORT_OFFSET:-0}
+if [ "$offset" != 0 ]; then names=(fd-etcd-$offset-0 fd-etcd-$offset-1 fd-etcd-$offset-2); fi
+client_port() { echo $((23790 + offset + $1)); }
+peer_port() { echo $((23800 + offset + $1)); }
 address() {
   local a=""
   for i in 0 1 2; do a="$a${a:+,}127.0.0.1:$(client_port "$i")"; done
@@ -42,10 +46,10 @@ stop() {
   done
   # Wait for the ports to be free again.
   for _ in $(seq 1 50); do
-    pgrep -f "name fd-etcd-" >/dev/null || return 0
+    pgrep -f "name ${names[0]%-0}-[0-9] " >/dev/null || return 0
     sleep 0.1
   done
-  pkill -9 -f "name fd-etcd-" || true
+  pkill -9 -f "name ${names[0]%-0}-[0-9] " || true
 }
 
 # member I: starts member I in the background, on its data directory as it is (empty

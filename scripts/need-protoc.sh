@@ -7,3 +7,9 @@ if ! command -v protoc >/dev/null; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq protobuf-compiler >/dev/null
 fi
+
+# One set of packages and features for every build with the etcd client, so that
+# scripts/test-etcd.sh and scripts/test-replicas.sh share one build (cargo resolves
+# features per invocation: two different selections would each rebuild most of the
+# workspace). Tests are part of the selection, so dev-dependencies always count.
+ETCD_BUILD=(--release -p flightdeck -p flightdeck-etcd --features flightdeck/etcd,flightdeck-etcd/client)

@@ -212,15 +212,19 @@ spec:
 """
 
 
-IMAGES = ["v1.30.3", "v1.30.2"]
+# Three images in turn: each apply differs from the two before it, so a trial that
+# applies twice (before breaking something, and after) always hands every holder a spec
+# it has not got (with two, the second apply could bring back what a holder still has,
+# and it commits nothing for a spec it already drives).
+IMAGES = ["v1.30.3", "v1.30.2", "v1.30.4"]
 
 
 def apply_all(through, again=False):
-    """Applies all clusters with the other workers' image than last time (the same with
-    `again`): every cluster has a rollout to do after each (two workers replaced one by
-    one, each new one waited for until its node is ready)."""
+    """Applies all clusters with the next workers' image (the same with `again`):
+    every cluster has a rollout to do after each (two workers replaced one by one, each
+    new one waited for until its node is ready)."""
     if not again:
-        IMAGES.reverse()
+        IMAGES.append(IMAGES.pop(0))
     docs = "---\n".join(spec(n, IMAGES[0]) for n in range(CLUSTERS))
     api(through, "/api/v1/clusters", docs.encode())
 
@@ -358,7 +362,7 @@ def etcd_healthy():
 def leader_index():
     for ep, mid, leader in members():
         if mid == leader:
-            return int(ep.rsplit(":", 1)[1]) - 23790
+            return int(ep.rsplit(":", 1)[1]) - 23790 - int(os.environ.get("ETCD_PORT_OFFSET", "0"))
     fail("no etcd leader")
 
 

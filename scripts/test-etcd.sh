@@ -9,10 +9,10 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/need-protoc.sh
 . scripts/need-protoc.sh
 # The client's code is linted here, where protoc is at hand (CI's clippy run has none).
-cargo clippy -p flightdeck-etcd --features client --all-targets -- -D warnings
+cargo clippy -p flightdeck -p flightdeck-etcd --features flightdeck/etcd,flightdeck-etcd/client --all-targets -- -D warnings
 trap 'bash scripts/etcd-cluster.sh stop' EXIT
 address=$(bash scripts/etcd-cluster.sh start)
 echo "== etcd cluster up: $address"
 # In release, sharing the build of scripts/test-replicas.sh (flightdeck --features etcd).
-FLIGHTDECK_TEST_ETCD=$address cargo test --release -p flightdeck-etcd --features client
+FLIGHTDECK_TEST_ETCD=$address cargo test "${ETCD_BUILD[@]}" --test conformance --test replicas --lib
 echo "== the etcd store passed"

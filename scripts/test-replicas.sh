@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 
 # shellcheck source=scripts/need-protoc.sh
 . scripts/need-protoc.sh
-cargo build --release -p flightdeck --features etcd
+cargo build "${ETCD_BUILD[@]}" --bin flightdeck --test replicas
 work=$(mktemp -d)
 # A copy: another build of target/release/flightdeck (without etcd) must not replace
 # the binary under the running replicas.

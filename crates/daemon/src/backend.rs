@@ -38,8 +38,9 @@ pub enum Command {
     Resume(String, Reply<()>),
     Plan(String, Reply<PlanView>),
     /// This replica claimed the cluster (or holds it still): drive it from the store,
-    /// picking up a spec applied through another replica.
-    TakeUp(String),
+    /// picking up a spec applied through another replica. The answer says whether it
+    /// was (it is not while the lease has run out: asked again at the next turn).
+    TakeUp(String, Reply<()>),
     /// Another replica holds the cluster now: stop driving it, writing nothing.
     LetGo(String),
 }
@@ -281,7 +282,9 @@ impl<P: Provider + 'static> Backend<P> {
                     });
                 }
             },
-            Command::TakeUp(name) => self.take_up(&name),
+            Command::TakeUp(name, reply) => {
+                let _ = reply.send(self.take_up(&name));
+            }
             Command::LetGo(name) => {
                 if self.engine.let_go(&name) {
                     tracing::info!(cluster = %name, backend = %self.config.label, "cluster let go: another replica holds it now");
@@ -294,19 +297,19 @@ impl<P: Provider + 'static> Backend<P> {
 
     /// Drives `name` from the store: a newly claimed cluster, or a held one whose spec
     /// another replica's API changed.
-    fn take_up(&mut self, name: &str) {
+    fn take_up(&mut self, name: &str) -> Result<(), Failure> {
         let before = self.engine.cluster(name).map(|c| c.spec.clone());
         let by = match self.config.claims.as_ref().and_then(|c| c.caller(name)) {
             Some(c) => c.replace('=', " "),
             None => "this process".into(),
         };
         match self.engine.take_up(name, &by) {
-            Ok(false) => return,
+            Ok(false) => return Ok(()),
             Ok(true) => {}
             Err(e) => {
-                tracing::warn!(cluster = %name, error = %e, "cannot take the cluster up");
+                tracing::warn!(cluster = %name, error = %e, "cannot take the cluster up; trying again at the next turn");
                 self.last_error.insert(name.to_string(), e.to_string());
-                return;
+                return Err(engine_failure(e));
             }
         }
         let after = self.engine.cluster(name).map(|c| &c.spec);
@@ -319,9 +322,10 @@ impl<P: Provider + 'static> Backend<P> {
             Some(old) if after.is_some_and(|s| *s != old) => {
                 self.generations.entry(name.to_string()).or_default().spec += 1;
             }
-            Some(_) => return,
+            Some(_) => return Ok(()),
         }
         self.publish(name);
+        Ok(())
     }
 
     fn apply(&mut self, spec: Cluster, adopt: bool) -> Result<Applied, Failure> {

@@ -43,9 +43,12 @@ pub struct Fleet {
     shutdown: watch::Receiver<bool>,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// With claims: the clusters the backends were last told to drive, with the claim
-    /// revision they were held under.
-    driven: Mutex<BTreeMap<String, i64>>,
+    /// revision they were held under and their stored spec's bytes then.
+    driven: Mutex<BTreeMap<String, (i64, Vec<u8>)>>,
 }
+
+/// How long a turn waits for a backend to take one cluster up.
+const TAKE_UP_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Fleet {
     /// Takes up every cluster in `store`, starting the backend of each one's cloud.
@@ -266,13 +269,6 @@ impl Fleet {
         let mut routed = Vec::new();
         for spec in specs {
             let r = route(&spec, self.sim.is_some())?;
-            if self.options.claims.is_some() && matches!(r, Route::OpenNebula { .. }) {
-                // Unfinished: each replica's F1 ledger holds only the clusters it drives.
-                return Err(Failure::unprocessable(format!(
-                    "cluster {}: OpenNebula clusters share templates and images (F1), and replicas on etcd do not yet check that ledger across replicas; run OpenNebula clusters on a `serve` with the embedded store",
-                    spec.name()
-                )));
-            }
             if let Some(old) = self.route_of(spec.name().as_str())
                 && old != r
             {
@@ -377,7 +373,7 @@ impl Fleet {
         let mut driven = self.driven.lock().await;
         let gone: Vec<String> = driven
             .iter()
-            .filter(|(name, token)| held.get(*name) != Some(*token))
+            .filter(|(name, (token, _))| held.get(*name) != Some(token))
             .map(|(name, _)| name.clone())
             .collect();
         for name in gone {
@@ -389,13 +385,54 @@ impl Fleet {
             }
             driven.remove(&name);
         }
+        if held.is_empty() {
+            return Ok(());
+        }
+        // Every stored spec in one read, off the async threads; a backend is told only
+        // of a cluster newly held, held under a new claim, or whose spec changed (it
+        // reads the store to take it up, and must not stall on an etcd in trouble
+        // turn after turn).
+        let store = self.store.clone();
+        let specs: BTreeMap<String, Vec<u8>> =
+            tokio::task::spawn_blocking(move || store.scan_raw("spec"))
+                .await
+                .map_err(|e| Failure::internal(e.to_string()))?
+                .map_err(|e| Failure::internal(e.to_string()))?
+                .into_iter()
+                .collect();
         for (name, token) in held {
-            let Some(r) = self.learn_route(name)? else {
+            let Some(raw) = specs.get(name) else {
                 continue;
             };
+            if driven
+                .get(name)
+                .is_some_and(|(t, seen)| t == token && seen == raw)
+            {
+                continue;
+            }
+            let spec: Cluster = self
+                .store
+                .decode("spec", name, raw)
+                .map_err(|e| Failure::internal(e.to_string()))?;
+            let r = self.learn_route(name, &spec)?;
             let b = self.backend(&r).await?;
-            if b.commands.try_send(Command::TakeUp(name.clone())).is_ok() {
-                driven.insert(name.clone(), *token);
+            // Driven once the backend has taken it up; until then, asked at every turn
+            // (it cannot while the lease has run out, or while etcd does not answer).
+            match tokio::time::timeout(
+                TAKE_UP_WAIT,
+                ask(&b, |tx| Command::TakeUp(name.clone(), tx)),
+            )
+            .await
+            {
+                Ok(Ok(())) => {
+                    driven.insert(name.clone(), (*token, raw.clone()));
+                }
+                Ok(Err(f)) => {
+                    tracing::debug!(cluster = %name, error = %f.message, "not taken up yet");
+                }
+                Err(_) => {
+                    tracing::debug!(cluster = %name, "its backend did not answer in time; asked again at the next turn");
+                }
             }
         }
         Ok(())
@@ -403,25 +440,18 @@ impl Fleet {
 
     /// The route of a held cluster, from its stored spec (which may have come in
     /// through another replica), with where its workload cluster is reached as that spec
-    /// says now. `None` when the store has no spec of it.
-    fn learn_route(&self, name: &str) -> Result<Option<Route>, Failure> {
-        let spec = self
-            .store
-            .get::<Cluster>("spec", name)
-            .map_err(|e| Failure::internal(e.to_string()))?;
-        let Some(spec) = spec else {
-            return Ok(None);
-        };
-        self.note_kubeconfig(&spec);
+    /// says now.
+    fn learn_route(&self, name: &str, spec: &Cluster) -> Result<Route, Failure> {
+        self.note_kubeconfig(spec);
         if let Some(r) = self.route_of(name) {
-            return Ok(Some(r));
+            return Ok(r);
         }
-        let r = route(&spec, self.sim.is_some())?;
+        let r = route(spec, self.sim.is_some())?;
         self.owners
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .insert(name.to_string(), r.clone());
-        Ok(Some(r))
+        Ok(r)
     }
 
     /// Waits for every backend to stop (after shutdown was signalled).

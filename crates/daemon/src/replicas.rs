@@ -1,12 +1,14 @@
-//! One replica among several on one etcd (`serve --store etcd://…`): its turn every
-//! third of the lease's TTL renews the lease (or joins again after it expired), claims
-//! and lets go of clusters so the live replicas share them evenly, and tells the fleet
-//! what it holds now. The guarantees rest on `flightdeck-etcd`: a commit compares the
-//! cluster's claim revision in the same transaction, and a replica past its lease
+//! One replica among several on one etcd (`serve --store etcd://…`). Two loops, each
+//! every third of the lease's TTL: the renewals keep the lease (or join again after it
+//! expired), on their own so that nothing else can hold one back; the turns claim and
+//! let go of clusters so the live replicas share them evenly, and tell the fleet what
+//! this replica holds now. The guarantees rest on `flightdeck-etcd`: a commit compares
+//! the cluster's claim revision in the same transaction, and a replica past its lease
 //! deadline on its own monotonic clock neither commits nor acts.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use flightdeck_etcd::{Claimed, KEEP_REVISIONS, Replica};
@@ -23,14 +25,18 @@ const TURN_MIN: Duration = Duration::from_millis(500);
 /// already made is a no-op).
 const COMPACT_EVERY: Duration = Duration::from_secs(300);
 
-/// This replica: what it holds (read without etcd) and its lease (renewed by its turns).
+/// This replica: what it holds (read without etcd) and its lease (renewed on its own).
 pub struct Membership {
     name: String,
     ttl: Duration,
     claimed: Claimed,
-    replica: Mutex<Option<Replica>>,
+    /// Read by the renewals and the turns, side by side; written only to join again
+    /// and to leave.
+    replica: RwLock<Option<Replica>>,
     /// When this replica last compacted etcd's history.
     compacted: Mutex<Option<Instant>>,
+    /// Renewals that failed since the last that got through.
+    failed_renewals: AtomicU32,
 }
 
 impl Membership {
@@ -51,38 +57,60 @@ impl Membership {
             name: options.name.clone(),
             ttl: options.ttl,
             claimed: replica.claimed(),
-            replica: Mutex::new(Some(replica)),
+            replica: RwLock::new(Some(replica)),
             compacted: Mutex::new(None),
+            failed_renewals: AtomicU32::new(0),
         };
         Ok((store, Arc::new(m)))
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Replica>> {
-        self.replica.lock().unwrap_or_else(|e| e.into_inner())
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Option<Replica>> {
+        self.replica.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// One turn (it blocks on etcd): renew the lease, or join again if it expired; then
-    /// claim and let go so the live replicas share `store`'s clusters. Failures are
-    /// logged: the fence closes by itself when the lease deadline passes.
-    fn turn(&self, store: &Store) {
-        let mut guard = self.lock();
-        let Some(replica) = guard.as_mut() else {
-            return;
-        };
-        match replica.keep_alive() {
-            Ok(()) => {}
-            Err(StoreError::Fenced { message, .. }) => {
-                tracing::warn!(replica = %self.name, %message, "lease lost: every claim is gone; joining again");
-                if let Err(e) = replica.rejoin() {
-                    tracing::warn!(replica = %self.name, error = %e, "cannot join again; trying at the next turn");
+    /// Renews the lease once, or joins again if it expired (it blocks on etcd). Runs on
+    /// its own: nothing else a replica does (balancing, handing claims to the
+    /// backends, compaction) can hold a renewal back, so a slow turn never closes the
+    /// fence of a replica whose etcd answers.
+    fn renew(&self) {
+        let lost = {
+            let guard = self.read();
+            let Some(replica) = guard.as_ref() else {
+                return;
+            };
+            let started = Instant::now();
+            match replica.keep_alive() {
+                Ok(()) => {
+                    let failed = self.failed_renewals.swap(0, Ordering::Relaxed);
+                    if failed > 0 {
+                        tracing::info!(replica = %self.name, failed, took_ms = started.elapsed().as_millis() as u64, "lease renewed again: the replica acts again");
+                    }
+                    return;
+                }
+                Err(StoreError::Fenced { message, .. }) => message,
+                Err(e) => {
+                    let failed = self.failed_renewals.fetch_add(1, Ordering::Relaxed) + 1;
+                    tracing::warn!(replica = %self.name, failed, took_ms = started.elapsed().as_millis() as u64, error = %e, "cannot renew the lease; the replica stops acting at its deadline unless a renewal gets through");
                     return;
                 }
             }
-            Err(e) => {
-                tracing::warn!(replica = %self.name, error = %e, "cannot renew the lease; the replica stops acting at its deadline unless a renewal gets through");
-                return;
-            }
+        };
+        tracing::warn!(replica = %self.name, message = %lost, "lease lost: every claim is gone; joining again");
+        let mut guard = self.replica.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(replica) = guard.as_mut()
+            && let Err(e) = replica.rejoin()
+        {
+            tracing::warn!(replica = %self.name, error = %e, "cannot join again; trying at the next renewal");
         }
+    }
+
+    /// Claims and lets go so the live replicas share `store`'s clusters (it blocks on
+    /// etcd); compacts etcd's history when due.
+    fn balance(&self, store: &Store) {
+        let guard = self.read();
+        let Some(replica) = guard.as_ref() else {
+            return;
+        };
         let clusters = match store.keys("spec") {
             Ok(c) => c,
             Err(e) => {
@@ -134,8 +162,8 @@ impl Claims for Membership {
     }
 
     fn holder(&self, cluster: &str) -> String {
-        // The turn holds the lock while it waits on etcd: do not wait behind it.
-        let Ok(guard) = self.replica.try_lock() else {
+        // Joining again holds the lock while it waits on etcd: do not wait behind it.
+        let Ok(guard) = self.replica.try_read() else {
             return "another replica".into();
         };
         match guard.as_ref().map(|r| r.holder(cluster)) {
@@ -155,18 +183,42 @@ impl Member for Membership {
         mut stop: watch::Receiver<bool>,
     ) -> tokio::task::JoinHandle<()> {
         let every = (self.ttl / 3).max(TURN_MIN);
+        let renewals = {
+            let (me, mut stop) = (self.clone(), stop.clone());
+            tokio::spawn(async move {
+                loop {
+                    let m = me.clone();
+                    if let Err(e) = tokio::task::spawn_blocking(move || m.renew()).await {
+                        tracing::warn!(replica = %me.name, error = %e, "the lease's renewal failed");
+                    }
+                    tokio::select! {
+                        _ = tokio::time::sleep(every) => {}
+                        _ = stop.changed() => return,
+                    }
+                }
+            })
+        };
         tokio::spawn(async move {
             loop {
+                let started = Instant::now();
                 let (me, s) = (self.clone(), store.clone());
-                if let Err(e) = tokio::task::spawn_blocking(move || me.turn(&s)).await {
+                if let Err(e) = tokio::task::spawn_blocking(move || me.balance(&s)).await {
                     tracing::warn!(replica = %self.name, error = %e, "the replica's turn failed");
                 }
+                let balanced = started.elapsed();
                 if let Err(f) = fleet.sync_claims(&self.claimed.tokens()).await {
                     tracing::warn!(replica = %self.name, error = %f.message, "cannot hand the claims to the backends");
                 }
+                let took = started.elapsed();
+                if took > self.ttl {
+                    tracing::warn!(replica = %self.name, took_ms = took.as_millis() as u64, balancing_ms = balanced.as_millis() as u64, "a turn took longer than the lease's TTL (the lease is renewed on its own, but claims follow the live replicas late)");
+                }
                 tokio::select! {
                     _ = tokio::time::sleep(every) => {}
-                    _ = stop.changed() => return,
+                    _ = stop.changed() => {
+                        renewals.abort();
+                        return;
+                    }
                 }
             }
         })
@@ -175,7 +227,12 @@ impl Member for Membership {
     /// The lease is revoked, so the other replicas take the clusters over at once
     /// instead of after the TTL.
     fn leave(&self) {
-        let Some(replica) = self.lock().take() else {
+        let Some(replica) = self
+            .replica
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        else {
             return;
         };
         match replica.leave() {

@@ -252,8 +252,17 @@ impl Replica {
         }
         // etcd renews to the TTL it granted: trust the shorter of that and ours.
         let granted = Duration::from_secs(u64::try_from(ttl).unwrap_or(0)).min(self.ttl);
-        self.fence
-            .set_deadline(sent + granted.saturating_sub(LEASE_MARGIN));
+        let deadline = sent + granted.saturating_sub(LEASE_MARGIN);
+        self.fence.set_deadline(deadline);
+        if (self.now)() >= deadline {
+            return Err(self.conn.error(
+                "renewing the lease",
+                format!(
+                    "etcd answered after the deadline that renewal gave ({} s after it was sent); the fence stays shut",
+                    (self.now)().saturating_duration_since(sent).as_secs()
+                ),
+            ));
+        }
         Ok(())
     }
 

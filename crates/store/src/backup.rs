@@ -31,12 +31,20 @@ fn backup_unguarded(r: &RedbStore, path: &Path) -> Result<(), StoreError> {
         path: path.display().to_string(),
         message: format!("backup: {e}"),
     };
-    let tmp = path.with_extension("tmp");
-    let _ = std::fs::remove_file(&tmp);
+    // A file of its own beside the backup, removed if the copy fails half way: nothing
+    // half-written is left behind, and two backups at once do not share one.
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let tmp = tempfile::Builder::new()
+        .prefix(".flightdeck-backup-")
+        .tempfile_in(dir)
+        .map_err(|e| fail(&e))?;
     let txn = r.db.begin_read().map_err(|e| r.backend(e))?;
     let records = txn.open_table(RECORDS).map_err(|e| r.backend(e))?;
     let events = txn.open_table(EVENTS).map_err(|e| r.backend(e))?;
-    let copy = Database::create(&tmp).map_err(|e| fail(&e))?;
+    let copy = Database::create(tmp.path()).map_err(|e| fail(&e))?;
     let w = copy.begin_write().map_err(|e| fail(&e))?;
     {
         let mut to = w.open_table(RECORDS).map_err(|e| fail(&e))?;
@@ -52,7 +60,7 @@ fn backup_unguarded(r: &RedbStore, path: &Path) -> Result<(), StoreError> {
     }
     w.commit().map_err(|e| fail(&e))?;
     drop(copy);
-    std::fs::rename(&tmp, path).map_err(|e| fail(&e))
+    tmp.persist(path).map(|_| ()).map_err(|e| fail(&e.error))
 }
 
 impl Store {

@@ -268,7 +268,8 @@ impl Store {
         }
     }
 
-    fn decode<T: DeserializeOwned>(
+    /// Reads one record's bytes (as [`Store::scan_raw`] gave them) as a `T`.
+    pub fn decode<T: DeserializeOwned>(
         &self,
         table: &str,
         key: &str,
