@@ -379,6 +379,7 @@ fn engine_failure(e: EngineError) -> Failure {
         EngineError::NotDeleting(_) | EngineError::RoutesCollide(_) => {
             Failure::conflict(e.to_string())
         }
-        EngineError::Store(_) | EngineError::Crashed(_) => Failure::internal(e.to_string()),
+        EngineError::Store(e) => Failure::store(e),
+        EngineError::Crashed(_) => Failure::internal(e.to_string()),
     }
 }

@@ -42,6 +42,17 @@ impl Failure {
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, message)
     }
+    /// A store's failure as the API answers it: 503 when the store did not answer (etcd
+    /// without a quorum, a member changing leader: try again), 409 when another replica
+    /// holds or changed what the request touched, 500 when what is stored is damaged.
+    pub fn store(e: flightdeck_store::StoreError) -> Self {
+        use flightdeck_store::StoreError as E;
+        match e {
+            E::Backend { .. } => Self::unavailable(format!("{e}; try again shortly")),
+            E::Fenced { .. } | E::Conflict { .. } => Self::conflict(e.to_string()),
+            E::Damaged { .. } | E::Corrupt { .. } => Self::internal(e.to_string()),
+        }
+    }
 }
 
 impl IntoResponse for Failure {

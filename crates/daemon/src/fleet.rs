@@ -336,7 +336,7 @@ impl Fleet {
     /// to the caller.
     fn store_for_holder(&self, spec: Cluster, r: &Route) -> Result<Applied, Failure> {
         let name = spec.name().to_string();
-        let internal = |e: flightdeck_store::StoreError| Failure::internal(e.to_string());
+        let internal = Failure::store;
         let stored = self.store.get::<Cluster>("spec", &name).map_err(internal)?;
         if let Some(old) = &stored {
             flightdeck_engine::immutable_fields_unchanged(old, &spec)
@@ -397,7 +397,7 @@ impl Fleet {
             tokio::task::spawn_blocking(move || store.scan_raw("spec"))
                 .await
                 .map_err(|e| Failure::internal(e.to_string()))?
-                .map_err(|e| Failure::internal(e.to_string()))?
+                .map_err(Failure::store)?
                 .into_iter()
                 .collect();
         for (name, token) in held {

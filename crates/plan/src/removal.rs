@@ -108,6 +108,10 @@ pub(crate) fn plan_removals(p: &mut Planner<'_>, all: &[MachineView<'_>]) {
                     "MachineRemoved",
                     format!("{} is gone: member and server confirmed deleted", m.name()),
                 ));
+                // What waited for this machine to go (a rollout's next step, a scale
+                // down's next machine) is planned at the next pass: soon, not at a node
+                // watch's event or the resync (a broken watch sends none).
+                p.wait(POLL_MACHINES);
             }
         }
     }
