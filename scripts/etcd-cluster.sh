@@ -7,7 +7,8 @@
 #   scripts/etcd-cluster.sh status
 #   scripts/etcd-cluster.sh kill-member I   # SIGKILL member I (0-2); start-member I restarts it
 #
-# Members keep their data and logs under target/etcd/<name>; `start` begins from empty
+# Members keep their data and logs under target/etcd/<name> (target/etcd-OFFSET/ with
+# ETCD_PORT_OFFSET); `start` begins from empty
 # data. Client ports 23790-23792, peer ports 23800-23802 (away from etcd's 2379/2380, so
 # a developer's own etcd is left alone). --max-txn-ops is raised to 1024 (etcd's default
 # is 128), as README "Running replicas on etcd" asks of a real deployment.
@@ -19,7 +20,10 @@ names=(fd-etcd-0 fd-etcd-1 fd-etcd-2)
 # ETCD_PORT_OFFSET moves every port (and the members' names), so that a second cluster
 # can run beside the first (a developer's trials beside a CI run).
 offset=${ETCD_PORT_OFFSET:-0}
-if [ "$offset" != 0 ]; then names=(fd-etcd-$offset-0 fd-etcd-$offset-1 fd-etcd-$offset-2); fi
+if [ "$offset" != 0 ]; then
+  names=(fd-etcd-$offset-0 fd-etcd-$offset-1 fd-etcd-$offset-2)
+  dir=$PWD/target/etcd-$offset
+fi
 client_port() { echo $((23790 + offset + $1)); }
 peer_port() { echo $((23800 + offset + $1)); }
 address() {

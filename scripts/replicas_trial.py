@@ -71,7 +71,9 @@ def fail(msg):
                 say("".join(f.readlines()[-15:]))
     # etcd's side, kept with the replicas' logs (the next start of the etcd cluster
     # begins from empty data and logs).
-    etcd_dir = os.path.join(os.path.dirname(os.path.abspath(ETCD_SCRIPT)), "..", "target", "etcd")
+    offset = os.environ.get("ETCD_PORT_OFFSET", "0")
+    etcd_dir = os.path.join(os.path.dirname(os.path.abspath(ETCD_SCRIPT)), "..", "target",
+                            "etcd" if offset == "0" else f"etcd-{offset}")
     for name in sorted(os.listdir(etcd_dir)) if os.path.isdir(etcd_dir) else []:
         if name.endswith(".log"):
             shutil.copy(os.path.join(etcd_dir, name), os.path.join(WORK, "etcd-" + name))
@@ -168,7 +170,10 @@ def start_replica(r):
     if os.path.exists(url):
         os.remove(url)
     log = open(f"{WORK}/{r}.log", "a")
+    with open(f"{WORK}/one_xmlrpc") as f:
+        xmlrpc = f.read().strip()
     env = dict(os.environ, OS_CLIENT_CONFIG_FILE=f"{WORK}/clouds.yaml",
+               ONE_AUTH=f"{WORK}/one_auth", ONE_XMLRPC=xmlrpc,
                FLIGHTDECK_LOG=os.environ.get("FLIGHTDECK_LOG", "info"))
     procs[r] = subprocess.Popen(
         [FD, "serve", "--state-dir", state, "--listen", "127.0.0.1:0", "--no-sim",
@@ -468,15 +473,80 @@ def summary(name, values):
     report.append(line)
 
 
+def twins():
+    """examples/opennebula-twins.yaml: two OpenNebula clusters with the same templates."""
+    docs = []
+    with open("examples/opennebula-twins.yaml") as f:
+        for doc in f.read().split("\n---\n"):
+            name = "sylva-a" if "name: sylva-a" in doc else "sylva-b"
+            docs.append(doc.rstrip() + f"\n  workload:\n    kubeconfig: {WORK}/kube/{name}.kubeconfig\n")
+    return "---\n".join(docs).encode()
+
+
+def driving(prefix):
+    """The clusters named `prefix`... each live replica drives, from its API."""
+    return {r: [d for d in api(r, "/api/v1/clusters")["items"] if d["name"].startswith(prefix)]
+            for r in live()}
+
+
+def f1_phase():
+    """F1 across replicas: two OpenNebula clusters sharing templates and an image, built
+    and then deleted at once, wherever the claims put them. From the mutation log: each
+    template registered once and deleted once, only after every VM was terminated."""
+    apply_retry_body(twins())
+    items = lambda: [d for ds in driving("sylva-").values() for d in ds]
+    wait(300, lambda: len(items()) == 2 and all(d["ready"] for d in items()),
+         "the OpenNebula twins did not become ready", every=1)
+    holders = {d["name"]: r for r, ds in driving("sylva-").items() for d in ds}
+    for name, r in holders.items():
+        req = urllib.request.Request(api_base(r) + f"/api/v1/clusters/{name}", method="DELETE")
+        req.add_header("Authorization", f"Bearer {api_token(r)}")
+        urllib.request.urlopen(req, timeout=30).read()
+    wait(300, lambda: not items(), "the OpenNebula twins were not deleted", every=1)
+    ops = [m for m in mutations() if m["ok"]]
+    count = lambda op: sum(1 for m in ops if m["operation"] == op)
+    terminated = max(m["logged_ms"] for m in ops if m["operation"] == "one.vm.action")
+    deleted = [m["logged_ms"] for m in ops if m["operation"] == "one.template.delete"]
+    if count("one.template.allocate") != 2 or len(deleted) != 2 or min(deleted) < terminated:
+        fail(f"F1: templates allocated {count('one.template.allocate')}, deleted {len(deleted)} "
+             f"(first {min(deleted, default=0) - terminated} ms after the last VM action)")
+    say(f"ok: F1 across replicas: the twins (held by {holders}) registered each template once, "
+        f"and the last holder deleted each once, after every VM was terminated")
+
+
+def api_base(r):
+    with open(f"{WORK}/{r}/api.url") as f:
+        return f.read().strip()
+
+
+def api_token(r):
+    with open(f"{WORK}/{r}/admin.token") as f:
+        return f.read().strip()
+
+
+def apply_retry_body(body):
+    end = time.time() + 30
+    while True:
+        try:
+            return api(live()[0], "/api/v1/clusters", body)
+        except Exception:
+            if time.time() > end:
+                raise
+            time.sleep(0.5)
+
+
 def main():
     sim_log = open(f"{WORK}/sim.log", "w")
     sim = subprocess.Popen(
         [FD, "sim", "serve", "--listen", "127.0.0.1:0", "--speed", os.environ.get("SIM_SPEED", "10"),
          "--clouds-file", f"{WORK}/clouds.yaml", "--mutation-log", MUTATIONS,
-         "--kubernetes", "127.0.0.1:0", "--kubeconfig-dir", f"{WORK}/kube"],
+         "--kubernetes", "127.0.0.1:0", "--kubeconfig-dir", f"{WORK}/kube",
+         "--opennebula", "127.0.0.1:0", "--one-auth-file", f"{WORK}/one_auth",
+         "--one-xmlrpc-file", f"{WORK}/one_xmlrpc"],
         stdout=sim_log, stderr=sim_log)
     try:
-        wait(30, lambda: os.path.exists(f"{WORK}/clouds.yaml"), "sim serve did not start")
+        wait(30, lambda: os.path.exists(f"{WORK}/clouds.yaml") and os.path.exists(f"{WORK}/one_xmlrpc")
+             and os.path.getsize(f"{WORK}/one_xmlrpc") > 0, "sim serve did not start")
         for r in REPLICAS:
             start_replica(r)
         wait(30, lambda: len(prefixed("replicas/")) == 3, "the three replicas did not register")
@@ -504,6 +574,7 @@ def main():
         wait(300, lambda: not duplicates(), f"duplicate servers: {duplicates()}", every=2)
         say("ok: no two live servers share a name (replayed from the mutation log)")
         check_share()
+        f1_phase()
     finally:
         for p in procs.values():
             if p.poll() is None:
