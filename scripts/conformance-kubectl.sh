@@ -35,7 +35,8 @@ if [ -z "$kubectl_bin" ]; then
 fi
 echo "kubectl: $kubectl_bin ($("$kubectl_bin" version --client --short 2> /dev/null || "$kubectl_bin" version --client | head -1))"
 
-cargo build --release -p flightdeck
+# shellcheck source=scripts/lib-flightdeck.sh
+. scripts/lib-flightdeck.sh
 work=$(mktemp -d)
 url_file="$work/kube_url"
 # Virtual time runs 10x the wall clock: nodes register in seconds, and kubectl drain's
@@ -45,7 +46,7 @@ speed=10
 # drain to be refused at least once.
 pdb_block_wall_s=${PDB_BLOCK_WALL_S:-25}
 serve_started=$(date +%s.%N)
-./target/release/flightdeck sim serve --listen 127.0.0.1:0 --clouds-file "$work/clouds.yaml" \
+"$fd" sim serve --listen 127.0.0.1:0 --clouds-file "$work/clouds.yaml" \
   --kubernetes 127.0.0.1:0 --kubeconfig-dir "$work/kube" --kubernetes-url-file "$url_file" \
   --kubevirt-fixture --pdb-blocks-from 0 --pdb-blocks-for $((pdb_block_wall_s * speed)) \
   --speed "$speed" > "$work/serve.log" 2>&1 &
@@ -74,7 +75,7 @@ done
 echo "simulated Kubernetes at $(cat "$url_file") (ready after $(($(date +%s) - began))s)"
 
 status=0
-FLIGHTDECK="$PWD/target/release/flightdeck" KUBECTL="$kubectl_bin" INFRA_KUBECONFIG="$work/kube/infra.kubeconfig" \
+FLIGHTDECK="$fd" KUBECTL="$kubectl_bin" INFRA_KUBECONFIG="$work/kube/infra.kubeconfig" \
   DEMO_KUBECONFIG="$work/kube/demo.kubeconfig" KUBECTL_CACHE_DIR="$work/kube-cache" \
   SIM_SPEED="$speed" PDB_BLOCKS_UNTIL="$(awk -v s="$serve_started" -v b="$pdb_block_wall_s" 'BEGIN { printf "%.3f", s + b }')" \
   python3 tests/conformance/kubectl_conformance.py || status=$?

@@ -16,11 +16,12 @@ if [ ! -x "$venv/bin/python" ] \
   "$venv/bin/pip" install --quiet --disable-pip-version-check "pyone==$PYONE_VERSION"
 fi
 
-cargo build --release -p flightdeck
+# shellcheck source=scripts/lib-flightdeck.sh
+. scripts/lib-flightdeck.sh
 work=$(mktemp -d)
 endpoint_file="$work/one_xmlrpc"
 # Virtual time runs 10x the wall clock, so image copies and VM boots take seconds.
-./target/release/flightdeck sim serve --listen 127.0.0.1:0 --clouds-file "$work/clouds.yaml" \
+"$fd" sim serve --listen 127.0.0.1:0 --clouds-file "$work/clouds.yaml" \
   --opennebula 127.0.0.1:0 --one-auth-file "$work/one_auth" --one-xmlrpc-file "$endpoint_file" \
   --speed 10 > "$work/serve.log" 2>&1 &
 server=$!

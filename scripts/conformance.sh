@@ -8,10 +8,11 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib-openstacksdk.sh
 . scripts/lib-openstacksdk.sh
 
-cargo build --release -p flightdeck
+# shellcheck source=scripts/lib-flightdeck.sh
+. scripts/lib-flightdeck.sh
 work=$(mktemp -d)
 clouds="$work/clouds.yaml"
-./target/release/flightdeck sim serve --listen 127.0.0.1:0 --clouds-file "$clouds" > "$work/serve.log" 2>&1 &
+"$fd" sim serve --listen 127.0.0.1:0 --clouds-file "$clouds" > "$work/serve.log" 2>&1 &
 server=$!
 trap 'kill "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
 

@@ -12,8 +12,8 @@ cd "$(dirname "$0")/.."
 
 # shellcheck source=scripts/lib-openstacksdk.sh
 . scripts/lib-openstacksdk.sh
-cargo build --release -p flightdeck
-fd=$PWD/target/release/flightdeck
+# shellcheck source=scripts/lib-flightdeck.sh
+. scripts/lib-flightdeck.sh
 work=$(mktemp -d)
 export FLIGHTDECK_STATE_DIR=$work/state
 unset FLIGHTDECK_SERVER FLIGHTDECK_TOKEN FLIGHTDECK_CONFIG

@@ -23,8 +23,8 @@ if [ ! -x "$venv/bin/openapi-spec-validator" ]; then
   "$venv/bin/pip" install --quiet --disable-pip-version-check "openapi-spec-validator==$OSV_VERSION"
 fi
 
-cargo build --release -p flightdeck
-fd=$PWD/target/release/flightdeck
+# shellcheck source=scripts/lib-flightdeck.sh
+. scripts/lib-flightdeck.sh
 work=$(mktemp -d)
 export FLIGHTDECK_STATE_DIR=$work/state
 unset FLIGHTDECK_SERVER FLIGHTDECK_TOKEN FLIGHTDECK_CONFIG

@@ -15,8 +15,8 @@ shared=$(cd ../shared/openstack && pwd)
 export FDSTACK_DIR=${FDSTACK_DIR:-/tmp/fdstack}
 t0=$(date +%s)
 # Build first: adminrc sets its own PATH.
-cargo build --release -p flightdeck
-fd=$(pwd)/target/release/flightdeck
+# shellcheck source=scripts/lib-flightdeck.sh
+. scripts/lib-flightdeck.sh
 work=$(mktemp -d)
 export FLIGHTDECK_STATE_DIR=$work/state
 unset FLIGHTDECK_SERVER FLIGHTDECK_TOKEN FLIGHTDECK_CONFIG

@@ -21,8 +21,8 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import selenium" 2>/d
   "$venv/bin/pip" install --quiet --disable-pip-version-check "selenium==$SELENIUM_VERSION"
 fi
 
-cargo build --release -p flightdeck
-fd=$PWD/target/release/flightdeck
+# shellcheck source=scripts/lib-flightdeck.sh
+. scripts/lib-flightdeck.sh
 work=$(mktemp -d)
 out=$PWD/target/web
 mkdir -p "$out"

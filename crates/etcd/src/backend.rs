@@ -9,7 +9,7 @@ use etcd_client::{
 use flightdeck_store::{Backend, EVENTS_PER_KEY_MAX, StoreError, Write};
 
 use crate::conn::Conn;
-use crate::fence::{FENCED_TABLES, Fence, Now};
+use crate::fence::{Fence, Now};
 
 /// How often a commit is tried again when another writer appended events to the same
 /// key between its read of the sequence and its transaction.
@@ -133,27 +133,11 @@ impl EtcdStore {
         Ok((guard, ops))
     }
 
-    /// The clusters whose own state `writes` touches.
-    fn clusters_written(writes: &[Write]) -> BTreeSet<String> {
-        writes
-            .iter()
-            .filter_map(|w| match w {
-                Write::Put { table, key, .. } | Write::Remove { table, key }
-                    if FENCED_TABLES.contains(table) =>
-                {
-                    Some(key.clone())
-                }
-                Write::Event { key, .. } | Write::ClearEvents { key } => Some(key.clone()),
-                _ => None,
-            })
-            .collect()
-    }
-
     /// The fence of a commit: each cluster it writes is still claimed by this replica,
     /// under the claim it holds (the same create revision). Refused at once, without
     /// asking etcd, when the replica's lease has run out on its own clock.
     fn fence_compares(&self, writes: &[Write]) -> Result<Vec<Compare>, StoreError> {
-        let clusters = Self::clusters_written(writes);
+        let clusters = crate::clusters_written(writes);
         let tokens = self
             .fence
             .tokens(&clusters, (self.now)())
@@ -189,7 +173,7 @@ impl EtcdStore {
     /// longer the one this replica holds, forgotten by the fence.
     fn lost_claim(&self, writes: &[Write]) -> Result<Option<String>, StoreError> {
         let held = self.fence.held();
-        for c in Self::clusters_written(writes) {
+        for c in crate::clusters_written(writes) {
             let Some(rev) = held.get(&c).copied() else {
                 continue;
             };

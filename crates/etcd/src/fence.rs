@@ -13,6 +13,24 @@ pub type Now = Arc<dyn Fn() -> Instant + Send + Sync>;
 /// the cluster. Specs are written by whoever serves the API, and are not fenced.
 pub const FENCED_TABLES: &[&str] = &["memory", "status"];
 
+/// The clusters whose own state `writes` touch: records of [`FENCED_TABLES`] and
+/// events, each keyed by the cluster's name. A commit of them is fenced.
+pub fn clusters_written(writes: &[flightdeck_store::Write]) -> BTreeSet<String> {
+    use flightdeck_store::Write;
+    writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::Put { table, key, .. } | Write::Remove { table, key }
+                if FENCED_TABLES.contains(table) =>
+            {
+                Some(key.clone())
+            }
+            Write::Event { key, .. } | Write::ClearEvents { key } => Some(key.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 #[derive(Default)]
 struct State {
     /// Off until a replica starts: a store without replicas is fenced by nothing.

@@ -29,7 +29,7 @@ mod fence;
 mod replica;
 
 pub use assign::assign;
-pub use fence::{FENCED_TABLES, Now};
+pub use fence::{FENCED_TABLES, Now, clusters_written};
 #[cfg(feature = "client")]
 pub use replica::{Balance, Claimed, KEEP_REVISIONS, LEASE_MARGIN, Replica};
 

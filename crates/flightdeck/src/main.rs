@@ -19,6 +19,8 @@ mod serve_cmd;
 mod sim_cmd;
 #[cfg(feature = "sim")]
 mod sim_kubelets;
+#[cfg(feature = "sim")]
+mod split_brain_cmd;
 mod store_cmd;
 #[cfg(feature = "sim")]
 mod swarm_cmd;
@@ -412,13 +414,19 @@ pub struct SwarmArgs {
     /// Switch off a safety mechanism, to prove the swarm notices (testing the tests):
     /// member-gate, ownership-check, remediation-budget, blind-observer-guard,
     /// churn-breaker, drain-before-delete, drain-deadline, template-last-holder,
-    /// surge-first.
+    /// surge-first; with --split-brain, lease-deadline and claim-revision.
     #[arg(long = "unsafe-disable", value_parser = parse_unsafe)]
     unsafe_disable: Vec<UnsafeSwitch>,
     /// Also restore the store 20 s to 10 minutes behind the cloud now and then, as from a
     /// backup (the fleet's specs are applied again after). Not yet survived: see README.
     #[arg(long)]
     lagging_store: bool,
+    /// Split-brain seeds instead: two or three replicas share an OpenStack fleet on a
+    /// simulated etcd (leases, claims, fenced commits); one is paused past its lease in
+    /// the middle of a rollout, then resumed. `--unsafe-disable lease-deadline` or
+    /// `claim-revision` switches a fence off.
+    #[arg(long)]
+    split_brain: bool,
 }
 
 /// A mechanism `--unsafe-disable` names (the simulator's; absent without it).

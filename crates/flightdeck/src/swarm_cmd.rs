@@ -9,13 +9,25 @@ use serde::Serialize;
 use crate::output::progress_line;
 use crate::{Output, SwarmArgs};
 
+/// A swarm's report as JSON, with its wall time, rate and verdict.
 #[derive(Serialize)]
-struct SwarmJson<'a> {
+pub(crate) struct SwarmJson<'a, R> {
     #[serde(flatten)]
-    report: &'a flightdeck_scenario::swarm::SwarmReport,
-    wall_seconds: f64,
-    seeds_per_second: f64,
-    passed: bool,
+    pub(crate) report: &'a R,
+    pub(crate) wall_seconds: f64,
+    pub(crate) seeds_per_second: f64,
+    pub(crate) passed: bool,
+}
+
+/// Seconds since `started`, and seeds per second over them.
+pub(crate) fn wall_and_rate(started: Instant, seeds_run: u64) -> (f64, f64) {
+    let wall = started.elapsed().as_secs_f64();
+    let rate = if wall > 0.0 {
+        seeds_run as f64 / wall
+    } else {
+        0.0
+    };
+    (wall, rate)
 }
 
 pub fn run(args: SwarmArgs) -> anyhow::Result<ExitCode> {
@@ -27,6 +39,19 @@ pub fn run(args: SwarmArgs) -> anyhow::Result<ExitCode> {
         Some(j) => j,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
+    if args.split_brain {
+        return crate::split_brain_cmd::run(args, jobs);
+    }
+    if let Some(f) = args
+        .unsafe_disable
+        .iter()
+        .find(|f| flightdeck_scenario::swarm::FENCES.contains(f))
+    {
+        anyhow::bail!(
+            "--unsafe-disable {}: a replica's fence; only --split-brain seeds run replicas",
+            f.flag()
+        );
+    }
     let options = SwarmOptions {
         seeds: args.seeds,
         from: args.from,
@@ -61,12 +86,7 @@ pub fn run(args: SwarmArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let report = run_swarm(&options, &should_stop, &on_seed);
-    let wall = started.elapsed().as_secs_f64();
-    let rate = if wall > 0.0 {
-        report.seeds_run as f64 / wall
-    } else {
-        0.0
-    };
+    let (wall, rate) = wall_and_rate(started, report.seeds_run);
     let passed = report.failures.is_empty() && report.seeds_run > 0;
     match args.output {
         Output::Json => {
@@ -80,16 +100,14 @@ pub fn run(args: SwarmArgs) -> anyhow::Result<ExitCode> {
         }
         Output::Text => {
             println!(
-                "swarm: {} of {} seed(s) from {} in {wall:.1}s ({rate:.1} seeds/s), {} failure(s){}",
-                report.seeds_run,
-                report.seeds_requested,
-                report.from,
-                report.failures.len(),
-                if report.determinism_checked {
-                    ", every seed run twice"
-                } else {
-                    ""
-                }
+                "{}",
+                headline(
+                    "swarm",
+                    [report.seeds_run, report.seeds_requested, report.from],
+                    report.failures.len(),
+                    (wall, rate),
+                    report.determinism_checked
+                )
             );
             if !report.disabled_safety.is_empty() {
                 println!(
@@ -151,4 +169,19 @@ pub fn run(args: SwarmArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// A swarm's first line: `[seeds run, requested, first seed]`, failures, `(wall
+/// seconds, seeds per second)`.
+pub(crate) fn headline(
+    what: &str,
+    [run, requested, from]: [u64; 3],
+    failures: usize,
+    (wall, rate): (f64, f64),
+    twice: bool,
+) -> String {
+    format!(
+        "{what}: {run} of {requested} seed(s) from {from} in {wall:.1}s ({rate:.1} seeds/s), {failures} failure(s){}",
+        if twice { ", every seed run twice" } else { "" }
+    )
 }

@@ -40,7 +40,14 @@ pub enum Unsafe {
     OwnershipCheck,
     /// One of the planner's own mechanisms.
     Plan(Mechanism),
+    /// A replica's own-clock lease deadline (split-brain seeds only).
+    LeaseDeadline,
+    /// The store's compare of a commit's claim revision (split-brain seeds only).
+    ClaimRevision,
 }
+
+/// The fences of replicas on a shared store: only split-brain seeds have replicas.
+pub const FENCES: [Unsafe; 2] = [Unsafe::LeaseDeadline, Unsafe::ClaimRevision];
 
 impl Unsafe {
     /// Every mechanism `--unsafe-disable` can switch off.
@@ -55,6 +62,8 @@ impl Unsafe {
             Unsafe::MemberGate => "member-gate",
             Unsafe::OwnershipCheck => "ownership-check",
             Unsafe::Plan(m) => m.as_str(),
+            Unsafe::LeaseDeadline => "lease-deadline",
+            Unsafe::ClaimRevision => "claim-revision",
         }
     }
 
@@ -62,9 +71,14 @@ impl Unsafe {
     pub fn from_flag(flag: &str) -> Result<Unsafe, String> {
         Unsafe::all()
             .into_iter()
+            .chain(FENCES)
             .find(|u| u.flag() == flag)
             .ok_or_else(|| {
-                let known: Vec<&str> = Unsafe::all().into_iter().map(Unsafe::flag).collect();
+                let known: Vec<&str> = Unsafe::all()
+                    .into_iter()
+                    .chain(FENCES)
+                    .map(Unsafe::flag)
+                    .collect();
                 format!(
                     "no safety mechanism is called {flag:?}; the ones that can be switched off are: {}",
                     known.join(", ")
@@ -268,6 +282,9 @@ pub fn case(seed: u64, options: &SwarmOptions) -> Result<SwarmCase, String> {
             Unsafe::MemberGate => engine.plan.member_gate = MemberGate::LoadBalancerOnly,
             Unsafe::OwnershipCheck => engine.ownership_check = false,
             Unsafe::Plan(m) => off.push(*m),
+            // A fleet of one engine has no replicas to fence: the CLI refuses these
+            // without --split-brain.
+            Unsafe::LeaseDeadline | Unsafe::ClaimRevision => {}
         }
     }
     engine.plan.disabled = flightdeck_plan::Disabled::of(off);

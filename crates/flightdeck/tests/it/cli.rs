@@ -235,11 +235,62 @@ fn sim_swarm_rejects_nonsense_flags() {
         &["sim", "swarm", "--jobs", "0"][..],
         &["sim", "swarm", "--budget", "soon"][..],
         &["sim", "swarm", "--unsafe-disable", "everything"][..],
+        // A replica's fence without replicas, and a fleet mechanism on split-brain seeds.
+        &["sim", "swarm", "--unsafe-disable", "claim-revision"][..],
+        &[
+            "sim",
+            "swarm",
+            "--split-brain",
+            "--unsafe-disable",
+            "member-gate",
+        ][..],
+        &["sim", "swarm", "--split-brain", "--trace"][..],
     ] {
         let out = flightdeck(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(!out.stderr.is_empty());
     }
+}
+
+#[test]
+fn split_brain_seeds_report_what_the_fence_refused_and_fail_without_it() {
+    let out = flightdeck(&[
+        "sim",
+        "swarm",
+        "--split-brain",
+        "--seeds",
+        "3",
+        "--output",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(report["seeds_run"], 3);
+    assert_eq!(report["passed"], true);
+    assert!(report["mutations_checked"].as_u64() > Some(0), "{report}");
+    let out = flightdeck(&[
+        "sim",
+        "swarm",
+        "--split-brain",
+        "--seeds",
+        "12",
+        "--no-determinism-check",
+        "--unsafe-disable",
+        "lease-deadline",
+        "--unsafe-disable",
+        "claim-revision",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("fencedMutations violated"), "{text}");
+    assert!(
+        text.contains("replay: flightdeck sim swarm --split-brain --seeds 1 --from"),
+        "{text}"
+    );
 }
 
 #[test]

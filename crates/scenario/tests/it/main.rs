@@ -15,6 +15,7 @@ mod pace;
 mod quiet;
 mod replicas_f1;
 mod spec_changes;
+mod split_brain;
 mod swarm;
 mod unsafe_switches;
 mod wire;
