@@ -1,6 +1,7 @@
 //! One replica among several on one etcd (`serve --store etcd://…`). Two loops, each
 //! every third of the lease's TTL: the renewals keep the lease (or join again after it
-//! expired), on their own so that nothing else can hold one back; the turns claim and
+//! expired), on an OS thread of their own so that nothing else can hold one back; the
+//! turns claim and
 //! let go of clusters so the live replicas share them evenly, and tell the fleet what
 //! this replica holds now. The guarantees rest on `flightdeck-etcd`: a commit compares
 //! the cluster's claim revision in the same transaction, and a replica past its lease
@@ -183,21 +184,25 @@ impl Member for Membership {
         mut stop: watch::Receiver<bool>,
     ) -> tokio::task::JoinHandle<()> {
         let every = (self.ttl / 3).max(TURN_MIN);
-        let renewals = {
-            let (me, mut stop) = (self.clone(), stop.clone());
-            tokio::spawn(async move {
-                loop {
-                    let m = me.clone();
-                    if let Err(e) = tokio::task::spawn_blocking(move || m.renew()).await {
-                        tracing::warn!(replica = %me.name, error = %e, "the lease's renewal failed");
-                    }
-                    tokio::select! {
-                        _ = tokio::time::sleep(every) => {}
-                        _ = stop.changed() => return,
-                    }
+        // The renewals run on a thread of their own, not on the async runtime: a runtime
+        // whose workers are all held (by blocking store calls, under CPU contention)
+        // must not starve the lease (a trial under a full build once saw one replica's
+        // renewals stop without an error). The thread ends when `renewals` is dropped.
+        let (renewals, stopped) = std::sync::mpsc::channel::<()>();
+        let me = self.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("lease-{}", self.name))
+            .spawn(move || {
+                while matches!(
+                    stopped.recv_timeout(every),
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+                ) {
+                    me.renew();
                 }
-            })
-        };
+            });
+        if let Err(e) = &thread {
+            tracing::error!(replica = %self.name, error = %e, "cannot start the lease's renewals; the replica stops acting at its deadline");
+        }
         tokio::spawn(async move {
             loop {
                 let started = Instant::now();
@@ -216,7 +221,7 @@ impl Member for Membership {
                 tokio::select! {
                     _ = tokio::time::sleep(every) => {}
                     _ = stop.changed() => {
-                        renewals.abort();
+                        drop(renewals);
                         return;
                     }
                 }

@@ -152,10 +152,16 @@ impl Transport for HttpTransport {
             .map_err(|e| permanent(method, format!("cannot encode the call: {e}")))?;
         let body = format!("<?xml version=\"1.0\"?>\n{xml}\n");
         tracing::debug!(method, endpoint = %redacted(&self.endpoint), "XML-RPC call");
-        let resp = self
+        let mut request = self
             .http
             .post(self.endpoint.clone())
-            .header(reqwest::header::CONTENT_TYPE, "text/xml")
+            .header(reqwest::header::CONTENT_TYPE, "text/xml");
+        // The replica and claim this call is sent under, for the cloud's own log (the
+        // simulator's mutation log records it; OpenNebula ignores it).
+        if let Some(caller) = flightdeck_http::caller() {
+            request = request.header(flightdeck_http::CALLER_HEADER, caller);
+        }
+        let resp = request
             .body(body)
             .send()
             .await

@@ -177,7 +177,7 @@ pub const CALLER_HEADER: &str = "x-flightdeck-caller";
 const CALLER_MAX: usize = 200;
 
 /// Serves the request as sent by the caller its header names, if any.
-async fn with_caller(
+pub(crate) async fn with_caller(
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {

@@ -59,6 +59,7 @@ pub fn opennebula_router(cloud: Arc<SimCloud>) -> Router {
         )
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(BODY_MAX_BYTES))
+        .layer(axum::middleware::from_fn(crate::with_caller))
         .with_state(cloud)
 }
 

@@ -342,3 +342,17 @@ async fn the_password_is_on_the_wire_only_and_never_in_debug_output() {
         assert!(!shown.contains(PASSWORD), "{shown}");
     }
 }
+
+#[tokio::test]
+async fn a_call_names_the_replica_and_claim_it_is_sent_under_and_no_other_does() {
+    let fake = Fake::start(|_| ok_id(7)).await;
+    let c = fake.client();
+    flightdeck_http::as_caller("replica=r2 claim=41".into(), async {
+        assert_eq!(c.template_delete(7).await, Ok(()));
+    })
+    .await;
+    assert_eq!(c.template_delete(7).await, Ok(()));
+    let calls = fake.calls();
+    assert_eq!(calls[0].caller.as_deref(), Some("replica=r2 claim=41"));
+    assert_eq!(calls[1].caller, None);
+}

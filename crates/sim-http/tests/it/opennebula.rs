@@ -20,6 +20,7 @@ struct One {
     endpoint: String,
     session: String,
     http: reqwest::Client,
+    cloud: Arc<SimCloud>,
 }
 
 async fn start() -> One {
@@ -33,11 +34,12 @@ async fn start() -> One {
     ));
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
-    tokio::spawn(serve_opennebula(cloud, listener));
+    tokio::spawn(serve_opennebula(cloud.clone(), listener));
     One {
         endpoint: format!("http://{addr}/RPC2"),
         session,
         http: reqwest::Client::new(),
+        cloud,
     }
 }
 
@@ -298,4 +300,27 @@ async fn an_unknown_method_answers_xmlrpc_c_s_fault() {
         .fault;
     assert_eq!(fault.code(), -506, "{text}");
     assert_eq!(fault.string(), "Method 'one.nothing.here' not defined");
+}
+
+#[tokio::test]
+async fn the_mutation_log_records_the_replica_a_call_names() {
+    let one = start().await;
+    let call = MethodCall {
+        name: "one.template.allocate".into(),
+        params: vec![s(&one.session), s("NAME=\"by-r2\"\nCPU=\"1\"\n")],
+    };
+    let resp = one
+        .http
+        .post(&one.endpoint)
+        .header("Content-Type", "text/xml")
+        .header("X-Flightdeck-Caller", "replica=r2 claim=41")
+        .body(call.to_xml().expect("xml"))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(resp.status().as_u16(), 200);
+    let log = one.cloud.mutations();
+    let m = log.last().expect("the allocate is logged");
+    assert_eq!(m.operation, "one.template.allocate");
+    assert_eq!(m.caller.as_deref(), Some("replica=r2 claim=41"));
 }

@@ -23,6 +23,8 @@ pub struct Call {
     pub method: String,
     pub params: Vec<Value>,
     pub content_type: Option<String>,
+    /// The `X-Flightdeck-Caller` header: the replica and claim the call was sent under.
+    pub caller: Option<String>,
     pub body: String,
 }
 
@@ -178,6 +180,7 @@ async fn serve_one(mut stream: TcpStream, handler: &Handler, log: &Mutex<Vec<Cal
         method: parsed.name.to_string(),
         params: parsed.params,
         content_type: header("content-type"),
+        caller: header("x-flightdeck-caller"),
         body,
     };
     log.lock().expect("log").push(call.clone());
