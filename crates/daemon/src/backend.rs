@@ -120,12 +120,15 @@ impl Default for Generations {
 
 type Timed = std::pin::Pin<Box<dyn std::future::Future<Output = (Finished, Duration)> + Send>>;
 
-fn timed(r: Reconcile, caller: Option<String>) -> Timed {
+fn timed(r: Reconcile, caller: Option<String>, guard: Option<flightdeck_http::SendGuard>) -> Timed {
     Box::pin(async move {
         let started = Instant::now();
-        let f = match caller {
-            Some(c) => flightdeck_http::as_caller(c, r).await,
-            None => r.await,
+        let f = match (caller, guard) {
+            (Some(c), Some(g)) => {
+                flightdeck_http::as_caller(c, flightdeck_http::with_send_guard(g, r)).await
+            }
+            (Some(c), None) => flightdeck_http::as_caller(c, r).await,
+            (None, _) => r.await,
         };
         (f, started.elapsed())
     })
@@ -142,10 +145,12 @@ impl<P: Provider + 'static> Backend<P> {
         loop {
             if stopping.is_none() {
                 for (name, r) in self.engine.start_due(self.config.concurrency) {
-                    let caller = self.config.claims.as_ref().and_then(|c| c.caller(&name));
+                    let claims = self.config.claims.as_ref();
+                    let caller = claims.and_then(|c| c.caller(&name));
+                    let guard = claims.and_then(|c| c.send_guard(&name));
                     let g = self.generations.entry(name).or_default();
                     g.started = g.spec;
-                    in_flight.push(timed(r, caller));
+                    in_flight.push(timed(r, caller, guard));
                 }
             }
             self.flush_events();

@@ -65,6 +65,10 @@ pub trait Claims: Send + Sync {
     /// What this replica names itself with on the cloud calls it makes for `cluster`
     /// (`X-Flightdeck-Caller`): `replica=NAME claim=REVISION`.
     fn caller(&self, cluster: &str) -> Option<String>;
+    /// Asked right before each cloud request of a reconcile of `cluster` that starts
+    /// now: whether the claim it starts under still holds (see
+    /// `flightdeck_http::with_send_guard`).
+    fn send_guard(&self, cluster: &str) -> Option<flightdeck_http::SendGuard>;
     /// Who holds `cluster`, for a request this replica cannot serve, e.g. `replica r2
     /// (https://10.0.0.2:7443)`.
     fn holder(&self, cluster: &str) -> String;

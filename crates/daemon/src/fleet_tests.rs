@@ -37,6 +37,9 @@ impl Claims for HandClaims {
             .get(cluster)
             .map(|r| format!("replica=me claim={r}"))
     }
+    fn send_guard(&self, _cluster: &str) -> Option<flightdeck_http::SendGuard> {
+        None
+    }
     fn holder(&self, _cluster: &str) -> String {
         "replica other (http://10.0.0.2:7443)".into()
     }

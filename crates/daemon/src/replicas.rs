@@ -156,6 +156,14 @@ impl Claims for Membership {
         self.claimed.tokens()
     }
 
+    fn send_guard(&self, cluster: &str) -> Option<flightdeck_http::SendGuard> {
+        let claim = self.claimed.token(cluster)?;
+        let (claimed, cluster) = (self.claimed.clone(), cluster.to_string());
+        Some(Arc::new(move || {
+            claimed.may_act(&cluster, claim, Instant::now())
+        }))
+    }
+
     fn caller(&self, cluster: &str) -> Option<String> {
         self.claimed
             .token(cluster)

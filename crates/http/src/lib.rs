@@ -105,3 +105,25 @@ pub async fn as_caller<F: std::future::Future>(caller: String, calls: F) -> F::O
 pub fn caller() -> Option<String> {
     CALLER.try_with(Clone::clone).ok()
 }
+
+/// Says, right before a request goes on the wire, whether it still may: `Err(why)` once
+/// the replica's claim behind it moved or its lease ran out on its own clock.
+pub type SendGuard = std::sync::Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+tokio::task_local! {
+    static GUARD: SendGuard;
+}
+
+/// Runs `calls` with every cloud request they send asking `guard` first, each attempt
+/// (a retry, a request sent again after a new token, one held in a rate limiter): a
+/// process paused between the engine's last fence check and the send must not send
+/// once it has lost the claim (SIGSTOP trials found a DELETE sent so).
+pub async fn with_send_guard<F: std::future::Future>(guard: SendGuard, calls: F) -> F::Output {
+    GUARD.scope(guard, calls).await
+}
+
+/// Whether the request about to be sent still may be (see [`with_send_guard`]); `Ok`
+/// outside a guarded reconcile.
+pub fn may_send() -> Result<(), String> {
+    GUARD.try_with(|g| g()).unwrap_or(Ok(()))
+}

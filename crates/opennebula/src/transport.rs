@@ -161,6 +161,7 @@ impl Transport for HttpTransport {
         if let Some(caller) = flightdeck_http::caller() {
             request = request.header(flightdeck_http::CALLER_HEADER, caller);
         }
+        flightdeck_http::may_send().map_err(|why| permanent(method, format!("not sent: {why}")))?;
         let resp = request
             .body(body)
             .send()

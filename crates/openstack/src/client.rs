@@ -268,6 +268,8 @@ impl Session {
                 rb = rb.json(body);
             }
             tracing::debug!(service = call.service.name(), op = call.op, %url, "request");
+            flightdeck_http::may_send()
+                .map_err(|why| errors::not_sent(call.service, call.op, why))?;
             let resp = rb
                 .send()
                 .await

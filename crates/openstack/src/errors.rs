@@ -222,6 +222,17 @@ pub fn http_error(
 pub const RESPONSE_MAX_BYTES: usize = 32 * 1024 * 1024;
 
 /// A redirect answer as a Permanent error naming where it pointed (none is followed).
+/// A request flightdeck did not send: the replica's claim behind it is gone.
+pub fn not_sent(service: Service, operation: &str, why: String) -> CloudError {
+    CloudError::new(
+        ErrorClass::Permanent,
+        service.name(),
+        operation,
+        None,
+        format!("not sent: {why}"),
+    )
+}
+
 pub fn redirect_error(service: Service, operation: &str, why: String) -> CloudError {
     CloudError::new(ErrorClass::Permanent, service.name(), operation, None, why)
 }

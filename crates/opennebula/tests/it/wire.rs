@@ -356,3 +356,27 @@ async fn a_call_names_the_replica_and_claim_it_is_sent_under_and_no_other_does()
     assert_eq!(calls[0].caller.as_deref(), Some("replica=r2 claim=41"));
     assert_eq!(calls[1].caller, None);
 }
+
+#[tokio::test]
+async fn a_call_whose_claim_moved_is_not_sent() {
+    let fake = Fake::start(|_| ok_id(7)).await;
+    let c = fake.client();
+    let moved: flightdeck_http::SendGuard =
+        std::sync::Arc::new(|| Err("cluster c1 was claimed again".to_string()));
+    let err = flightdeck_http::with_send_guard(moved, c.template_delete(7))
+        .await
+        .expect_err("not sent");
+    assert_eq!(err.class, ErrorClass::Permanent);
+    assert!(
+        err.message
+            .contains("not sent: cluster c1 was claimed again"),
+        "{err}"
+    );
+    assert!(fake.calls().is_empty(), "nothing reached oned");
+    let held: flightdeck_http::SendGuard = std::sync::Arc::new(|| Ok(()));
+    assert_eq!(
+        flightdeck_http::with_send_guard(held, c.template_delete(7)).await,
+        Ok(())
+    );
+    assert_eq!(fake.calls().len(), 1);
+}

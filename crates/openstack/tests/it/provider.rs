@@ -360,3 +360,31 @@ async fn octavia_creates_carry_tags_and_busy_load_balancers_are_conflicts() {
             .contains(&"DELETE /octavia/v2/lbaas/loadbalancers/lb-1?cascade=true".to_string())
     );
 }
+
+#[tokio::test]
+async fn a_call_whose_claim_moved_is_not_sent_but_a_held_one_is() {
+    let fake = Fake::start(cloud_api).await;
+    let cloud = connect(&fake).await;
+    let moved: flightdeck_http::SendGuard =
+        std::sync::Arc::new(|| Err("cluster demo was claimed again".to_string()));
+    let e = flightdeck_http::with_send_guard(moved, cloud.create_server(&server_request()))
+        .await
+        .expect_err("not sent");
+    assert_eq!(e.class, ErrorClass::Permanent);
+    assert!(
+        e.message
+            .contains("not sent: cluster demo was claimed again"),
+        "{e}"
+    );
+    assert_eq!(fake.count("/nova/v2.1/servers"), 0, "nothing reached Nova");
+    let held: flightdeck_http::SendGuard = std::sync::Arc::new(|| Ok(()));
+    flightdeck_http::with_send_guard(held, cloud.create_server(&server_request()))
+        .await
+        .expect("sent");
+    let posts = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST" && r.path == "/nova/v2.1/servers")
+        .count();
+    assert_eq!(posts, 1);
+}
