@@ -1,6 +1,6 @@
 //! The etcd backend: etcd-client over gRPC, on a runtime of its own.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use etcd_client::{
@@ -342,17 +342,11 @@ impl Backend for EtcdStore {
     /// its lease deadline (the claim cannot move before the lease expires) or by the
     /// next commit's guard.
     fn may_act(&self, cluster: &str, claim: Option<i64>) -> Result<(), StoreError> {
-        let one = BTreeSet::from([cluster.to_string()]);
-        let fenced = |message: String| StoreError::Fenced {
-            path: self.conn.describe(),
-            message,
-        };
-        match self.fence.tokens(&one, (self.now)()).map_err(fenced)? {
-            None => Ok(()),
-            Some(now) if now.first().map(|(_, rev)| *rev) == claim => Ok(()),
-            Some(_) => Err(fenced(format!(
-                "cluster {cluster} was claimed again since this reconcile started; it stops here and the claim's own reconcile takes over"
-            ))),
-        }
+        self.fence
+            .may_act(cluster, claim, (self.now)())
+            .map_err(|message| StoreError::Fenced {
+                path: self.conn.describe(),
+                message,
+            })
     }
 }

@@ -77,6 +77,25 @@ impl Fence {
         self.lock().held.clone()
     }
 
+    /// Whether a reconcile of `cluster` that started under `claim` may still act at
+    /// `now`: not once the claim is gone or held anew, nor past the lease deadline.
+    /// Read without asking etcd: cheap enough for every cloud call.
+    pub(crate) fn may_act(
+        &self,
+        cluster: &str,
+        claim: Option<i64>,
+        now: Instant,
+    ) -> Result<(), String> {
+        let one = BTreeSet::from([cluster.to_string()]);
+        match self.tokens(&one, now)? {
+            None => Ok(()),
+            Some(t) if t.first().map(|(_, rev)| *rev) == claim => Ok(()),
+            Some(_) => Err(format!(
+                "cluster {cluster} was claimed again since this reconcile started; it stops here and the claim's own reconcile takes over"
+            )),
+        }
+    }
+
     /// The claim revision to compare for each of `clusters`, or why this replica must
     /// not write them: its lease ran out on its own clock, or it does not hold one.
     /// `None` while the fence is off.

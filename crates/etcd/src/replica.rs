@@ -86,14 +86,7 @@ impl Claimed {
     /// once the claim is gone or held anew, nor past the lease deadline on this
     /// replica's own clock (the store's `may_act`, without a store).
     pub fn may_act(&self, cluster: &str, claim: i64, now: Instant) -> Result<(), String> {
-        let one = BTreeSet::from([cluster.to_string()]);
-        match self.0.tokens(&one, now)? {
-            None => Ok(()),
-            Some(t) if t.first().map(|(_, rev)| *rev) == Some(claim) => Ok(()),
-            Some(_) => Err(format!(
-                "cluster {cluster} was claimed again since this reconcile started"
-            )),
-        }
+        self.0.may_act(cluster, Some(claim), now)
     }
 }
 
