@@ -197,9 +197,13 @@ try:
         fail("the viewer token is not shown as a viewer")
     driver.get(URL + f"/#/cluster/{name}")
     wait(20, EC.presence_of_element_located((By.CSS_SELECTOR, "#tree [data-machine]")), "the cluster page as a viewer")
-    start = wait(20, EC.presence_of_element_located((By.ID, "fault-start")), "the simulator panel as a viewer")
-    if start.is_enabled() or driver.find_element(By.ID, "delete").is_enabled():
-        fail("a viewer is offered the fault or delete controls")
+    wait(20, EC.presence_of_element_located((By.ID, "fault-start")), "the simulator panel as a viewer")
+    # Read both controls in one script: the page redraws live, and an element found in one
+    # call may be replaced before the next.
+    enabled = driver.execute_script(
+        "return ['fault-start', 'delete'].filter((id) => !document.getElementById(id).disabled)")
+    if enabled:
+        fail(f"a viewer is offered the fault or delete controls: {enabled} enabled")
     # The page's controls are only a courtesy: the API itself must refuse the viewer.
     answer = driver.execute_async_script(
         """

@@ -547,12 +547,15 @@ function drawSim(section, v, name, reload) {
   const cloud = v.detail.summary.cloud;
   if (!v.sim || !cloud.startsWith('sim/')) { section.hidden = true; return; }
   section.hidden = false;
-  // Redrawing the form under a person's fingers would lose their choices.
-  if (section.contains(document.activeElement) && section.dataset.drawn) {
+  // The form is drawn once per cluster, role and list of kinds: redrawing it on every
+  // refresh would lose a person's choices under their fingers (and hand a script that
+  // holds one of its controls a detached element).
+  const drawn = `${name}\n${state.role}\n${v.sim.kinds.join(',')}`;
+  if (section.dataset.drawn === drawn) {
     drawActiveFaults(section, v, name);
     return;
   }
-  section.dataset.drawn = '1';
+  section.dataset.drawn = drawn;
   const admin = state.role === 'admin';
   const kind = h('select', { id: 'fault-kind', name: 'kind', disabled: !admin },
     v.sim.kinds.map((k) => h('option', { value: k, text: k })));
