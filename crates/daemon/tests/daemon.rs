@@ -42,7 +42,8 @@ async fn start(speed: f64) -> Daemon {
     }));
     let url_file = dir.path().join("api.url");
     let mut url = String::new();
-    for _ in 0..200 {
+    // A bound for a serve that never starts (60 s), not a performance figure.
+    for _ in 0..2400 {
         if let Ok(u) = std::fs::read_to_string(&url_file) {
             url = u.trim().to_string();
             break;
@@ -232,7 +233,7 @@ async fn a_slow_cloud_for_one_cluster_does_not_hold_up_another() {
     d.apply(&cluster_named(&text, "quick").replace("10.244.0.0/16", "10.245.0.0/16"))
         .await;
     let mut ready_after = None;
-    for _ in 0..600 {
+    for _ in 0..1200 {
         let list: ClusterList = d.get("/api/v1/clusters").await;
         let quick = list
             .items

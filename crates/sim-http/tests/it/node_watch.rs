@@ -47,13 +47,14 @@ fn wait_ms(sim: &SimCloud, ms: u64) {
     sim.advance();
 }
 
-/// Reads the nodes until `done` holds for them (real time: the watch is a task).
+/// Reads the nodes until `done` holds for them (real time: the watch is a task; at most
+/// 60 s, a bound for a hang, not a performance figure).
 async fn read_until(
     guest: &KubeGuest<KubeconfigFile>,
     what: &str,
     done: impl Fn(&Option<Vec<Node>>) -> bool,
 ) -> Option<Vec<Node>> {
-    for _ in 0..200 {
+    for _ in 0..2400 {
         let nodes = guest.list_nodes(&owner()).await.expect("read");
         if done(&nodes) {
             return nodes;
@@ -138,7 +139,7 @@ async fn nodes_are_watched_and_a_broken_watch_reads_as_stale() {
     fault.service = Some(Service::Kubernetes);
     fault.end = Some(broke_at.plus(flightdeck_spec::Duration::from_secs(5)));
     sim.inject(fault);
-    for _ in 0..200 {
+    for _ in 0..2400 {
         if guest.nodes_stale_since(&owner()).is_some() {
             break;
         }
