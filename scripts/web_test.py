@@ -18,6 +18,7 @@ import urllib.error
 import urllib.request
 
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -89,6 +90,18 @@ def wait(seconds, condition, what):
         fail(f"{what} (waited {seconds} s)")
 
 
+def click(selector):
+    """Clicks what `selector` finds; the page redraws live, so an element found a moment
+    ago may have been replaced: it is found again (at most 10 times)."""
+    for _ in range(10):
+        try:
+            driver.find_element(By.CSS_SELECTOR, selector).click()
+            return
+        except StaleElementReferenceException:
+            time.sleep(0.2)
+    fail(f"{selector} kept being redrawn under the click")
+
+
 def no_reload():
     if driver.execute_script(f"return window['{MARKER}'] === true") is not True:
         fail("the page was reloaded")
@@ -158,7 +171,7 @@ try:
     shot("fleet")
     shot("fleet-phone", width=390)
 
-    driver.find_element(By.CSS_SELECTOR, row + " a").click()
+    click(row + " a")
     wait(20, EC.presence_of_element_located((By.CSS_SELECTOR, "#tree [data-machine]")), "the cluster's machine tree")
     wait(20, EC.presence_of_element_located((By.CSS_SELECTOR, "#timeline circle")), "events in the timeline")
     no_reload()
@@ -172,7 +185,7 @@ try:
     count = driver.find_element(By.ID, "fault-count")
     count.clear()
     count.send_keys("1")
-    driver.find_element(By.ID, "fault-start").click()
+    click("#fault-start")
     wait(20, EC.text_to_be_present_in_element((By.ID, "sim-panel"), "nova.serverError"),
          "the started fault listed in the simulator panel")
     ok("started nova.serverError from the simulator panel")

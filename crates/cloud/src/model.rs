@@ -333,4 +333,12 @@ pub struct Observed {
     /// KubeVirt: the cluster's control-plane endpoint Services.
     #[serde(default)]
     pub services: Vec<crate::EndpointService>,
+    /// Servers read one by one, by ID, and whether the cloud said each is gone: taken
+    /// only when the server list shows none of the servers flightdeck recorded (a list
+    /// that lost everything, or a cluster whose servers are all really gone), and for at
+    /// most [`DIRECT_READS_MAX`] of them.
+    pub direct_reads: std::collections::BTreeMap<String, bool>,
 }
+
+/// The most servers read one by one in one observation.
+pub const DIRECT_READS_MAX: usize = 10;

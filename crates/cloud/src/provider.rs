@@ -17,6 +17,11 @@ pub trait Compute {
     fn list_servers(&self, owner: &Ownership) -> impl Future<Output = Result<Vec<Server>>> + Send;
     fn create_server(&self, req: &ServerCreate) -> impl Future<Output = Result<Server>> + Send;
     fn delete_server(&self, id: &str) -> impl Future<Output = Result<()>> + Send;
+    /// Whether the cloud says, when asked for server `id` itself rather than listing, that
+    /// no live server of that ID exists (Nova's `GET /servers/{id}` answers 404,
+    /// OpenNebula's `one.vm.info` NO_EXISTS or DONE, KubeVirt's VirtualMachine 404). A list
+    /// may lose objects; a direct read of one is what confirms it gone.
+    fn server_gone(&self, id: &str) -> impl Future<Output = Result<bool>> + Send;
     fn add_security_group(
         &self,
         server_id: &str,

@@ -235,6 +235,7 @@ impl<P: Compute + Send + Sync, H: CallHook> Compute for Instrumented<P, H> {
     forward!(compute, list_servers(owner: &Ownership) -> Vec<Server>, Some(owner.cluster.clone()));
     forward!(compute, create_server(req: &ServerCreate) -> Server, cluster_of(&req.tags));
     forward!(compute, delete_server(id: &str) -> (), None);
+    forward!(compute, server_gone(id: &str) -> bool, None);
     forward!(compute, add_security_group(server_id: &str, group: &str) -> (), None);
 }
 

@@ -258,11 +258,18 @@ function fleetView() {
   const body = h('div', { class: 'scroll' });
   put(main(), h('h1', { text: 'Fleet' }), counts, body);
   document.title = 'Fleet · flightdeck';
+  // The table is drawn again only when what it shows changed: a redraw on every refresh
+  // would take the row from under a pointer about to click it.
+  let shown = null;
   const load = async () => {
     const list = await api('/api/v1/clusters');
     const items = list.items.slice().sort((a, b) => trouble(b) - trouble(a) || a.name.localeCompare(b.name));
     const ready = items.filter((c) => c.ready).length;
     counts.textContent = `${items.length} cluster(s): ${ready} ready, ${items.length - ready} not ready, ${items.filter((c) => c.breakers.length).length} with an open churn breaker`;
+    const drawn = JSON.stringify(items.map((c) => [c.name, c.cloud, c.phase, c.ready, c.lastError,
+      c.controlPlane, c.pools, c.conditions, c.breakers, c.repairs]));
+    if (drawn === shown) return;
+    shown = drawn;
     if (!items.length) {
       put(body, h('p', { class: 'empty', text: 'No clusters yet. Apply one with flightdeck apply -f cluster.yaml.' }));
       return;

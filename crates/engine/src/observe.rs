@@ -1,9 +1,12 @@
 //! Observation: what the cloud has for one cluster, one list per resource kind.
 
 use flightdeck_cloud::ownership::role_of;
+use std::collections::BTreeMap;
 use std::future::Future;
 
-use flightdeck_cloud::{CloudError, ErrorClass, Observed, Ownership, Provider, Role, Timestamp};
+use flightdeck_cloud::{
+    CloudError, DIRECT_READS_MAX, ErrorClass, Observed, Ownership, Provider, Role, Timestamp,
+};
 use flightdeck_plan::drain::{evacuation_requested, guest_node_of};
 use flightdeck_spec::Cluster;
 
@@ -15,18 +18,23 @@ use flightdeck_spec::Cluster;
 /// OpenStack list is kept to the objects that carry the cluster's UID tag whatever the
 /// cloud answered: a Nova asked below microversion 2.26, or a Neutron without filter
 /// validation, ignores the `tags` filter and answers the whole project.
+///
+/// `recorded`: the IDs of the servers flightdeck recorded for the cluster. When the list
+/// shows none of them (two or more), some are read one by one ([`read_missing`]).
 pub async fn observe_cluster<P: Provider>(
     provider: &P,
     owner: &Ownership,
     now: Timestamp,
     spec: &Cluster,
     owned_only: bool,
+    recorded: &[String],
 ) -> Result<Observed, CloudError> {
     let mut observed = observe_lists(provider, owner, now, spec).await?;
     let openstack = !spec.spec.provider.is_kubevirt() && !spec.spec.provider.is_opennebula();
     if owned_only && openstack {
         keep_owned(&mut observed, owner);
     }
+    observed.direct_reads = read_missing(provider, &observed.servers, recorded).await;
     // Nodes that come from a watch broken since some time are as old as that.
     if observed.nodes.is_some() {
         observed.nodes_stale_since = provider.nodes_stale_since(owner);
@@ -183,6 +191,44 @@ pub async fn observe<P: Provider>(
         nodes,
         ..Observed::default()
     })
+}
+
+/// A list that shows none of the servers flightdeck recorded may have lost them all (a
+/// broken filter, a lagging cache), or they may all be gone (deleted behind flightdeck's
+/// back, or while a store restored from a backup did not know it). The planner concludes
+/// nothing from such a list unless the servers, read one by one, say they are gone: up
+/// to [`DIRECT_READS_MAX`] are read, in ID order. A read that fails is left out: it
+/// confirms nothing, and the list stays suspect.
+async fn read_missing<P: Provider>(
+    provider: &P,
+    listed: &[flightdeck_cloud::Server],
+    recorded: &[String],
+) -> BTreeMap<String, bool> {
+    let mut reads = BTreeMap::new();
+    if recorded.len() < 2 || listed.iter().any(|s| recorded.contains(&s.id)) {
+        return reads;
+    }
+    let mut ids: Vec<&String> = recorded.iter().collect();
+    ids.sort();
+    ids.dedup();
+    for id in ids.into_iter().take(DIRECT_READS_MAX) {
+        match twice(|| provider.server_gone(id)).await {
+            Ok(gone) => {
+                reads.insert(id.clone(), gone);
+            }
+            Err(e) => tracing::debug!(server = %id, error = %e, "a direct read of a server failed"),
+        }
+    }
+    reads
+}
+
+/// The IDs of the servers memory records for the cluster's machines.
+pub fn recorded_servers(memory: &flightdeck_plan::Memory) -> Vec<String> {
+    memory
+        .machines
+        .values()
+        .filter_map(|r| r.server_id.clone())
+        .collect()
 }
 
 /// Drops from an OpenStack observation every object without `owner`'s UID tag.

@@ -17,7 +17,7 @@ use crate::config::{EngineConfig, EngineError, T_MEMORY, T_STATUS};
 use crate::events::{condition_events, progress_events};
 use crate::faults::EngineFaults;
 use crate::identity::{self, Gate};
-use crate::observe::observe_cluster;
+use crate::observe::{observe_cluster, recorded_servers};
 
 /// The result of one reconcile, applied to the engine afterwards.
 pub(crate) struct Outcome {
@@ -139,12 +139,20 @@ pub(crate) async fn reconcile<P: Provider>(
         };
         events.push(event);
     }
-    let observed = observe_cluster(ctx.provider, &owner, now, &spec, ctx.config.ownership_check)
-        .await
-        .map(|mut o| {
-            o.after_write = memory.write_seq;
-            o
-        });
+    let recorded = recorded_servers(&memory);
+    let observed = observe_cluster(
+        ctx.provider,
+        &owner,
+        now,
+        &spec,
+        ctx.config.ownership_check,
+        &recorded,
+    )
+    .await
+    .map(|mut o| {
+        o.after_write = memory.write_seq;
+        o
+    });
     let observed = match observed {
         Ok(o) => o,
         Err(e) => return observe_failed(ctx, name, (&stored, memory), events, e),

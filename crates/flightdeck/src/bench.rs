@@ -217,7 +217,8 @@ fn swarm(seeds: u64) -> Swarm {
         jobs: 1,
         disabled: Vec::new(),
         check_determinism: true,
-        lagging_store: false,
+        // As `sim swarm` runs by default.
+        lagging_store: true,
     };
     let started = Instant::now();
     let report = run_swarm(&options, &|| false, &|_| {});

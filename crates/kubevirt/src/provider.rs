@@ -263,6 +263,14 @@ impl<W: Send + Sync> Compute for KubeVirtCloud<W> {
         Ok(())
     }
 
+    /// A server's ID is its VirtualMachine's name.
+    async fn server_gone(&self, id: &str) -> Result<bool> {
+        match self.vms().get_opt(id).await {
+            Ok(vm) => Ok(vm.is_none()),
+            Err(e) => Err(infra_error("get virtualmachine")(e)),
+        }
+    }
+
     async fn add_security_group(&self, _server_id: &str, _group: &str) -> Result<()> {
         Err(permanent(
             "add security group",

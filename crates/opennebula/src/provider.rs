@@ -26,7 +26,7 @@ use flightdeck_cloud::{
 };
 
 use crate::auth::{self, OneCredentials};
-use crate::rpc::{OneClient, VM_STATE_ANY_BUT_DONE};
+use crate::rpc::{OneClient, VM_STATE_ANY_BUT_DONE, VM_STATE_DONE};
 use crate::states::vm_status;
 use crate::template::{self, Template, quote};
 use crate::transport::{HttpOptions, HttpTransport, SERVICE, Transport};
@@ -216,6 +216,17 @@ impl<T: Transport, G: Send + Sync> Compute for OpenNebulaCloud<T, G> {
     async fn delete_server(&self, id: &str) -> Result<()> {
         let vm_id = parse_id("one.vm.action", "VM", id)?;
         self.client.vm_action("terminate-hard", vm_id).await
+    }
+
+    /// OpenNebula keeps a terminated VM as DONE; one never made (or purged from the
+    /// database) answers NO_EXISTS.
+    async fn server_gone(&self, id: &str) -> Result<bool> {
+        let vm_id = parse_id("one.vm.info", "VM", id)?;
+        match self.client.vm_info(vm_id).await {
+            Ok(vm) => Ok(vm.state == VM_STATE_DONE),
+            Err(e) if e.class == ErrorClass::NotFound => Ok(true),
+            Err(e) => Err(e),
+        }
     }
 
     async fn add_security_group(&self, _server_id: &str, _group: &str) -> Result<()> {

@@ -231,6 +231,8 @@ fn id(v: u32) -> Value {
 const POOL_ALL: [i32; 3] = [-2, -1, -1];
 /// `one.vmpool.info` state filter: every state but DONE.
 pub const VM_STATE_ANY_BUT_DONE: i32 = -1;
+/// A VM's `STATE` once it is terminated (OpenNebula keeps it in the pool as DONE).
+pub const VM_STATE_DONE: i64 = 6;
 
 /// OpenNebula's XML-RPC API as typed methods, over any [`Transport`].
 pub struct OneClient<T> {

@@ -60,6 +60,9 @@ impl<G: GuestCluster + Send + Sync, C: OpenStackApis> Compute for OpenStackProvi
     async fn delete_server(&self, id: &str) -> Result<()> {
         self.openstack.delete_server(id).await
     }
+    async fn server_gone(&self, id: &str) -> Result<bool> {
+        self.openstack.server_gone(id).await
+    }
     async fn add_security_group(&self, server_id: &str, group: &str) -> Result<()> {
         self.openstack.add_security_group(server_id, group).await
     }

@@ -285,6 +285,17 @@ impl Compute for OpenStackCloud {
         self.session.send(&call).await.map(drop)
     }
 
+    async fn server_gone(&self, id: &str) -> Result<bool> {
+        let call = Call::get(Service::Nova, OP_SHOW, format!("/servers/{}", seg(id)));
+        match self.session.object::<WireServer>(&call, "server").await {
+            // A server being deleted is shown until it is gone (as DELETED or
+            // SOFT_DELETED by some deployments): it is not live.
+            Ok(w) => Ok(matches!(w.status.as_str(), "DELETED" | "SOFT_DELETED")),
+            Err(e) if e.class == ErrorClass::NotFound => Ok(true),
+            Err(e) => Err(e),
+        }
+    }
+
     async fn add_security_group(&self, server_id: &str, group: &str) -> Result<()> {
         let call = Call::new(
             Service::Nova,

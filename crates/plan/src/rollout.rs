@@ -435,7 +435,11 @@ fn plan_set(
             // Taking out a machine that carries no traffic never lowers what serves; any
             // other may only go while at least `replicas` others are healthy.
             if !carries_traffic(victim) || others_healthy >= set.replicas.min(total - 1) {
-                let why = if rolling {
+                let why = if rolling && !carries_traffic(victim) {
+                    format!(
+                        "rollout of {label}: it carries no traffic, so taking it out lowers nothing that serves"
+                    )
+                } else if rolling {
                     format!(
                         "rollout of {label}: {others_healthy} other machine(s) are healthy, at least {} must stay",
                         set.replicas
@@ -565,7 +569,10 @@ fn note_rollout(p: &mut Planner<'_>, set: &SetSpec, out: &SetOutcome) {
 }
 
 /// Keeps the clock of servers Nova does not list. When it lists none of the servers
-/// memory records, the observer is suspect, not every server: nothing is concluded.
+/// memory records, the observer is suspect, not every server: nothing is concluded,
+/// unless the servers read one by one (`Observed::direct_reads`, the engine takes them
+/// then) all say they are gone: then the list is right, and they are (a store restored
+/// from before they were deleted; every server deleted behind flightdeck's back).
 fn note_missing_servers(p: &mut Planner<'_>, all: &[MachineView<'_>]) {
     let recorded = all.iter().filter(|m| m.record.server_id.is_some()).count();
     let missing: Vec<&str> = all
@@ -573,7 +580,9 @@ fn note_missing_servers(p: &mut Planner<'_>, all: &[MachineView<'_>]) {
         .filter(|m| m.server_phase() == ServerPhase::Gone)
         .map(|m| m.name())
         .collect();
-    p.servers_suspect = recorded >= 2 && missing.len() == recorded;
+    let reads = &p.observed.direct_reads;
+    let read_gone = !reads.is_empty() && reads.values().all(|gone| *gone);
+    p.servers_suspect = recorded >= 2 && missing.len() == recorded && !read_gone;
     if p.servers_suspect {
         p.condition(Condition::new(
             kind::OBSERVATION_SUSPECT,

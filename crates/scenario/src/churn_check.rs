@@ -3,7 +3,8 @@
 //! machine. The churn breaker promises that each slot of a set is re-created at most
 //! `churnLimit` times within `churnWindow` without a spec change; so a set makes at most
 //! `churnLimit + 1` machines for each slot it may hold in any window, counted from its
-//! last spec change. Without the breaker a slot whose machines keep failing is re-made
+//! last spec change (or restore of the store from a backup: `ClusterTrack::churn_epoch`).
+//! Without the breaker a slot whose machines keep failing is re-made
 //! with a backoff of 30 s doubling up to 10 minutes: seven times in thirty minutes.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -23,9 +24,9 @@ pub(crate) fn set_of(key: &str) -> &str {
 pub struct SetChurn {
     /// (cluster UID, set) → when its machines were made since its last spec change.
     made: BTreeMap<(String, String), VecDeque<Timestamp>>,
-    /// Cluster UID → the generation its history belongs to.
-    generation: BTreeMap<String, u64>,
-    reported: BTreeSet<(String, String, u64)>,
+    /// Cluster UID → the churn epoch its history belongs to.
+    generation: BTreeMap<String, (u64, u64)>,
+    reported: BTreeSet<(String, String, (u64, u64))>,
 }
 
 impl SetChurn {
@@ -50,8 +51,8 @@ impl SetChurn {
             .iter()
             .find_map(|t| t.strip_prefix(TAG_MACHINE))?;
         let c = clusters.values().find(|c| c.uid == uid)?;
-        if self.generation.get(uid) != Some(&c.generation) {
-            self.generation.insert(uid.to_string(), c.generation);
+        if self.generation.get(uid) != Some(&c.churn_epoch()) {
+            self.generation.insert(uid.to_string(), c.churn_epoch());
             self.made.retain(|(u, _), _| u != uid);
         }
         let set = set_of(key).to_string();
@@ -63,7 +64,7 @@ impl SetChurn {
         }
         let n = times.len() as u32;
         let allowed = c.sets.allowed(&set);
-        (n > allowed && self.reported.insert((uid.to_string(), set.clone(), c.generation))).then(
+        (n > allowed && self.reported.insert((uid.to_string(), set.clone(), c.churn_epoch()))).then(
             || {
                 format!(
                     "cluster {}: set {set} made {n} machines within {window} with no spec change \

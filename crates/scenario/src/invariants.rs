@@ -74,7 +74,7 @@ pub struct Invariants {
     enabled: BTreeSet<Invariant>,
     verdicts: BTreeMap<Invariant, Verdict>,
     mutations_seen: u64,
-    deleted: BTreeMap<Identity, u64>,
+    deleted: BTreeMap<Identity, (u64, u64)>,
     start: Timestamp,
     step: u64,
     budget: CallBudget,
@@ -317,11 +317,11 @@ impl Invariants {
             {
                 match m.kind {
                     MutationKind::Delete => {
-                        self.deleted.insert(identity, cluster.generation);
+                        self.deleted.insert(identity, cluster.churn_epoch());
                     }
                     MutationKind::Create => {
                         let v = match self.deleted.get(&identity) {
-                            Some(generation) if *generation == cluster.generation => Some(format!(
+                            Some(epoch) if *epoch == cluster.churn_epoch() => Some(format!(
                                 "cluster {}: {} {} re-created after it was deleted, with no spec change between",
                                 cluster.name,
                                 identity.1,

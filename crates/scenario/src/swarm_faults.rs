@@ -153,6 +153,8 @@ pub(crate) fn cloud_faults(
                 }
                 FaultKind::KeystoneRevokeTokens => f.duration = None,
                 FaultKind::TagFilterIgnored => {}
+                // Never drawn: the in-process swarm lists nodes, it has no watch.
+                FaultKind::K8sWatchReorder => {}
                 FaultKind::OneLockTemplate => {
                     f.level = Some(*pick(
                         rng,

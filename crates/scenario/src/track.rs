@@ -19,6 +19,8 @@ pub struct ClusterTrack {
     pub deleted_at: Option<Timestamp>,
     /// Bumped by every spec change the workload makes.
     pub generation: u64,
+    /// Bumped by every restore of the store from a backup (`store.restoredLagging`).
+    pub restores: u64,
     /// The API endpoint is not a load balancer flightdeck builds member by member
     /// (OpenNebula's VIP, KubeVirt's Service): it serves while some control-plane VM or
     /// VMI runs with a Ready node.
@@ -38,6 +40,15 @@ pub struct ClusterTrack {
 impl ClusterTrack {
     /// The track of cluster `name` (UID `uid`) as its `spec` first was: not yet Ready,
     /// not being deleted, at generation 0.
+    /// What the churn checks count within: from the last spec change, or the last
+    /// restore of the store from a backup. A restored store has lost the record of what
+    /// flightdeck made and deleted since the backup (the churn ledger, the slots it
+    /// retired), and the operator applied every spec again: some of that work may be
+    /// done again once, and what is made after the restore is bounded as ever.
+    pub fn churn_epoch(&self) -> (u64, u64) {
+        (self.generation, self.restores)
+    }
+
     pub fn new(name: &str, uid: &str, spec: &flightdeck_spec::Cluster) -> Self {
         let s = &spec.spec;
         let mut sets = SetBounds::default();
@@ -49,6 +60,7 @@ impl ClusterTrack {
             deletion_requested: false,
             deleted_at: None,
             generation: 0,
+            restores: 0,
             external_endpoint: s.provider.external_endpoint(),
             drain_timeout: s.provider.kubevirt.as_ref().map(|k| k.drain_timeout),
             resync_period: s.flight.resync_period,

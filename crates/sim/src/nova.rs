@@ -417,6 +417,16 @@ pub(crate) fn fail_running(st: &mut State, now: Timestamp, fault: &SimFault, cou
     n
 }
 
+impl SimCloud {
+    /// Nova's `GET /servers/{server_id}`: the server as it is now, `None` (a 404) when no
+    /// server has that ID. A direct read: never answered from a stale list.
+    pub fn show_server(&self, id: &str) -> Result<Option<Server>> {
+        self.read(NOVA, "GET /servers/{server_id}", |st, _| {
+            Ok(st.servers.get(id).map(|s| s.server.clone()))
+        })
+    }
+}
+
 impl Compute for SimCloud {
     async fn list_servers(&self, owner: &Ownership) -> Result<Vec<Server>> {
         self.list(NOVA, "GET /servers/detail", &owner.uid, |st, now| {
@@ -438,6 +448,10 @@ impl Compute for SimCloud {
             id,
             |st, now| delete(st, now, id),
         )
+    }
+
+    async fn server_gone(&self, id: &str) -> Result<bool> {
+        Ok(self.show_server(id)?.is_none())
     }
 
     async fn add_security_group(&self, server_id: &str, group: &str) -> Result<()> {

@@ -107,6 +107,13 @@ pub enum FaultKind {
     /// every server in the project: other clusters' and servers nobody tagged.
     #[serde(rename = "nova.tagFilterIgnored")]
     TagFilterIgnored,
+    /// While active, each answer of a watch of the workload cluster's nodes (of
+    /// `cluster`, or of all) that carries two or more events carries them in reverse
+    /// order, so a node's older state arrives after its newer one (the Acto class's
+    /// reordered events; a real API server keeps one object's events in order, a proxy or
+    /// an informer behind one need not). Only a watch sees it: a list is as ever.
+    #[serde(rename = "k8s.watchReorder")]
+    K8sWatchReorder,
 }
 
 impl FaultKind {
@@ -144,16 +151,25 @@ impl FaultKind {
         FaultKind::K8sPdbBlocks,
     ];
 
-    /// Every kind: [`FaultKind::OPENSTACK`], then [`FaultKind::OTHER_CLOUDS`].
-    pub const ALL: [FaultKind; 26] = {
-        let mut all = [FaultKind::MemberStuckPending; 26];
+    /// The kinds that strike only a watch, which a client reaches over the wire (the
+    /// in-process swarm lists nodes and draws none of them).
+    pub const WATCH_ONLY: [FaultKind; 1] = [FaultKind::K8sWatchReorder];
+
+    /// Every kind: [`FaultKind::OPENSTACK`], then [`FaultKind::OTHER_CLOUDS`], then
+    /// [`FaultKind::WATCH_ONLY`].
+    pub const ALL: [FaultKind; 27] = {
+        let mut all = [FaultKind::MemberStuckPending; 27];
         let mut i = 0;
         while i < Self::OPENSTACK.len() {
             all[i] = Self::OPENSTACK[i];
             i += 1;
         }
-        while i < all.len() {
+        while i < Self::OPENSTACK.len() + Self::OTHER_CLOUDS.len() {
             all[i] = Self::OTHER_CLOUDS[i - Self::OPENSTACK.len()];
+            i += 1;
+        }
+        while i < all.len() {
+            all[i] = Self::WATCH_ONLY[i - Self::OPENSTACK.len() - Self::OTHER_CLOUDS.len()];
             i += 1;
         }
         all
@@ -187,6 +203,7 @@ impl FaultKind {
             FaultKind::KeystoneRevokeTokens => "keystone.revokeTokens",
             FaultKind::ApiStaleRead => "api.staleRead",
             FaultKind::TagFilterIgnored => "nova.tagFilterIgnored",
+            FaultKind::K8sWatchReorder => "k8s.watchReorder",
         }
     }
 }
@@ -347,6 +364,7 @@ impl Fault {
             FaultKind::KeystoneRevokeTokens => (false, false, false, false, false),
             FaultKind::ApiStaleRead => (true, false, true, false, false),
             FaultKind::TagFilterIgnored => (false, false, false, false, false),
+            FaultKind::K8sWatchReorder => (false, false, false, false, false),
         };
         let drains = f.kind == FaultKind::KubevirtDrainInfraNode;
         if drains != f.node.is_some() {

@@ -152,6 +152,12 @@ impl<W> KubeGuest<W> {
     pub fn format(&self) -> ProviderIdFormat {
         self.format
     }
+
+    /// How many node events `owner`'s watch dropped as older than the state it held
+    /// (0 without a watch).
+    pub fn nodes_out_of_order(&self, owner: &Ownership) -> u64 {
+        self.watches.as_ref().map_or(0, |w| w.out_of_order(owner))
+    }
 }
 
 impl<W: WorkloadClients> KubeGuest<W> {

@@ -53,6 +53,14 @@ pub const NODES_MAX: usize = 50_000;
 struct Seen {
     /// The nodes, by name, from the last full list and the events since.
     nodes: BTreeMap<String, Node>,
+    /// The resourceVersion of each node held (when it is a number, as an etcd-backed API
+    /// server's are), and of each node deleted since the last full list: an event older
+    /// than what is held for its node arrived out of order and is dropped, so a node's
+    /// older state never replaces its newer one, nor brings a deleted node back.
+    versions: BTreeMap<String, u64>,
+    deleted: BTreeMap<String, u64>,
+    /// Events dropped as older than what was held, since the watch began.
+    out_of_order: u64,
     /// Whether a full list has been received: before it, nothing is known.
     synced: bool,
     /// When the watch broke (or ended) and why, until a new one has listed again.
@@ -153,6 +161,14 @@ impl NodeWatches {
         s.broken.clone()
     }
 
+    /// How many events `owner`'s watch dropped as older than the node's state it held
+    /// (reordered events), since the cluster was first read.
+    pub fn out_of_order(&self, owner: &Ownership) -> u64 {
+        lock(&self.seen)
+            .get(owner)
+            .map_or(0, |seen| lock(seen).out_of_order)
+    }
+
     /// Drops what is kept for clusters nobody read for [`IDLE_MAX`] and whose watch has
     /// ended, so a deleted cluster leaves nothing behind. Sweeps at most once per
     /// [`SWEEP_EVERY`].
@@ -195,7 +211,7 @@ async fn run(
     let config = watcher::Config::default().timeout(WATCH_TIMEOUT_SECS);
     let mut stream = std::pin::pin!(watcher::watcher(api, config));
     let mut housekeeping = tokio::time::interval(HOUSEKEEPING_EVERY);
-    let mut buffer: BTreeMap<String, Node> = BTreeMap::new();
+    let mut buffer: BTreeMap<String, (Node, Option<u64>)> = BTreeMap::new();
     let why = loop {
         tokio::select! {
             event = stream.next() => match event {
@@ -232,31 +248,84 @@ async fn run(
     }
 }
 
+/// A node object's resourceVersion, when it is a number.
+fn version_of(n: &core::Node) -> Option<u64> {
+    n.metadata.resource_version.as_deref()?.parse().ok()
+}
+
+/// Whether an event at `version` is older than what is held for its node.
+fn out_of_order(s: &Seen, name: &str, version: Option<u64>) -> bool {
+    let held = s.versions.get(name).or_else(|| s.deleted.get(name));
+    matches!((held, version), (Some(held), Some(v)) if v < *held)
+}
+
 /// One watcher event into what the watch knows.
 fn apply(
     s: &mut Seen,
-    buffer: &mut BTreeMap<String, Node>,
+    buffer: &mut BTreeMap<String, (Node, Option<u64>)>,
     event: Event<core::Node>,
     format: ProviderIdFormat,
 ) -> Result<(), String> {
     match event {
         Event::Init => buffer.clear(),
         Event::InitApply(n) => {
+            let version = version_of(&n);
             let n = node_of(&n, format);
-            buffer.insert(n.name.clone(), n);
+            buffer.insert(n.name.clone(), (n, version));
         }
         Event::InitDone => {
-            s.nodes = std::mem::take(buffer);
+            let listed = std::mem::take(buffer);
+            s.versions = listed
+                .iter()
+                .filter_map(|(name, (_, v))| Some((name.clone(), (*v)?)))
+                .collect();
+            s.nodes = listed.into_iter().map(|(name, (n, _))| (name, n)).collect();
+            s.deleted.clear();
             s.synced = true;
             s.broken = None;
         }
         Event::Apply(n) => {
+            let version = version_of(&n);
             let n = node_of(&n, format);
+            if out_of_order(s, &n.name, version) {
+                s.out_of_order += 1;
+                tracing::debug!(node = %n.name, ?version, "node event older than what is held: dropped");
+                return Ok(());
+            }
+            s.deleted.remove(&n.name);
+            match version {
+                Some(v) => s.versions.insert(n.name.clone(), v),
+                None => s.versions.remove(&n.name),
+            };
             s.nodes.insert(n.name.clone(), n);
         }
         Event::Delete(n) => {
-            s.nodes.remove(&node_of(&n, format).name);
+            let version = version_of(&n);
+            let name = node_of(&n, format).name;
+            if out_of_order(s, &name, version) {
+                s.out_of_order += 1;
+                tracing::debug!(node = %name, ?version, "node deletion older than what is held: dropped");
+                return Ok(());
+            }
+            s.nodes.remove(&name);
+            s.versions.remove(&name);
+            if let Some(v) = version {
+                s.deleted.insert(name, v);
+            }
         }
+    }
+    // Deletions are remembered until the next full list; a cluster that churns through
+    // more nodes than that between two lists forgets the oldest protection first.
+    while s.deleted.len() > NODES_MAX {
+        let Some(oldest) = s
+            .deleted
+            .iter()
+            .min_by_key(|(_, v)| **v)
+            .map(|(name, _)| name.clone())
+        else {
+            break;
+        };
+        s.deleted.remove(&oldest);
     }
     if s.nodes.len().max(buffer.len()) > NODES_MAX {
         return Err(format!(
@@ -319,6 +388,70 @@ mod tests {
         assert!(s.nodes["b"].ready, "a node that registers is seen");
         apply(&mut s, &mut buffer, Event::Delete(node("a", false)), f).expect("ok");
         assert_eq!(s.nodes.keys().collect::<Vec<_>>(), ["b"]);
+    }
+
+    fn at(mut n: core::Node, version: u64) -> core::Node {
+        n.metadata.resource_version = Some(version.to_string());
+        n
+    }
+
+    /// `k8s.watchReorder`: a node's older state arrives after its newer one.
+    #[test]
+    fn an_event_older_than_what_is_held_for_its_node_is_dropped() {
+        let mut s = Seen::default();
+        let mut buffer = BTreeMap::new();
+        let f = ProviderIdFormat::OpenStack;
+        for e in [
+            Event::Init,
+            Event::InitApply(at(node("a", true), 5)),
+            Event::InitApply(at(node("b", true), 6)),
+            Event::InitDone,
+        ] {
+            apply(&mut s, &mut buffer, e, f).expect("ok");
+        }
+        // a: NotReady at 7, Ready again at 8, delivered 8 then 7.
+        apply(&mut s, &mut buffer, Event::Apply(at(node("a", true), 8)), f).expect("ok");
+        apply(
+            &mut s,
+            &mut buffer,
+            Event::Apply(at(node("a", false), 7)),
+            f,
+        )
+        .expect("ok");
+        assert!(s.nodes["a"].ready, "the newer state stays");
+        // b: deleted at 10, its NotReady of 9 delivered after.
+        apply(
+            &mut s,
+            &mut buffer,
+            Event::Delete(at(node("b", false), 10)),
+            f,
+        )
+        .expect("ok");
+        apply(
+            &mut s,
+            &mut buffer,
+            Event::Apply(at(node("b", false), 9)),
+            f,
+        )
+        .expect("ok");
+        assert!(
+            !s.nodes.contains_key("b"),
+            "a deleted node does not come back"
+        );
+        assert_eq!(s.out_of_order, 2);
+        // A node of that name registering again is newer: it is taken.
+        apply(
+            &mut s,
+            &mut buffer,
+            Event::Apply(at(node("b", true), 11)),
+            f,
+        )
+        .expect("ok");
+        assert!(s.nodes["b"].ready);
+        // Without versions, events are taken in the order they come.
+        apply(&mut s, &mut buffer, Event::Apply(node("c", false)), f).expect("ok");
+        apply(&mut s, &mut buffer, Event::Apply(node("c", true)), f).expect("ok");
+        assert!(s.nodes["c"].ready);
     }
 
     #[test]

@@ -263,6 +263,44 @@ async fn delete_server_deletes_the_vm_in_the_foreground_and_maps_404() {
     assert_eq!(sent[0].body["propagationPolicy"], "Foreground");
 }
 
+/// A VirtualMachine read by its name: 404 says it is gone, one that is there (even one
+/// being deleted, whose guest may still run) says it is not, and any other answer is an
+/// error with the API's message.
+#[tokio::test]
+async fn a_vm_read_directly_is_gone_on_404_only() {
+    let (client, log) = support::client(|s| match s.path.rsplit('/').next() {
+        Some("demo-cp-1") => Answer::Json(200, vm("demo-cp-1", "cp-1")),
+        Some("demo-cp-3") => status(
+            403,
+            "Forbidden",
+            "virtualmachines.kubevirt.io \"demo-cp-3\" is forbidden",
+        ),
+        _ => status(
+            404,
+            "NotFound",
+            "virtualmachines.kubevirt.io \"demo-cp-2\" not found",
+        ),
+    });
+    let cloud = cloud(client);
+    assert!(!cloud.server_gone("demo-cp-1").await.expect("there"));
+    assert!(cloud.server_gone("demo-cp-2").await.expect("404"));
+    let e = cloud.server_gone("demo-cp-3").await.expect_err("403");
+    assert_eq!(e.class, ErrorClass::Permanent);
+    assert!(e.message.contains("forbidden"), "{}", e.message);
+    let paths: Vec<String> = seen(&log)
+        .iter()
+        .map(|s| format!("{} {}", s.method, s.path))
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            format!("GET {VMS}/demo-cp-1"),
+            format!("GET {VMS}/demo-cp-2"),
+            format!("GET {VMS}/demo-cp-3")
+        ]
+    );
+}
+
 #[tokio::test]
 async fn list_vmis_reads_the_evacuation_node() {
     let (client, log) = support::client(|_| {

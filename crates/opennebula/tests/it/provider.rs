@@ -117,6 +117,36 @@ async fn delete_server_terminates_hard_and_a_gone_vm_is_not_found() {
     );
 }
 
+/// A VM read by its ID (`one.vm.info`): DONE or NO_EXISTS says it is gone, any other
+/// state that it is not, and any other failure is an error.
+#[tokio::test]
+async fn a_vm_read_directly_is_gone_when_done_or_unknown() {
+    let vm = |id: i32, state: i32| {
+        ok_xml(&format!(
+            "<VM><ID>{id}</ID><UNAME>u</UNAME><NAME>demo-cp-1</NAME><STATE>{state}</STATE><LCM_STATE>0</LCM_STATE><STIME>1</STIME><ETIME>2</ETIME><TEMPLATE/><USER_TEMPLATE/></VM>"
+        ))
+    };
+    let fake = Fake::start(move |call| match call.args().first() {
+        Some(Value::Integer(42)) => vm(42, 3),
+        Some(Value::Integer(43)) => vm(43, 6),
+        Some(Value::Integer(44)) => fail(
+            "[one.vm.info] User [3] : Not authorized to perform USE VM [44].",
+            0x200,
+        ),
+        _ => fail("[one.vm.info] Error getting virtual machine [99].", 0x400),
+    })
+    .await;
+    let cloud = fake.cloud(OneNode);
+    assert!(!cloud.server_gone("42").await.expect("running"));
+    assert!(cloud.server_gone("43").await.expect("DONE"));
+    assert!(cloud.server_gone("99").await.expect("NO_EXISTS"));
+    let e = cloud.server_gone("44").await.expect_err("not authorized");
+    assert_eq!(e.class, ErrorClass::Permanent);
+    assert!(e.to_string().contains("Not authorized"), "{e}");
+    let methods: Vec<String> = fake.calls().iter().map(|c| c.method.clone()).collect();
+    assert_eq!(methods, ["one.vm.info"; 4]);
+}
+
 #[tokio::test]
 async fn servers_are_instantiated_from_templates_not_created() {
     let fake = Fake::start(|_| ok_id(0)).await;

@@ -109,6 +109,14 @@ fn cloud_api(req: &Req, base: &str) -> Resp {
                    "provisioning_status": "PENDING_CREATE", "operating_status": "NO_MONITOR", "tags": []}}),
         ),
         ("DELETE", "/octavia/v2/lbaas/loadbalancers/lb-1") => Resp::empty(204),
+        ("GET", "/nova/v2.1/servers/srv-gone") => Resp::json(
+            404,
+            json!({"itemNotFound": {"code": 404, "message": "Instance srv-gone could not be found."}}),
+        ),
+        ("GET", "/nova/v2.1/servers/srv-forbidden") => Resp::json(
+            403,
+            json!({"forbidden": {"code": 403, "message": "Policy doesn't allow os_compute_api:servers:show to be performed."}}),
+        ),
         _ => Resp::json(404, json!({"message": format!("no route for {} {}", m, p)})),
     }
 }
@@ -138,6 +146,39 @@ fn server_request() -> ServerCreate {
         eviction_strategy: None,
         user_data: None,
     }
+}
+
+/// A server read by its ID: Nova's 404 says it is gone, a server shown says it is not,
+/// and any other answer is an error that names the call and keeps Nova's message.
+#[tokio::test]
+async fn a_server_read_directly_is_gone_on_404_only() {
+    let fake = Fake::start(cloud_api).await;
+    let cloud = connect(&fake).await;
+    assert!(!cloud.server_gone("srv-1").await.expect("shown"));
+    assert!(cloud.server_gone("srv-gone").await.expect("404"));
+    let err = cloud
+        .server_gone("srv-forbidden")
+        .await
+        .expect_err("403 is no answer");
+    assert_ne!(err.class, ErrorClass::NotFound);
+    assert!(
+        err.to_string().contains("os_compute_api:servers:show"),
+        "{err}"
+    );
+    let asked: Vec<String> = fake
+        .requests()
+        .iter()
+        .filter(|r| r.method == "GET" && r.path.starts_with("/nova/v2.1/servers/"))
+        .map(|r| r.path.clone())
+        .collect();
+    assert_eq!(
+        asked,
+        [
+            "/nova/v2.1/servers/srv-1",
+            "/nova/v2.1/servers/srv-gone",
+            "/nova/v2.1/servers/srv-forbidden"
+        ]
+    );
 }
 
 #[tokio::test]

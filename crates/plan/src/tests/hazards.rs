@@ -79,6 +79,48 @@ fn an_empty_server_list_removes_nothing() {
     assert!(condition(&p, crate::condition::kind::OBSERVATION_SUSPECT).is_some());
 }
 
+/// A server list that shows none of the recorded servers is believed only when the
+/// servers, read one by one, say they are gone: then they are replaced (a store restored
+/// from before they were deleted; seed 245 with `--lagging-store` stayed with no control
+/// plane at all behind `NoRecordedServerListed`). One read that finds a server keeps the
+/// list suspect.
+#[test]
+fn an_empty_server_list_is_believed_when_each_server_read_directly_is_gone() {
+    let mut w = World::cluster(spec(V1, 2), V1, 2);
+    let ids: Vec<String> = w.observed.servers.iter().map(|s| s.id.clone()).collect();
+    w.observed.servers.clear();
+    let long_ago = Timestamp(T0.0 - 3_600_000);
+    for r in w.memory.machines.values_mut() {
+        r.server_missing_since = Some(long_ago);
+    }
+
+    w.observed.direct_reads = ids.iter().map(|id| (id.clone(), true)).collect();
+    w.observed.direct_reads.insert(ids[0].clone(), false);
+    let p = w.plan();
+    assert!(condition(&p, crate::condition::kind::OBSERVATION_SUSPECT).is_some());
+    assert!(removing(&p).is_empty(), "{:?}", removing(&p));
+
+    w.observed.direct_reads = ids.iter().map(|id| (id.clone(), true)).collect();
+    let p = w.plan();
+    assert!(
+        condition(&p, crate::condition::kind::OBSERVATION_SUSPECT).is_none(),
+        "{:?}",
+        p.conditions
+    );
+    let removed: Vec<&str> = p
+        .events
+        .iter()
+        .filter(|e| e.reason == "MachineRemovalStarted" && e.message.contains("disappeared"))
+        .map(|e| e.message.as_str())
+        .collect();
+    assert_eq!(removed.len(), ids.len(), "every gone machine: {removed:#?}");
+    let creates = targets(&p, "CreateServer");
+    assert!(
+        creates.iter().filter(|m| m.contains("-cp-")).count() == 3,
+        "the control plane is made again: {creates:?}"
+    );
+}
+
 /// R4: a member stuck PENDING_DELETE far past memberTimeout is polled every 2 s
 /// forever, although the code promises POLL_STUCK (30 s) for stuck members.
 #[test]

@@ -36,6 +36,9 @@ impl<P: Provider + 'static> Driver<'_, P> {
                     self.home = StoreHome::Disk(image);
                     self.restart_engine(true)?;
                     self.count_fired(STORE_RESTORED_LAGGING);
+                    for t in self.tracks.values_mut() {
+                        t.restores += 1;
+                    }
                     self.reassert_specs();
                     format!(
                         "the engine and its store were closed; the store came back as it was {} before",
@@ -50,13 +53,20 @@ impl<P: Provider + 'static> Driver<'_, P> {
 
     /// After a restore that lost commits, the operator applies the fleet's specs again
     /// (as GitOps would) and deletes again what was being deleted: the store lost what
-    /// flightdeck did and learned, not what the user wants.
+    /// flightdeck did and learned, not what the user wants. A cluster whose deletion
+    /// finished after the backup was taken comes back with records of objects that are
+    /// gone; flightdeck cannot tell that from a cloud it was never on
+    /// (`DeletionUnconfirmed`), the operator who restored the backup can: they delete it
+    /// with `--forget`, which still deletes whatever the cloud shows of it.
     fn reassert_specs(&mut self) {
         for (name, spec) in &self.specs {
             let deleting = self.tracks.get(name).is_some_and(|t| t.deletion_requested);
             let result = if deleting {
                 match self.engine.cluster(name) {
-                    Some(_) => self.engine.delete(name),
+                    Some(_) => self
+                        .engine
+                        .delete(name)
+                        .and_then(|()| self.engine.forget(name)),
                     None => Ok(()),
                 }
             } else {

@@ -51,7 +51,7 @@ fn caught(off: Unsafe, from: u64, invariant: &str) {
     assert!(
         failure
             .replay
-            .ends_with(&format!("--unsafe-disable {}", off.flag())),
+            .contains(&format!("--unsafe-disable {} ", off.flag())),
         "{}",
         failure.replay
     );

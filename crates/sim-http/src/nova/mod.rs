@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 
 use crate::errors::{self, Service};
 use crate::glance::{self, image_id};
-use crate::wire::{self, Paging, Query, TagFilter, TimeStyle, iso, owner_of_uid, stable_hex};
+use crate::wire::{self, Paging, Query, TagFilter, TimeStyle, iso, stable_hex};
 use crate::{App, NETWORK_NAME, keystone, neutron};
 
 mod flavors;
@@ -306,12 +306,10 @@ async fn show(
     Extension(mv): Extension<Mv>,
     Path(id): Path<String>,
 ) -> Response {
-    if let Err(e) = app.cloud.list_servers(&owner_of_uid("")).await {
-        return errors::from_cloud(Service::Nova, &e);
-    }
-    match app.cloud.snapshot().servers.iter().find(|s| s.id == id) {
-        Some(s) => wire::json(StatusCode::OK, &json!({"server": render(&app, s, mv)})),
-        None => errors::nova(
+    match app.cloud.show_server(&id) {
+        Err(e) => errors::from_cloud(Service::Nova, &e),
+        Ok(Some(s)) => wire::json(StatusCode::OK, &json!({"server": render(&app, &s, mv)})),
+        Ok(None) => errors::nova(
             StatusCode::NOT_FOUND,
             &format!("Instance {id} could not be found."),
         ),

@@ -1,7 +1,8 @@
 //! flightdeck's node watch against the simulated workload cluster of an OpenStack
 //! cluster, over HTTP as a real one: the kube-runtime watcher lists once and then sees
 //! nodes register and change without listing again; a broken watch keeps its nodes but
-//! says since when they are stale, and a new watch lists again once the API answers.
+//! says since when they are stale, and a new watch lists again once the API answers;
+//! events that come out of order never put a node's older state over its newer one.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -91,25 +92,7 @@ async fn nodes_are_watched_and_a_broken_watch_reads_as_stale() {
         Some("10.244.0.0/16".parse().expect("cidr")),
     );
     wait_ms(&sim, 120_000);
-
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(serve_kubernetes(sim.clone(), listener));
-    let dir = tempfile::tempdir().expect("dir");
-    let path = dir.path().join("demo.kubeconfig");
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: c\n  cluster: {{server: 'http://{addr}/clusters/{CLUSTER}'}}\ncontexts:\n- name: c\n  context: {{cluster: c, user: u}}\nusers:\n- name: u\n  user: {{token: t}}\n"
-        ),
-    )
-    .expect("kubeconfig");
-    let clock: Arc<dyn Clock> = Arc::new(clock);
-    let guest = KubeGuest::watching(
-        KubeconfigFile::new(&path),
-        ProviderIdFormat::OpenStack,
-        clock.clone(),
-    );
+    let (_dir, guest) = watching(&sim, clock.clone()).await;
 
     // Nothing is judged before the first full list is in.
     let first = guest.list_nodes(&owner()).await.expect("read");
@@ -164,4 +147,106 @@ async fn nodes_are_watched_and_a_broken_watch_reads_as_stale() {
     })
     .await;
     assert!(lists_of(&sim) > lists, "the new watch listed again");
+}
+
+/// `k8s.watchReorder` (the Acto class's reordered events): a node goes NotReady and back
+/// between two polls of the watch, and the two events come newest first. The watch
+/// drops the older one by its resourceVersion, and ends with the node as it is.
+#[tokio::test]
+async fn events_that_come_out_of_order_never_put_a_nodes_older_state_over_its_newer_one() {
+    let clock = SimClock::new(Timestamp::SIM_EPOCH);
+    let sim = Arc::new(SimCloud::new(SimConfig::default(), 3, clock.clone()));
+    sim.mirror_servers(
+        CLUSTER,
+        &[server(1, "cp-1")],
+        &[],
+        Some("10.244.0.0/16".parse().expect("cidr")),
+    );
+    wait_ms(&sim, 120_000);
+    let (_dir, guest) = watching(&sim, clock.clone()).await;
+    read_until(&guest, "the ready node", |n| {
+        n.as_ref().is_some_and(|n| n.len() == 1 && n[0].ready)
+    })
+    .await;
+
+    let mut reorder = SimFault::new(FaultKind::K8sWatchReorder, clock.now());
+    reorder.cluster = Some(CLUSTER.into());
+    sim.inject(reorder);
+    for _ in 0..5 {
+        // NotReady for a second, seen by a read of the API, then Ready again: two events
+        // between two polls of the watch (200 ms apart in wall time).
+        let mut blip = SimFault::new(FaultKind::AllNotReady, clock.now());
+        blip.end = Some(clock.now().plus(flightdeck_spec::Duration::from_secs(1)));
+        sim.inject(blip);
+        read_nodes(&sim);
+        wait_ms(&sim, 2_000);
+        read_nodes(&sim);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // The watch ends with the node as it is (Ready), though the last event of some
+    // answers was its NotReady.
+    read_until(&guest, "the node Ready after the reordered events", |n| {
+        n.as_ref().is_some_and(|n| n.len() == 1 && n[0].ready)
+    })
+    .await;
+    assert!(
+        guest.nodes_out_of_order(&owner()) > 0,
+        "older events were dropped"
+    );
+    let struck = sim.fault_effects();
+    assert!(
+        struck
+            .get(&FaultKind::K8sWatchReorder)
+            .copied()
+            .unwrap_or(0)
+            > 0,
+        "the fault reordered answers: {struck:?}"
+    );
+}
+
+/// One read of the workload cluster's nodes through its API (as `kubectl get nodes`):
+/// the simulated API server records their state as it is now.
+fn read_nodes(sim: &SimCloud) {
+    let answer = sim.kube_request(
+        CLUSTER,
+        flightdeck_sim::KubeRequest {
+            method: "GET".into(),
+            path: "/api/v1/nodes".into(),
+            query: String::new(),
+            body: Vec::new(),
+            content_type: None,
+        },
+    );
+    assert_eq!(
+        answer.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&answer.body)
+    );
+}
+
+/// A node watch of the cluster over HTTP, as for a real workload cluster.
+async fn watching(
+    sim: &Arc<SimCloud>,
+    clock: SimClock,
+) -> (tempfile::TempDir, KubeGuest<KubeconfigFile>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(serve_kubernetes(sim.clone(), listener));
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("demo.kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: c\n  cluster: {{server: 'http://{addr}/clusters/{CLUSTER}'}}\ncontexts:\n- name: c\n  context: {{cluster: c, user: u}}\nusers:\n- name: u\n  user: {{token: t}}\n"
+        ),
+    )
+    .expect("kubeconfig");
+    let clock: Arc<dyn Clock> = Arc::new(clock);
+    let guest = KubeGuest::watching(
+        KubeconfigFile::new(&path),
+        ProviderIdFormat::OpenStack,
+        clock,
+    );
+    (dir, guest)
 }

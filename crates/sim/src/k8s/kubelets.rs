@@ -17,7 +17,9 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use flightdeck_cloud::ownership::TAG_CLUSTER;
 use flightdeck_cloud::{Node, Ownership, Timestamp};
+use flightdeck_spec::FaultKind;
 use serde_json::{Value, json};
 
 use super::api::{
@@ -28,7 +30,7 @@ use super::discovery;
 use super::store::rfc3339;
 use super::workload::node_object;
 use super::{INFRA_CLUSTER, KubeRequest};
-use crate::State;
+use crate::{State, faults};
 
 /// The cluster UIDs whose nodes answer to the name `cluster` (the incarnations of a
 /// cluster of that name, usually one).
@@ -206,9 +208,43 @@ pub(crate) fn handle(st: &mut State, now: Timestamp, cluster: &str, req: &KubeRe
     let mut logs = std::mem::take(&mut st.kube.kubelet_logs);
     let log = logs.entry(cluster.to_string()).or_default();
     log.record(nodes, |n| node_json(st, n, now));
-    let answer = answer(log, &segs, &query(&req.query));
+    let params = query(&req.query);
+    let answer = answer(log, &segs, &params);
     st.kube.kubelet_logs = logs;
-    answer
+    let watching = matches!(segs.as_slice(), ["api", "v1", "watch", "nodes"])
+        || (segs.as_slice() == ["api", "v1", "nodes"] && is_watch(&params));
+    if watching {
+        reorder(st, now, cluster, answer)
+    } else {
+        answer
+    }
+}
+
+/// `k8s.watchReorder`: a watch answer of two or more events, while the fault holds for
+/// `cluster`, comes with its events in reverse order (counted as the fault's effect
+/// only then: one event cannot be out of order).
+fn reorder(st: &mut State, now: Timestamp, cluster: &str, answer: Answer) -> Answer {
+    let (mut resp, extra) = answer;
+    let tags = [format!("{TAG_CLUSTER}{cluster}")];
+    if resp.status != 200 || !faults::any_active_for(st, FaultKind::K8sWatchReorder, now, &tags) {
+        return (resp, extra);
+    }
+    let lines: Vec<&[u8]> = resp
+        .body
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
+    if lines.len() < 2 {
+        return (resp, extra);
+    }
+    faults::strike(st, FaultKind::K8sWatchReorder, now, &tags);
+    let mut body = Vec::with_capacity(resp.body.len());
+    for line in lines.into_iter().rev() {
+        body.extend_from_slice(line);
+        body.push(b'\n');
+    }
+    resp.body = body;
+    (resp, extra)
 }
 
 /// The answer to a read of `log`'s nodes at `segs` (already recorded).
