@@ -100,10 +100,13 @@ impl SimHost {
         Ok(host)
     }
 
-    /// The fault kinds a user may start.
+    /// The fault kinds a user may start: every kind but those that strike only a watch
+    /// (`k8s.watchReorder`), since the embedded simulator's workload nodes are listed,
+    /// not watched, and such a fault would change nothing.
     pub fn kinds() -> Vec<String> {
         FaultKind::ALL
             .iter()
+            .filter(|k| !FaultKind::WATCH_ONLY.contains(k))
             .map(|k| k.as_str().to_string())
             .collect()
     }
@@ -125,6 +128,12 @@ impl SimHost {
                 Self::kinds().join(", ")
             ))
         })?;
+        if FaultKind::WATCH_ONLY.contains(&kind) {
+            return Err(Failure::unprocessable(format!(
+                "kind: {} strikes only a watch of a workload cluster's nodes, and the embedded simulator's nodes are listed, not watched: it would change nothing here",
+                req.kind
+            )));
+        }
         let duration = parse_opt("duration", req.duration.as_deref())?;
         let latency = parse_opt("latency", req.latency.as_deref())?;
         let spec = serde_json::json!({
@@ -181,4 +190,33 @@ fn parse_opt(field: &str, text: Option<&str>) -> Result<Option<Duration>, Failur
             .map_err(|e| Failure::unprocessable(format!("{field}: {t:?}: {e}")))
     })
     .transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The embedded simulator's workload nodes are listed, not watched: a fault that
+    /// strikes only a watch is neither offered nor started, so nothing shows as broken
+    /// that is not.
+    #[tokio::test]
+    async fn a_fault_that_strikes_only_a_watch_is_neither_offered_nor_started() {
+        let kinds = SimHost::kinds();
+        assert!(kinds.iter().any(|k| k == "nova.bootError"), "{kinds:?}");
+        assert!(!kinds.iter().any(|k| k == "k8s.watchReorder"), "{kinds:?}");
+        let host = SimHost::start(7, 50.0)
+            .map_err(|f| f.message)
+            .expect("simulator");
+        let req: FaultRequest = serde_json::from_value(
+            serde_json::json!({"kind": "k8s.watchReorder", "cluster": "demo"}),
+        )
+        .expect("request");
+        let refused = host.inject(&req, "openstack").expect_err("refused");
+        assert!(
+            refused.message.contains("only a watch"),
+            "{}",
+            refused.message
+        );
+        assert!(host.faults().is_empty());
+    }
 }

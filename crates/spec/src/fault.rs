@@ -366,6 +366,15 @@ impl Fault {
             FaultKind::TagFilterIgnored => (false, false, false, false, false),
             FaultKind::K8sWatchReorder => (false, false, false, false, false),
         };
+        if FaultKind::WATCH_ONLY.contains(&f.kind) {
+            return Err((
+                "kind".into(),
+                format!(
+                    "{} strikes only a watch of a workload cluster's nodes, and a scenario's nodes are listed, not watched: it would change nothing",
+                    f.kind.as_str()
+                ),
+            ));
+        }
         let drains = f.kind == FaultKind::KubevirtDrainInfraNode;
         if drains != f.node.is_some() {
             return Err(("node".into(), presence(f.kind.as_str(), drains)));
