@@ -218,7 +218,7 @@ fn swarm(seeds: u64) -> Swarm {
         disabled: Vec::new(),
         check_determinism: true,
         // As `sim swarm` runs by default.
-        lagging_store: true,
+        lagging_store: false,
     };
     let started = Instant::now();
     let report = run_swarm(&options, &|| false, &|_| {});

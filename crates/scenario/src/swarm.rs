@@ -41,8 +41,8 @@ pub struct SwarmOptions {
     pub disabled: Vec<Unsafe>,
     /// Run every seed twice and compare the timelines (on by default in the CLI).
     pub check_determinism: bool,
-    /// Also restore the store behind the cloud now and then (`store.restoredLagging`);
-    /// the CLI turns it on unless `--no-lagging-store`.
+    /// Also restore the store behind the cloud now and then (`store.restoredLagging`;
+    /// the CLI's `--lagging-store`).
     pub lagging_store: bool,
 }
 
@@ -391,8 +391,8 @@ pub fn replay_command(seed: u64, options: &SwarmOptions) -> String {
         cmd.push_str(" --unsafe-disable ");
         cmd.push_str(d.flag());
     }
-    if !options.lagging_store {
-        cmd.push_str(" --no-lagging-store");
+    if options.lagging_store {
+        cmd.push_str(" --lagging-store");
     }
     cmd
 }

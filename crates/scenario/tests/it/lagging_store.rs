@@ -71,7 +71,7 @@ async fn a_store_restored_from_before_the_build_adopts_every_machine_and_keeps_e
     );
 }
 
-/// Runs one swarm seed with lagging restores drawn (as `sim swarm` does by default) and
+/// Runs one swarm seed with lagging restores drawn (`sim swarm --lagging-store`) and
 /// asserts that it passes.
 fn passes_with_lagging_restores(seed: u64) {
     let options = SwarmOptions {

@@ -15,7 +15,7 @@ fn options(seeds: u64, from: u64, disabled: Vec<Unsafe>) -> SwarmOptions {
 
 #[test]
 fn a_small_swarm_passes_with_every_safety_mechanism_on() {
-    // As `sim swarm` runs by default: with restores of the store from a backup.
+    // With restores of the store from a backup (`--lagging-store`).
     let options = SwarmOptions {
         lagging_store: true,
         ..options(40, 7, Vec::new())
@@ -50,7 +50,7 @@ fn f2_the_swarm_catches_a_rollout_without_the_member_gate_and_the_finding_replay
     assert_eq!(
         failure.replay,
         format!(
-            "flightdeck sim swarm --seeds 1 --from {} --trace --unsafe-disable member-gate --no-lagging-store",
+            "flightdeck sim swarm --seeds 1 --from {} --trace --unsafe-disable member-gate",
             failure.seed
         )
     );

@@ -51,7 +51,7 @@ fn caught(off: Unsafe, from: u64, invariant: &str) {
     assert!(
         failure
             .replay
-            .contains(&format!("--unsafe-disable {} ", off.flag())),
+            .ends_with(&format!("--unsafe-disable {}", off.flag())),
         "{}",
         failure.replay
     );
