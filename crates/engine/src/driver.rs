@@ -203,7 +203,7 @@ impl<P: Provider + 'static> Engine<P> {
                 cluster: name.clone(),
                 uid: memory.uid.clone(),
             };
-            let recorded = crate::observe::recorded_servers(&memory);
+            let recorded = memory.recorded_servers();
             let observed =
                 observe_cluster(&*owned.provider, &owner, now, &spec, true, &recorded).await?;
             let plan = plan_now(&owned.borrow(), &name, &spec, &observed, &memory, now);

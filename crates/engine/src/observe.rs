@@ -222,15 +222,6 @@ async fn read_missing<P: Provider>(
     reads
 }
 
-/// The IDs of the servers memory records for the cluster's machines.
-pub fn recorded_servers(memory: &flightdeck_plan::Memory) -> Vec<String> {
-    memory
-        .machines
-        .values()
-        .filter_map(|r| r.server_id.clone())
-        .collect()
-}
-
 /// Drops from an OpenStack observation every object without `owner`'s UID tag.
 fn keep_owned(o: &mut Observed, owner: &Ownership) {
     o.servers.retain(|x| owner.owns(&x.tags));

@@ -17,7 +17,7 @@ use crate::config::{EngineConfig, EngineError, T_MEMORY, T_STATUS};
 use crate::events::{condition_events, progress_events};
 use crate::faults::EngineFaults;
 use crate::identity::{self, Gate};
-use crate::observe::{observe_cluster, recorded_servers};
+use crate::observe::observe_cluster;
 
 /// The result of one reconcile, applied to the engine afterwards.
 pub(crate) struct Outcome {
@@ -139,7 +139,7 @@ pub(crate) async fn reconcile<P: Provider>(
         };
         events.push(event);
     }
-    let recorded = recorded_servers(&memory);
+    let recorded = memory.recorded_servers();
     let observed = observe_cluster(
         ctx.provider,
         &owner,

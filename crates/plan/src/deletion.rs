@@ -181,11 +181,7 @@ const LISTED_MAX: usize = 10;
 /// group and the load balancer (its children go with it).
 fn recorded(p: &Planner<'_>) -> Vec<String> {
     let m = &p.memory;
-    let mut ids: Vec<String> = m
-        .machines
-        .values()
-        .filter_map(|r| r.server_id.clone())
-        .collect();
+    let mut ids = m.recorded_servers();
     ids.extend(m.ids.security_group.clone());
     ids.extend(m.ids.load_balancer.clone());
     ids

@@ -365,6 +365,14 @@ impl Held {
 }
 
 impl Memory {
+    /// The IDs of the servers (VMs) recorded for the cluster's machines.
+    pub fn recorded_servers(&self) -> Vec<String> {
+        self.machines
+            .values()
+            .filter_map(|r| r.server_id.clone())
+            .collect()
+    }
+
     pub fn new(uid: String) -> Self {
         Memory {
             uid,
