@@ -60,15 +60,24 @@ fn spec() -> flightdeck_spec::Cluster {
     }
 }
 
-/// Waits for `cond`, at most [`WAIT_MAX`] of wall time: a bound for a test that hangs,
-/// not a performance figure (a loaded CI machine took more than 5 s here once).
-async fn until(what: &str, mut cond: impl FnMut() -> bool) {
+/// Syncs the fleet with the claims until `cond` holds, as the replica loop does at every
+/// turn: a backend busy with a reconcile may not take a cluster up within one sync's
+/// wait, and is asked again at the next. At most [`WAIT_MAX`] of wall time: a bound for
+/// a test that hangs, not a performance figure (a loaded CI machine once took more than
+/// the two syncs this test used to make).
+async fn synced_until(
+    fleet: &Fleet,
+    claims: &HandClaims,
+    what: &str,
+    mut cond: impl FnMut() -> bool,
+) {
     let deadline = std::time::Instant::now() + WAIT_MAX;
     while std::time::Instant::now() < deadline {
+        fleet.sync_claims(&claims.held()).await.expect("synced");
         if cond() {
             return;
         }
-        tokio::time::sleep(Duration::from_millis(25)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("{what}: not within {WAIT_MAX:?}");
 }
@@ -127,8 +136,7 @@ async fn a_replica_drives_only_the_clusters_it_holds_and_stores_the_others_specs
 
     // Claimed: taken up from the store and driven.
     claims.set(&[("demo", 5)]);
-    fleet.sync_claims(&claims.held()).await.expect("synced");
-    until("the claimed cluster is driven", || {
+    synced_until(&fleet, &claims, "the claimed cluster is driven", || {
         fleet.published.view("demo").is_some()
     })
     .await;
@@ -141,21 +149,23 @@ async fn a_replica_drives_only_the_clusters_it_holds_and_stores_the_others_specs
     // Claimed again under another revision (after a pause): let go of, then taken up
     // afresh from the store, with an event naming the claim.
     claims.set(&[("demo", 9)]);
-    fleet.sync_claims(&claims.held()).await.expect("synced");
-    fleet.sync_claims(&claims.held()).await.expect("synced");
-    until("the cluster is taken up under its new claim", || {
-        store
-            .events::<Event>("demo")
-            .expect("events")
-            .iter()
-            .any(|e| e.reason == "ClusterTakenUp" && e.message.contains("claim 9"))
-    })
+    synced_until(
+        &fleet,
+        &claims,
+        "the cluster is taken up under its new claim",
+        || {
+            store
+                .events::<Event>("demo")
+                .expect("events")
+                .iter()
+                .any(|e| e.reason == "ClusterTakenUp" && e.message.contains("claim 9"))
+        },
+    )
     .await;
 
     // The claim moved away: let go of, nothing more published.
     claims.set(&[]);
-    fleet.sync_claims(&claims.held()).await.expect("synced");
-    until("the cluster is let go of", || {
+    synced_until(&fleet, &claims, "the cluster is let go of", || {
         fleet.published.view("demo").is_none()
     })
     .await;

@@ -94,4 +94,7 @@ pub(crate) struct InFlight {
     /// The cluster was let go of (another replica claimed it) while this reconcile ran:
     /// its outcome is dropped, whatever happens to the cluster here since.
     pub let_go: bool,
+    /// Claimed here again after it was let go of, by this caller: taken up from the store
+    /// once the dropped reconcile is back.
+    pub take_up: Option<String>,
 }

@@ -19,10 +19,12 @@ impl<P: Provider> Engine<P> {
         let Some(spec) = self.store.get::<Cluster>(T_SPEC, name)? else {
             return Ok(false);
         };
-        if let Some(f) = self.in_flight.get(name)
+        if let Some(f) = self.in_flight.get_mut(name)
             && f.let_go
         {
-            // Its old reconcile is still out; the cluster is taken up once it is back.
+            // Its old reconcile is still out; the cluster is taken up once it is back
+            // (see `complete`), from what the store has then.
+            f.take_up = Some(by.to_string());
             return Ok(true);
         }
         match self.clusters.get(name) {
@@ -61,6 +63,7 @@ impl<P: Provider> Engine<P> {
     pub fn let_go(&mut self, name: &str) -> bool {
         if let Some(f) = self.in_flight.get_mut(name) {
             f.let_go = true;
+            f.take_up = None;
         }
         self.queue.remove(name);
         self.last_observed.remove(name);

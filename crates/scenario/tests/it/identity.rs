@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use crate::common;
-use common::example;
-use flightdeck_cloud::{Clock, SeededRng, SimClock, Timestamp};
+use common::{drive, example};
+use flightdeck_cloud::{SeededRng, SimClock, Timestamp};
 use flightdeck_engine::{Engine, EngineConfig};
 use flightdeck_sim::{MutationKind, SimCloud, SimConfig};
 use flightdeck_store::Store;
@@ -22,35 +22,6 @@ fn engine(cloud: &Arc<SimCloud>, clock: &SimClock, store: Store, seed: u64) -> E
         EngineConfig::default(),
     )
     .expect("engine")
-}
-
-/// Runs the engine and the simulated cloud in virtual time until `done` or `limit_s`.
-async fn drive(
-    e: &mut Engine<SimCloud>,
-    cloud: &SimCloud,
-    clock: &SimClock,
-    limit_s: u64,
-    done: impl Fn(&Engine<SimCloud>) -> bool,
-) -> bool {
-    let end = clock.now().plus_millis(limit_s * 1000);
-    loop {
-        cloud.advance();
-        e.run_due().await.expect("reconcile");
-        if done(e) {
-            return true;
-        }
-        let now = clock.now();
-        if now >= end {
-            return false;
-        }
-        let next = [e.next_due(), cloud.next_transition_at(), Some(end)]
-            .into_iter()
-            .flatten()
-            .filter(|t| *t > now)
-            .min()
-            .unwrap_or(end);
-        clock.advance_to(next);
-    }
 }
 
 fn ready(e: &Engine<SimCloud>) -> bool {

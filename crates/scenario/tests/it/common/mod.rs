@@ -1,5 +1,8 @@
 //! What several scenario tests start from.
 
+use flightdeck_cloud::{Clock, SimClock};
+use flightdeck_engine::Engine;
+use flightdeck_sim::SimCloud;
 use flightdeck_spec::{Cluster, Document, load_file};
 
 /// The cluster of `examples/openstack.yaml`.
@@ -9,5 +12,34 @@ pub fn example() -> Cluster {
     match load_file(&path).expect("example parses").pop() {
         Some(Document::Cluster(c)) => *c,
         _ => panic!("the example is a cluster"),
+    }
+}
+
+/// Runs the engine and the simulated cloud in virtual time until `done` or `limit_s`.
+pub async fn drive(
+    e: &mut Engine<SimCloud>,
+    cloud: &SimCloud,
+    clock: &SimClock,
+    limit_s: u64,
+    done: impl Fn(&Engine<SimCloud>) -> bool,
+) -> bool {
+    let end = clock.now().plus_millis(limit_s * 1000);
+    loop {
+        cloud.advance();
+        e.run_due().await.expect("reconcile");
+        if done(e) {
+            return true;
+        }
+        let now = clock.now();
+        if now >= end {
+            return false;
+        }
+        let next = [e.next_due(), cloud.next_transition_at(), Some(end)]
+            .into_iter()
+            .flatten()
+            .filter(|t| *t > now)
+            .min()
+            .unwrap_or(end);
+        clock.advance_to(next);
     }
 }
