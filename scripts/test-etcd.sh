@@ -8,8 +8,7 @@ cd "$(dirname "$0")/.."
 
 # shellcheck source=scripts/need-protoc.sh
 . scripts/need-protoc.sh
-# The client's code is linted here, where protoc is at hand (CI's clippy run has none).
-cargo clippy -p flightdeck -p flightdeck-etcd --features flightdeck/etcd,flightdeck-etcd/client --all-targets -- -D warnings
+# The client's code is linted by scripts/lint.sh.
 trap 'bash scripts/etcd-cluster.sh stop' EXIT
 address=$(bash scripts/etcd-cluster.sh start)
 echo "== etcd cluster up: $address"

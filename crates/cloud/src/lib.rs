@@ -2,6 +2,7 @@
 //! object model, ownership tags, provider traits (one per capability) and the error
 //! taxonomy every provider maps its failures into. No I/O lives here.
 
+pub mod erased;
 pub mod error;
 pub mod identity;
 pub mod kubevirt;
@@ -12,6 +13,7 @@ pub mod provider;
 pub mod rng;
 pub mod time;
 
+pub use erased::DynProvider;
 pub use error::{CloudError, ErrorClass};
 pub use identity::{ForeignObject, Identity};
 pub use kubevirt::{

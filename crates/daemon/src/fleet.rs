@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
-use flightdeck_cloud::{Clock, Provider, SeededRng};
+use flightdeck_cloud::{Clock, DynProvider, Provider, SeededRng};
 use flightdeck_engine::{Engine, EngineConfig};
 use flightdeck_plan::{ClusterStatus, Event, Memory, Severity};
 use flightdeck_spec::Cluster;
@@ -199,16 +199,34 @@ impl Fleet {
         speed: f64,
         r: &Route,
     ) -> Result<BackendHandle, Failure> {
+        self.spawn_any(DynProvider::new(provider), clock, speed, r)
+            .await
+    }
+
+    /// [`Fleet::spawn`] on any cloud's provider. The provider is erased before it is
+    /// instrumented, and again after: the instrumentation, the engine and the backend
+    /// are compiled once, not once per cloud and hook.
+    async fn spawn_any(
+        &self,
+        provider: DynProvider,
+        clock: Arc<dyn Clock>,
+        speed: f64,
+        r: &Route,
+    ) -> Result<BackendHandle, Failure> {
         // Every cloud call is counted and timed; on the embedded simulator a user may
         // slow one cluster's calls down (an `api.latency` fault aimed at it).
         let metrics = self.published.metrics.clone();
         let cloud = r.cloud_kind();
+        let provider = Arc::new(provider);
         let provider = match &self.sim {
-            Some(sim) if r.is_sim() => Arc::new(
+            Some(sim) if r.is_sim() => DynProvider::new(Arc::new(
                 Instrumented::new(provider, cloud, metrics).with_hook(Hook::Latency(sim.latency())),
-            ),
-            _ => Arc::new(Instrumented::new(provider, cloud, metrics).with_hook(Hook::None)),
+            )),
+            _ => DynProvider::new(Arc::new(
+                Instrumented::new(provider, cloud, metrics).with_hook(Hook::None),
+            )),
         };
+        let provider = Arc::new(provider);
         let sim = self.sim.is_some();
         let claims = self.options.claims.clone();
         let accept = |spec: &Cluster| {

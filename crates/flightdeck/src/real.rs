@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration as StdDuration, Instant};
 
 use anyhow::bail;
-use flightdeck_cloud::{Clock, Provider, SeededRng};
+use flightdeck_cloud::{Clock, DynProvider, Provider, SeededRng};
 use flightdeck_engine::{Engine, EngineConfig, TimelineEntry};
 use flightdeck_kubevirt::{KubeVirtCloud, KubeconfigFile, KubeconfigSecret, WorkloadClients};
 use flightdeck_spec::{Cluster, Duration};
@@ -171,10 +171,21 @@ async fn drive<P: Provider + 'static>(
     goal: Goal,
     timeout: Duration,
 ) -> anyhow::Result<ExitCode> {
+    drive_any(DynProvider::new(provider), clock, state_dir, goal, timeout).await
+}
+
+/// [`drive`] on any cloud's provider: the engine is compiled once, not once per cloud.
+async fn drive_any(
+    provider: DynProvider,
+    clock: Arc<dyn Clock>,
+    state_dir: &Path,
+    goal: Goal,
+    timeout: Duration,
+) -> anyhow::Result<ExitCode> {
     let store = Arc::new(Store::open(state_dir)?);
     let seed = SystemClock.now().millis() ^ u64::from(std::process::id());
-    let mut engine: Engine<P> = Engine::new(
-        provider,
+    let mut engine: Engine<DynProvider> = Engine::new(
+        Arc::new(provider),
         store,
         clock.clone(),
         Box::new(SeededRng::new(seed)),
@@ -243,7 +254,7 @@ async fn drive<P: Provider + 'static>(
 /// A condition no waiting can clear: objects of an earlier cluster of the same name
 /// (adopt them, or remove them), or a deletion that sees none of its recorded objects
 /// (check, then `--forget`). The state is kept: the same command with the flag goes on.
-fn needs_operator<P: Provider>(engine: &Engine<P>) -> Option<String> {
+fn needs_operator(engine: &Engine<DynProvider>) -> Option<String> {
     use flightdeck_plan::condition::kind;
     engine.clusters().find_map(|(name, c)| {
         c.status

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use flightdeck_cloud::{Clock, Provider, Rng, SeededRng, SimClock, Timestamp};
+use flightdeck_cloud::{Clock, DynProvider, Provider, Rng, SeededRng, SimClock, Timestamp};
 use flightdeck_engine::{Engine, EngineConfig, EngineError};
 use flightdeck_plan::{Event, Severity};
 use flightdeck_sim::{SimCloud, SimConfig, World};
@@ -139,9 +139,21 @@ where
     F: FnOnce(Arc<SimCloud>) -> Fut,
     Fut: std::future::Future<Output = Result<Arc<P>, RunError>>,
 {
-    let cloud = Driver::<P>::new_cloud(loaded, options);
+    let cloud = Driver::<DynProvider>::new_cloud(loaded, options);
     let provider = connect(cloud.clone()).await?;
-    let mut d = Driver::new(loaded, options, on_event, cloud, provider)?;
+    drive(loaded, options, on_event, cloud, DynProvider::new(provider)).await
+}
+
+/// The run itself, on any cloud's provider: the driver and its engine are compiled once,
+/// not once for each provider type.
+async fn drive(
+    loaded: &LoadedScenario,
+    options: &RunOptions,
+    on_event: &mut dyn FnMut(&TimelineEntry),
+    cloud: Arc<SimCloud>,
+    provider: DynProvider,
+) -> Result<Run, RunError> {
+    let mut d = Driver::new(loaded, options, on_event, cloud, Arc::new(provider))?;
     d.run().await?;
     Ok(d.finish())
 }

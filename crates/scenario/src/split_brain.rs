@@ -21,7 +21,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use flightdeck_cloud::{Clock, Rng, SeededRng, SimClock, Timestamp};
+use flightdeck_cloud::{Clock, DynProvider, Rng, SeededRng, SimClock, Timestamp};
 use flightdeck_engine::{Engine, EngineConfig, SPEC_TABLE};
 use flightdeck_sim::{SimCloud, SimConfig};
 use flightdeck_spec::{Cluster, Document, Duration, load_documents};
@@ -130,7 +130,7 @@ fn fleet(case: &SplitBrainCase, rng: &mut SeededRng) -> Result<Vec<(Cluster, Clu
 
 struct Replica {
     fence: Arc<ReplicaFence>,
-    engine: Engine<SimCloud>,
+    engine: Engine<DynProvider>,
     /// Reconciles started just before the pause, run when it ends.
     parked: Vec<(String, flightdeck_engine::Reconcile)>,
     next_turn: Timestamp,
@@ -191,7 +191,7 @@ pub async fn run_split_brain(seed: u64, unfenced: Unfenced) -> Result<SplitBrain
             fence.clone(),
         ))));
         let engine = Engine::new(
-            cloud.clone(),
+            Arc::new(DynProvider::new(cloud.clone())),
             store,
             Arc::new(clock.clone()),
             Box::new(SeededRng::fork(seed, &format!("engine-r{i}"))),
