@@ -16,14 +16,18 @@ cargo clippy --workspace --all-targets -- -D warnings
 
 echo "== the product without the test bed: flightdeck built without the simulator"
 cargo clippy -p flightdeck -p flightdeck-daemon --no-default-features -- -D warnings
-if cargo tree -p flightdeck --edges normal --no-default-features | grep -E 'flightdeck-(scenario|sim|sim-http|embedded) '; then
+tree=$(cargo tree -p flightdeck --edges normal --no-default-features)
+if grep -E 'flightdeck-(scenario|sim|sim-http|embedded) ' <<< "$tree"; then
   echo "the product depends on the test bed"
   exit 1
 fi
 
 if [ -n "${LINT_WAIT_FOR:-}" ]; then
-  echo "== waiting for $LINT_WAIT_FOR"
-  while [ ! -e "$LINT_WAIT_FOR" ]; do sleep 5; done
+  echo "== waiting for $LINT_WAIT_FOR (at most 30 minutes; then protoc is installed here)"
+  for _ in $(seq 360); do
+    [ -e "$LINT_WAIT_FOR" ] && break
+    sleep 5
+  done
 fi
 echo "== cargo clippy -D warnings with the etcd client"
 # shellcheck source=scripts/need-protoc.sh

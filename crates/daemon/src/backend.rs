@@ -386,5 +386,6 @@ fn engine_failure(e: EngineError) -> Failure {
         }
         EngineError::Store(e) => Failure::store(e),
         EngineError::Crashed(_) => Failure::internal(e.to_string()),
+        EngineError::HandingOver(_) => Failure::unavailable(e.to_string()),
     }
 }

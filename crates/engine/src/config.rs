@@ -52,6 +52,12 @@ pub enum EngineError {
     Deleting(String),
     #[error("cluster {0} is not known to this flightdeck")]
     UnknownCluster(String),
+    /// The cluster was let go of while a reconcile of it ran, and that reconcile is still
+    /// out: nothing of the cluster can be decided here until it is back.
+    #[error(
+        "cluster {0} is being handed over: a reconcile started under the claim this replica lost is still out; try again in a moment"
+    )]
+    HandingOver(String),
     #[error(
         "cluster {cluster}: {field} cannot change once the cluster exists ({from} → {to}); \
          create a new cluster instead"
@@ -94,7 +100,4 @@ pub(crate) struct InFlight {
     /// The cluster was let go of (another replica claimed it) while this reconcile ran:
     /// its outcome is dropped, whatever happens to the cluster here since.
     pub let_go: bool,
-    /// Claimed here again after it was let go of, by this caller: taken up from the store
-    /// once the dropped reconcile is back.
-    pub take_up: Option<String>,
 }

@@ -132,10 +132,6 @@ impl<P: Provider + 'static> Engine<P> {
         let asked = self.in_flight.remove(&cluster).unwrap_or_default();
         if asked.let_go {
             // Decided under a claim this replica no longer has: nothing of it is kept.
-            // Claimed again meanwhile, the cluster is taken up afresh from the store.
-            if let Some(by) = asked.take_up {
-                self.take_up(&cluster, &by)?;
-            }
             return result.map(|_| ());
         }
         if let Err(e) = result.and_then(|o| self.finish(o)) {

@@ -186,6 +186,16 @@ impl<P: Provider> Engine<P> {
     /// takes over what one earlier cluster of its name left in the cloud, by its UID.
     pub fn apply_with(&mut self, spec: Cluster, adopt: bool) -> Result<(), EngineError> {
         let name = spec.name().to_string();
+        self.refuse_while_handing_over(&name)?;
+        if !self.clusters.contains_key(&name)
+            && let Some(stored) = self.store.get::<Cluster>(T_SPEC, &name)?
+            && self.load(&name, stored)?
+        {
+            // Stored, but not driven here yet: another replica drove it until this one
+            // was given its claim. It goes on from its stored memory, its UID and the
+            // objects it recorded, never a new UID over them.
+            self.note_taken_up(&name, "this replica (on an apply)")?;
+        }
         let now = self.clock.now();
         if let Some(why) = self
             .clusters
@@ -269,6 +279,7 @@ impl<P: Provider> Engine<P> {
     /// Closes the cluster's churn breakers (F11): objects stopped with
     /// `ReconcileLoopDetected` are reconciled again, with a fresh history.
     pub fn resume(&mut self, name: &str) -> Result<(), EngineError> {
+        self.known(name)?;
         if let Some(f) = self.in_flight.get_mut(name) {
             // Applied when the reconcile in flight is done, to the memory it ends with.
             f.resume = true;
@@ -290,6 +301,17 @@ impl<P: Provider> Engine<P> {
             )
         };
         self.commit_memory_change(name, "Resumed", message)
+    }
+
+    /// Whether an operator's request for cluster `name` can be taken: it is driven here
+    /// (a request for a cluster in flight is applied when its reconcile is back, which a
+    /// cluster let go of meanwhile never is).
+    pub(crate) fn known(&self, name: &str) -> Result<(), EngineError> {
+        self.refuse_while_handing_over(name)?;
+        if !self.clusters.contains_key(name) {
+            return Err(EngineError::UnknownCluster(name.to_string()));
+        }
+        Ok(())
     }
 
     pub(crate) fn cluster_mut(&mut self, name: &str) -> Result<&mut ClusterRecord, EngineError> {
@@ -330,9 +352,7 @@ impl<P: Provider> Engine<P> {
     /// longer lists anything the cluster owned.
     pub fn delete(&mut self, name: &str) -> Result<(), EngineError> {
         let now = self.clock.now();
-        if !self.clusters.contains_key(name) {
-            return Err(EngineError::UnknownCluster(name.to_string()));
-        }
+        self.known(name)?;
         if let Some(f) = self.in_flight.get_mut(name) {
             // Applied when the reconcile in flight is done, to the memory it ends with.
             f.delete = Some(now);

@@ -19,14 +19,7 @@ impl<P: Provider> Engine<P> {
         let Some(spec) = self.store.get::<Cluster>(T_SPEC, name)? else {
             return Ok(false);
         };
-        if let Some(f) = self.in_flight.get_mut(name)
-            && f.let_go
-        {
-            // Its old reconcile is still out; the cluster is taken up once it is back
-            // (see `complete`), from what the store has then.
-            f.take_up = Some(by.to_string());
-            return Ok(true);
-        }
+        self.refuse_while_handing_over(name)?;
         match self.clusters.get(name) {
             Some(c) if c.spec == spec => return Ok(true),
             Some(_) => {}
@@ -42,7 +35,7 @@ impl<P: Provider> Engine<P> {
     }
 
     /// Says, in the cluster's events, who drives it from here on.
-    fn note_taken_up(&mut self, name: &str, by: &str) -> Result<(), EngineError> {
+    pub(crate) fn note_taken_up(&mut self, name: &str, by: &str) -> Result<(), EngineError> {
         let event = Event {
             at: self.clock.now(),
             cluster: name.to_string(),
@@ -63,7 +56,6 @@ impl<P: Provider> Engine<P> {
     pub fn let_go(&mut self, name: &str) -> bool {
         if let Some(f) = self.in_flight.get_mut(name) {
             f.let_go = true;
-            f.take_up = None;
         }
         self.queue.remove(name);
         self.last_observed.remove(name);
@@ -72,6 +64,19 @@ impl<P: Provider> Engine<P> {
             .unwrap_or_else(|e| e.into_inner())
             .remove(name);
         self.clusters.remove(name).is_some()
+    }
+
+    /// Refuses to decide anything of cluster `name` while a reconcile started under a
+    /// claim this replica lost is still out. Taking it up then would be answered "taken
+    /// up" with nothing to drive it once the dropped reconcile is back (a replica holding
+    /// a claim it never acts on); applying a spec would make a new UID over the stored
+    /// memory. The caller asks again: the fleet at its next turn, the API's client on a
+    /// 503.
+    pub(crate) fn refuse_while_handing_over(&self, name: &str) -> Result<(), EngineError> {
+        if self.in_flight.get(name).is_some_and(|f| f.let_go) && !self.clusters.contains_key(name) {
+            return Err(EngineError::HandingOver(name.to_string()));
+        }
+        Ok(())
     }
 
     /// The clusters this engine drives.

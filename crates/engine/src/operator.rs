@@ -13,6 +13,7 @@ impl<P: Provider> Engine<P> {
     /// its name left (see `identity.rs`). A cluster whose identity is confirmed already
     /// owns what it made: there is nothing to adopt, and nothing changes.
     pub fn adopt(&mut self, name: &str) -> Result<(), EngineError> {
+        self.known(name)?;
         if let Some(f) = self.in_flight.get_mut(name) {
             f.adopt = true;
             return Ok(());
@@ -35,6 +36,7 @@ impl<P: Provider> Engine<P> {
     /// recorded and flightdeck deleted none of them (an operator checked that they are
     /// gone). Only a cluster being deleted can be forgotten.
     pub fn forget(&mut self, name: &str) -> Result<(), EngineError> {
+        self.known(name)?;
         if let Some(f) = self.in_flight.get_mut(name) {
             f.forget = true;
             return Ok(());

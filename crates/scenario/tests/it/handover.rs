@@ -1,13 +1,14 @@
-//! Handing a cluster between replicas: a claim lost and won back while a reconcile of
-//! the cluster is still out. The reconcile decided under the lost claim is dropped, and
-//! the cluster is driven again from the store once it is back: a replica that holds a
-//! claim always drives its cluster. The check reads the simulator's world.
+//! Handing a cluster between replicas. A claim lost and won back while a reconcile of
+//! the cluster is still out: nothing of the cluster is decided until that reconcile is
+//! back (its outcome dropped); then the cluster is taken up from the store and driven. A
+//! spec applied to a stored cluster not yet driven here goes on from its stored memory.
+//! The checks read the simulator's world.
 
 use std::sync::Arc;
 
 use crate::common::{drive, example};
 use flightdeck_cloud::{Compute, SeededRng, SimClock, Timestamp};
-use flightdeck_engine::{Engine, EngineConfig};
+use flightdeck_engine::{Engine, EngineConfig, EngineError};
 use flightdeck_sim::{SimCloud, SimConfig};
 use flightdeck_store::Store;
 
@@ -15,8 +16,8 @@ fn ready(e: &Engine<SimCloud>) -> bool {
     e.cluster("demo").is_some_and(|c| c.status.ready)
 }
 
-#[tokio::test]
-async fn a_cluster_claimed_again_while_its_dropped_reconcile_runs_is_driven_once_it_is_back() {
+/// An engine on a fresh simulated cloud, with `demo` built to Ready.
+async fn built() -> (Engine<SimCloud>, Arc<SimCloud>, SimClock) {
     let clock = SimClock::new(Timestamp::SIM_EPOCH);
     let cloud = Arc::new(SimCloud::new(SimConfig::default(), 3, clock.clone()));
     let mut e = Engine::new(
@@ -30,6 +31,16 @@ async fn a_cluster_claimed_again_while_its_dropped_reconcile_runs_is_driven_once
     e.apply(example()).expect("apply");
     assert!(drive(&mut e, &cloud, &clock, 3600, ready).await);
     e.drain_events();
+    (e, cloud, clock)
+}
+
+fn handing_over<T: std::fmt::Debug>(r: Result<T, EngineError>) -> bool {
+    matches!(r, Err(EngineError::HandingOver(ref c)) if c == "demo")
+}
+
+#[tokio::test]
+async fn a_cluster_claimed_again_while_its_dropped_reconcile_runs_is_driven_once_it_is_back() {
+    let (mut e, cloud, clock) = built().await;
 
     // The next resync starts; the claim moves away and comes back under a new revision
     // before it returns.
@@ -38,12 +49,15 @@ async fn a_cluster_claimed_again_while_its_dropped_reconcile_runs_is_driven_once
     assert_eq!(started.len(), 1, "the cluster's resync");
     let (_, out) = started.remove(0);
     assert!(e.let_go("demo"));
-    assert!(e.take_up("demo", "replica me claim 9").expect("take up"));
-    assert!(
-        e.cluster("demo").is_none(),
-        "not driven while the old reconcile is out"
-    );
+    // Until it is back, the cluster is neither taken up nor changed: the fleet asks again
+    // at its next turn, an operator's client gets a 503.
+    assert!(handing_over(e.take_up("demo", "replica me claim 9")));
+    assert!(handing_over(e.apply(example())));
+    assert!(handing_over(e.resume("demo")));
+    assert!(handing_over(e.delete("demo")));
+    assert!(e.cluster("demo").is_none(), "not driven while it is out");
     e.complete(out.await).expect("completed");
+    assert!(e.take_up("demo", "replica me claim 9").expect("take up"));
 
     let taken: Vec<String> = e
         .drain_events()
@@ -67,5 +81,31 @@ async fn a_cluster_claimed_again_while_its_dropped_reconcile_runs_is_driven_once
         world.servers.iter().all(|s| s.id != lost) && world.servers.len() >= 3,
         "the lost server is replaced: {:?}",
         world.servers.iter().map(|s| &s.name).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test]
+async fn a_spec_applied_to_a_stored_cluster_not_driven_here_keeps_its_uid_and_objects() {
+    let (mut e, cloud, clock) = built().await;
+    let uid = e.cluster("demo").expect("driven").memory.uid.clone();
+    let servers = cloud.snapshot().servers.len();
+    // Another replica drove it; this one was just given its claim, and an apply comes in
+    // before its fleet took the cluster up.
+    assert!(e.let_go("demo"));
+    e.apply(example()).expect("applied");
+    assert_eq!(
+        e.cluster("demo").expect("driven").memory.uid,
+        uid,
+        "the stored UID, not a new one"
+    );
+    assert!(drive(&mut e, &cloud, &clock, 1800, ready).await);
+    let world = cloud.snapshot();
+    assert_eq!(world.servers.len(), servers, "no second cluster built");
+    assert!(
+        world
+            .servers
+            .iter()
+            .all(|s| s.tags.iter().any(|t| *t == format!("flightdeck-uid={uid}"))),
+        "every server still the cluster's"
     );
 }
