@@ -94,6 +94,9 @@ pub struct Invariants {
     vmi_deletions_seen: usize,
     /// VMIs (by uid) whose overdue evacuation was reported.
     evacuations_overdue: BTreeSet<String>,
+    /// When the Kubernetes APIs (the infra cluster's and the workload clusters') refused
+    /// calls (`api.rateLimit`, `api.errorRate`): from, and until (`None`: the end).
+    kube_outages: Vec<(Timestamp, Option<Timestamp>)>,
     set_churn: crate::churn_check::SetChurn,
     serving: crate::serving::ServingCheck,
 }
@@ -131,9 +134,50 @@ impl Invariants {
             one_failed: BTreeSet::new(),
             vmi_deletions_seen: 0,
             evacuations_overdue: BTreeSet::new(),
+            kube_outages: Vec::new(),
             set_churn: Default::default(),
             serving: Default::default(),
         }
+    }
+
+    /// The scenario's faults that make the Kubernetes APIs refuse calls, for the checks
+    /// whose bound flightdeck can only meet by observing (an evacuation's deadline).
+    pub fn note_faults(&mut self, start: Timestamp, faults: &[flightdeck_spec::fault::Fault]) {
+        use flightdeck_spec::{FaultKind, Service};
+        self.kube_outages = faults
+            .iter()
+            .filter(|f| matches!(f.kind, FaultKind::ApiRateLimit | FaultKind::ApiErrorRate))
+            .filter(|f| f.service.is_none_or(|s| s == Service::Kubernetes))
+            .map(|f| {
+                let from = start.plus(f.at);
+                (from, f.duration.map(|d| from.plus(d)))
+            })
+            .collect();
+    }
+
+    /// How much of `from..to` the Kubernetes APIs spent refusing calls (overlapping
+    /// outages counted once).
+    fn kube_outage_within(&self, from: Timestamp, to: Timestamp) -> u64 {
+        let mut spans: Vec<(u64, u64)> = self
+            .kube_outages
+            .iter()
+            .map(|(a, b)| {
+                let a = a.millis().max(from.millis());
+                let b = b.map_or(to.millis(), |b| b.millis()).min(to.millis());
+                (a, b)
+            })
+            .filter(|(a, b)| a < b)
+            .collect();
+        spans.sort_unstable();
+        let (mut total, mut reached) = (0, from.millis());
+        for (a, b) in spans {
+            let a = a.max(reached);
+            if b > a {
+                total += b - a;
+                reached = b;
+            }
+        }
+        total
     }
 
     /// The step the following checks belong to.
@@ -420,9 +464,13 @@ impl Invariants {
             };
             // Control-plane machines are named `<cluster>-cp-<n>`.
             let control_plane = vmi.name.starts_with(&format!("{}-cp-", c.name));
+            // flightdeck starts the drain's clock when it first lists the evacuation; an
+            // API that refuses its lists delays that (swarm seed 11037243: rate-limited
+            // for most of 13 minutes), so the time refused is not counted against it.
             let bound = timeout.as_millis()
                 + c.resync_period.as_millis() * 11 / 10
                 + EVACUATION_SLACK.as_millis()
+                + self.kube_outage_within(since, now)
                 + if control_plane {
                     EVACUATION_QUORUM_WAIT.as_millis()
                 } else {
@@ -798,5 +846,48 @@ pub fn leaks(world: &World, track: &ClusterTrack) -> Option<String> {
         None
     } else {
         Some(left.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod outage_tests {
+    use super::*;
+    use flightdeck_spec::fault::Fault;
+
+    fn fault(kind: &str, service: Option<&str>, at_s: u64, for_s: Option<u64>) -> Fault {
+        let mut f = serde_json::json!({"at": format!("{at_s}s"), "kind": kind, "rate": 0.5});
+        if let Some(s) = service {
+            f["service"] = s.into();
+        }
+        if let Some(d) = for_s {
+            f["duration"] = format!("{d}s").into();
+        }
+        serde_json::from_value(f).expect("a fault")
+    }
+
+    #[test]
+    fn the_time_the_kubernetes_apis_refused_calls_is_counted_once_and_only_within_the_span() {
+        let start = Timestamp::SIM_EPOCH;
+        let at = |s: u64| start.plus_millis(s * 1000);
+        let mut inv = Invariants::new(
+            &[Invariant::DrainBeforeDelete],
+            start,
+            CallBudget::default(),
+        );
+        inv.note_faults(
+            start,
+            &[
+                fault("api.rateLimit", Some("kubernetes"), 100, Some(300)),
+                // Overlaps the first: 300–500 adds 100 s more.
+                fault("api.errorRate", None, 300, Some(200)),
+                // Another service's outage does not blind the drain.
+                fault("api.errorRate", Some("nova"), 0, None),
+                // Not an outage.
+                fault("api.latency", Some("kubernetes"), 0, None),
+            ],
+        );
+        assert_eq!(inv.kube_outage_within(at(0), at(1000)), 400_000);
+        assert_eq!(inv.kube_outage_within(at(200), at(350)), 150_000);
+        assert_eq!(inv.kube_outage_within(at(600), at(1000)), 0);
     }
 }

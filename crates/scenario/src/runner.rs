@@ -291,7 +291,11 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
             world: None,
             last_check: None,
             specs: BTreeMap::new(),
-            invariants: Invariants::new(&enabled, start, options.call_budget.clone()),
+            invariants: {
+                let mut inv = Invariants::new(&enabled, start, options.call_budget.clone());
+                inv.note_faults(start, &spec.faults);
+                inv
+            },
             watches,
             mutation_counts: MutationCounts::default(),
             workload_failures: Vec::new(),
