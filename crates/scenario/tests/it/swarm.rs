@@ -148,6 +148,13 @@ fn f9_an_evacuation_seen_late_through_a_rate_limited_api_keeps_its_deadline_on_s
     passes(11_037_243);
 }
 
+/// F9: swarm seed 11058900, the same class as 11037243: the Kubernetes APIs rate-limited
+/// from 8:17 to 19:53, cluster c2 first saw infra-2's evacuation at 20:07.
+#[test]
+fn f9_an_evacuation_seen_late_through_a_rate_limited_api_keeps_its_deadline_on_seed_11058900() {
+    passes(11_058_900);
+}
+
 /// Runs one seed with every safety mechanism on and asserts that it passes.
 fn passes(seed: u64) {
     let runtime = tokio::runtime::Builder::new_current_thread()
