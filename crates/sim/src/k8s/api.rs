@@ -351,6 +351,15 @@ pub(crate) fn json_response(status: u16, body: &Value) -> KubeResponse {
     }
 }
 
+/// A 200 whose JSON body is already serialized.
+pub(crate) fn served_response(body: String) -> KubeResponse {
+    KubeResponse {
+        status: 200,
+        content_type: "application/json".into(),
+        body: body.into_bytes(),
+    }
+}
+
 /// A `Status` body: `Success` below 400, otherwise `Failure` with `reason`.
 pub(crate) fn status_response(
     code: u16,

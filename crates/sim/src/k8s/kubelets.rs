@@ -16,6 +16,7 @@
 //! gives, or `410 Expired` when those are no longer kept (the client lists again).
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 use flightdeck_cloud::ownership::TAG_CLUSTER;
 use flightdeck_cloud::{Node, Ownership, Timestamp};
@@ -23,8 +24,8 @@ use flightdeck_spec::FaultKind;
 use serde_json::{Value, json};
 
 use super::api::{
-    Answer, expired_line, fail, is_watch, json_response, query, unavailable, watch_answer,
-    watch_line, watch_since,
+    Answer, expired_line, fail, is_watch, json_response, query, served_response, unavailable,
+    watch_answer, watch_since,
 };
 use super::discovery;
 use super::store::rfc3339;
@@ -103,26 +104,32 @@ fn node_json(st: &State, n: &Node, now: Timestamp) -> Value {
 /// The most node events one cluster keeps for watches.
 pub(crate) const NODE_EVENTS_MAX: usize = 1_000;
 
+/// A node's object as served, in JSON. Kept serialized and shared between the node's
+/// current entry and its newest event: a parsed object costs several times its text, and a
+/// fleet of 1,000 clusters keeps tens of thousands of them.
+type Served = Arc<str>;
+
 /// What the API of one played cluster served of its nodes.
 #[derive(Debug, Default)]
 pub(crate) struct NodeLog {
     /// The newest resourceVersion.
     version: u64,
     /// Each node as last served, and its object.
-    current: BTreeMap<String, (Node, Value)>,
+    current: BTreeMap<String, (Node, Served)>,
     /// `(resourceVersion, type, object)`, oldest first, at most [`NODE_EVENTS_MAX`].
-    events: VecDeque<(u64, &'static str, Value)>,
+    events: VecDeque<(u64, &'static str, Served)>,
 }
 
 impl NodeLog {
-    fn push(&mut self, kind: &'static str, mut object: Value) -> Value {
+    fn push(&mut self, kind: &'static str, mut object: Value) -> Served {
         self.version += 1;
         object["metadata"]["resourceVersion"] = json!(self.version.to_string());
+        let served: Served = Arc::from(object.to_string());
         if self.events.len() == NODE_EVENTS_MAX {
             self.events.pop_front();
         }
-        self.events.push_back((self.version, kind, object.clone()));
-        object
+        self.events.push_back((self.version, kind, served.clone()));
+        served
     }
 
     /// Records the nodes as they are now: an event for each that appeared, changed or
@@ -141,18 +148,31 @@ impl NodeLog {
         }
         let gone = std::mem::replace(&mut self.current, seen);
         for (_, (_, object)) in gone {
+            // The deletion's event carries the deletion's resourceVersion.
+            let object = serde_json::from_str(&object).unwrap_or(Value::Null);
             self.push("DELETED", object);
         }
     }
 
     /// The events after `since`; `Err(oldest kept)` when some of them are no longer kept.
-    fn after(&self, since: u64) -> Result<Vec<&(u64, &'static str, Value)>, u64> {
+    fn after(&self, since: u64) -> Result<Vec<&(u64, &'static str, Served)>, u64> {
         let oldest = self.events.front().map_or(self.version + 1, |e| e.0);
         if since + 1 < oldest && since < self.version {
             return Err(oldest);
         }
         Ok(self.events.iter().filter(|e| e.0 > since).collect())
     }
+}
+
+/// One line of a watch: `{"type":…,"object":…}` around an object already serialized.
+fn served_line(kind: &str, object: &str) -> Vec<u8> {
+    let mut line = Vec::with_capacity(object.len() + kind.len() + 24);
+    line.extend_from_slice(b"{\"type\":\"");
+    line.extend_from_slice(kind.as_bytes());
+    line.extend_from_slice(b"\",\"object\":");
+    line.extend_from_slice(object.as_bytes());
+    line.extend_from_slice(b"}\n");
+    line
 }
 
 fn not_found_path() -> Answer {
@@ -173,13 +193,13 @@ fn watch(log: &NodeLog, params: &BTreeMap<String, String>) -> Answer {
     match since.map(|s| (s, log.after(s))) {
         None => {
             for (_, object) in log.current.values() {
-                body.extend(watch_line("ADDED", object));
+                body.extend(served_line("ADDED", object));
             }
         }
         Some((since, Err(oldest))) => body.extend(expired_line(since, oldest)),
         Some((_, Ok(events))) => {
             for (_, kind, object) in events {
-                body.extend(watch_line(kind, object));
+                body.extend(served_line(kind, object));
             }
         }
     }
@@ -253,18 +273,25 @@ fn answer(log: &NodeLog, segs: &[&str], params: &BTreeMap<String, String>) -> An
         ["api", "v1", "watch", "nodes"] => watch(log, params),
         ["api", "v1", "nodes"] if is_watch(params) => watch(log, params),
         ["api", "v1", "nodes"] => {
-            let items: Vec<&Value> = log.current.values().map(|(_, v)| v).collect();
-            let list = json!({
-                "apiVersion": "v1",
-                "kind": "NodeList",
-                "metadata": {"resourceVersion": log.version.to_string()},
-                "items": items,
-            });
-            (json_response(200, &list), None)
+            let mut body = format!(
+                "{{\"apiVersion\":\"v1\",\"kind\":\"NodeList\",\"metadata\":\
+                 {{\"resourceVersion\":\"{}\"}},\"items\":[",
+                log.version
+            );
+            for (i, (_, object)) in log.current.values().enumerate() {
+                if i > 0 {
+                    body.push(',');
+                }
+                body.push_str(object);
+            }
+            body.push_str("]}");
+            (served_response(body), None)
         }
         ["api", "v1", "nodes", name] => match log.current.get(*name) {
-            Some((_, v)) => {
-                let mut v = v.clone();
+            Some((_, served)) => {
+                let Ok(mut v) = serde_json::from_str::<Value>(served) else {
+                    return fail(500, "InternalError", "a served node no longer parses");
+                };
                 v["apiVersion"] = json!("v1");
                 v["kind"] = json!("Node");
                 (json_response(200, &v), None)
@@ -335,5 +362,51 @@ mod tests {
         assert!(text.contains("\"code\":410"), "{text}");
         let (resp, _) = watch(&log, &since("x"));
         assert_eq!(resp.status, 400);
+    }
+
+    #[test]
+    fn lists_and_watches_serve_each_node_with_the_version_of_its_last_change() {
+        let mut log = NodeLog::default();
+        log.record(vec![node("a", true), node("b", false)], object);
+        log.record(vec![node("b", true)], object);
+        let (resp, _) = answer(&log, &["api", "v1", "nodes"], &BTreeMap::new());
+        let list: Value = serde_json::from_slice(&resp.body).expect("a list is JSON");
+        assert_eq!(list["kind"], "NodeList");
+        assert_eq!(list["metadata"]["resourceVersion"], "4");
+        let items = list["items"].as_array().expect("items");
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0]["metadata"]["name"], "b");
+        assert_eq!(items[0]["metadata"]["resourceVersion"], "3");
+        let since = BTreeMap::from([("resourceVersion".to_string(), "2".to_string())]);
+        let (resp, _) = watch(&log, &since);
+        let lines: Vec<Value> = resp
+            .body
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice(l).expect("each watch line is JSON"))
+            .collect();
+        let seen: Vec<(&str, &str, &str)> = lines
+            .iter()
+            .map(|l| {
+                (
+                    l["type"].as_str().unwrap_or_default(),
+                    l["object"]["metadata"]["name"].as_str().unwrap_or_default(),
+                    l["object"]["metadata"]["resourceVersion"]
+                        .as_str()
+                        .unwrap_or_default(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [("MODIFIED", "b", "3"), ("DELETED", "a", "4")],
+            "a deletion carries the deletion's version, not the node's last one"
+        );
+        let (resp, _) = answer(&log, &["api", "v1", "nodes", "b"], &BTreeMap::new());
+        let one: Value = serde_json::from_slice(&resp.body).expect("a node is JSON");
+        assert_eq!(
+            (one["kind"].as_str(), one["ready"].as_bool()),
+            (Some("Node"), Some(true))
+        );
     }
 }
