@@ -261,7 +261,8 @@ fn plan_set(
     // and when the spec changes under a pending removal (swarm seeds 600071990 and
     // 137684436: a scale-down's or a rollout's removal went on after the spec asked for
     // 5). A surge-first set decides a removal only while `replicas` others serve, so it
-    // never withdraws one it has just decided; delete-first (a test's switch) removes
+    // never withdraws one it has just decided (nor re-decides one while fewer than
+    // `replicas` others are healthy); delete-first (a test's switch) removes
     // below `replicas` by design and holds only the others it has.
     let surge_first = p.options.on(crate::safety::Mechanism::SurgeFirst);
     let others: Vec<&MachineView<'_>> =
@@ -276,7 +277,11 @@ fn plan_set(
         } else {
             set.replicas.min(others.len() as u32)
         };
-        if member_still_there && healthy(m) && others_healthy < needed {
+        // Its own traffic is judged by what the node list cannot blind (Octavia's member
+        // status): while every node reads NotReady no machine is healthy, yet its member
+        // still serves (swarm seed 12001926).
+        let serves = healthy(m) || carries_traffic(m);
+        if member_still_there && serves && others_healthy < needed {
             if let Some(r) = p.memory.machines.get_mut(m.name()) {
                 r.removal = None;
             }

@@ -374,3 +374,28 @@ fn a_pending_removal_is_withdrawn_when_the_spec_scales_the_control_plane_up() {
     );
     assert!(p.memory.machines["demo-cp-1"].removal.is_none());
 }
+
+/// Found by the 100,000-seed swarm (seed 12001926): the same spec change, while every
+/// node reads NotReady (a blind observer). No machine counts as healthy then, so the
+/// pending removal's own machine did not either, and its member was deleted while 4
+/// others served for 5 replicas. Octavia's member status, which the node list cannot
+/// blind, says it still carries traffic: the removal is withdrawn.
+#[test]
+fn a_pending_removal_is_withdrawn_when_the_spec_scales_up_while_every_node_reads_not_ready() {
+    let mut w = World::cluster(spec(V2, 0), V2, 0);
+    w.add_cp(4, V2, SERVING);
+    w.add_cp(5, V2, SERVING);
+    w.mark_removal("demo-cp-1");
+    w.spec.spec.control_plane.replicas =
+        flightdeck_spec::cluster::ControlPlaneReplicas::new(5).expect("replicas");
+    for node in w.observed.nodes.iter_mut().flatten() {
+        node.ready = false;
+    }
+    let p = w.plan();
+    assert!(
+        targets(&p, "DeleteMember").is_empty(),
+        "deletes a serving member while 4 others serve for 5 replicas: {:?}",
+        targets(&p, "DeleteMember")
+    );
+    assert!(p.memory.machines["demo-cp-1"].removal.is_none());
+}

@@ -155,6 +155,15 @@ fn f9_an_evacuation_seen_late_through_a_rate_limited_api_keeps_its_deadline_on_s
     passes(11_058_900);
 }
 
+/// F2: swarm seed 12001926: a control plane scaled 5 -> 3 and back to 5 while every node
+/// read NotReady (`observer.allNotReady`). The scale-down's pending removal of c1-cp-1
+/// went on, deleting a member that served while 4 others did, for 5 replicas.
+#[test]
+fn f2_a_scale_down_undone_while_every_node_reads_not_ready_keeps_its_serving_member_on_seed_12001926()
+ {
+    passes(12_001_926);
+}
+
 /// Runs one seed with every safety mechanism on and asserts that it passes.
 fn passes(seed: u64) {
     let runtime = tokio::runtime::Builder::new_current_thread()
