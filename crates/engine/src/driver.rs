@@ -19,7 +19,7 @@ use flightdeck_store::Store;
 use crate::config::{EngineConfig, EngineError, InFlight};
 use crate::engine::Engine;
 use crate::faults::EngineFaults;
-use crate::observe::observe_cluster;
+use crate::observe::{Reuse, observe_cluster};
 use crate::reconcile::{Ctx, Job, Ledger, Outcome, plan_now, reconcile};
 
 /// A reconcile that finished, to be handed back to [`Engine::complete`].
@@ -98,6 +98,7 @@ impl<P: Provider + 'static> Engine<P> {
             .pop_due_except(now, room, |k| busy.contains_key(k));
         let mut started = Vec::with_capacity(keys.len());
         for key in keys {
+            let previous = self.previous_observation(&key);
             let Some(c) = self.clusters.get(&key) else {
                 continue;
             };
@@ -106,7 +107,7 @@ impl<P: Provider + 'static> Engine<P> {
                 spec: c.spec.clone(),
                 memory: c.memory.clone(),
                 status: c.status.clone(),
-                previous: self.previous_observation(&key),
+                previous,
                 claim: self.store.act_token(&key),
             };
             let owned = self.owned_ctx();
@@ -204,8 +205,16 @@ impl<P: Provider + 'static> Engine<P> {
                 uid: memory.uid.clone(),
             };
             let recorded = memory.recorded_servers();
-            let observed =
-                observe_cluster(&*owned.provider, &owner, now, &spec, true, &recorded).await?;
+            let observed = observe_cluster(
+                &*owned.provider,
+                &owner,
+                now,
+                &spec,
+                true,
+                &recorded,
+                Reuse::NONE,
+            )
+            .await?;
             let plan = plan_now(&owned.borrow(), &name, &spec, &observed, &memory, now);
             Ok(Preview {
                 plan,

@@ -86,7 +86,7 @@ pub struct Engine<P: Provider> {
     pub(crate) commits_base: u64,
     /// The last observation per cluster, kept only to be handed out stale by injected
     /// faults.
-    pub(crate) last_observed: BTreeMap<String, flightdeck_cloud::Observed>,
+    pub(crate) last_observed: BTreeMap<String, crate::reuse::Seen>,
     pub(crate) faults: Option<Arc<std::sync::Mutex<Box<dyn EngineFaults>>>>,
     /// What every cluster holds of shared OpenNebula objects (F1).
     pub(crate) ledger: Arc<crate::reconcile::Ledger>,
@@ -187,6 +187,8 @@ impl<P: Provider> Engine<P> {
     pub fn apply_with(&mut self, spec: Cluster, adopt: bool) -> Result<(), EngineError> {
         let name = spec.name().to_string();
         self.refuse_while_handing_over(&name)?;
+        // A new spec is planned from fresh lists.
+        self.last_observed.remove(&name);
         if !self.clusters.contains_key(&name)
             && let Some(stored) = self.store.get::<Cluster>(T_SPEC, &name)?
             && self.load(&name, stored)?
@@ -398,12 +400,12 @@ impl<P: Provider> Engine<P> {
         self.queue.next_due()
     }
 
-    /// The cluster's last observation, for a job: only an injected stale observation
-    /// (the swarm's) reads it, so without faults it is not copied.
-    pub(crate) fn previous_observation(&self, key: &str) -> Option<flightdeck_cloud::Observed> {
-        self.faults
-            .as_ref()
-            .and_then(|_| self.last_observed.get(key).cloned())
+    /// The cluster's last observation, for a job, which takes it (the outcome brings the
+    /// next one): its lists may be taken again (`reuse.rs`), and an injected stale
+    /// observation (the swarm's) replays it. A reconcile that fails leaves none, so the
+    /// next one lists everything.
+    pub(crate) fn previous_observation(&mut self, key: &str) -> Option<crate::reuse::Seen> {
+        self.last_observed.remove(key)
     }
 
     /// Runs the reconciles due now, at most `concurrency_max` at once. Returns how many ran.
@@ -413,19 +415,20 @@ impl<P: Provider> Engine<P> {
         if keys.is_empty() {
             return Ok(0);
         }
-        let jobs: Vec<_> = keys
-            .iter()
-            .filter_map(|k| {
-                self.clusters.get(k).map(|c| Job {
+        let mut jobs = Vec::with_capacity(keys.len());
+        for k in &keys {
+            let previous = self.previous_observation(k);
+            if let Some(c) = self.clusters.get(k) {
+                jobs.push(Job {
                     name: k.clone(),
                     spec: c.spec.clone(),
                     memory: c.memory.clone(),
                     status: c.status.clone(),
-                    previous: self.previous_observation(k),
+                    previous,
                     claim: self.store.act_token(k),
-                })
-            })
-            .collect();
+                });
+            }
+        }
         let owned = self.owned_ctx();
         let ctx = owned.borrow();
         let outcomes =

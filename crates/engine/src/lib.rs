@@ -25,6 +25,7 @@ pub mod observe;
 mod operator;
 pub mod queue;
 mod reconcile;
+mod reuse;
 mod shared_ledger;
 pub mod timeline;
 

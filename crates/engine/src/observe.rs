@@ -10,6 +10,8 @@ use flightdeck_cloud::{
 use flightdeck_plan::drain::{evacuation_requested, guest_node_of};
 use flightdeck_spec::Cluster;
 
+use crate::reuse::{Kind, Kinds};
+
 /// Lists what the cluster's cloud has for it: on OpenNebula its VMs, every template and
 /// image (ownership of those is in memory), and the workload cluster's nodes; elsewhere
 /// see [`observe`].
@@ -28,13 +30,16 @@ pub async fn observe_cluster<P: Provider>(
     spec: &Cluster,
     owned_only: bool,
     recorded: &[String],
+    reuse: Reuse<'_>,
 ) -> Result<Observed, CloudError> {
-    let mut observed = observe_lists(provider, owner, now, spec).await?;
+    let mut observed = observe_lists(provider, owner, now, spec, reuse).await?;
     let openstack = !spec.spec.provider.is_kubevirt() && !spec.spec.provider.is_opennebula();
     if owned_only && openstack {
         keep_owned(&mut observed, owner);
     }
-    observed.direct_reads = read_missing(provider, &observed.servers, recorded).await;
+    if reuse.take(Kind::Servers).is_none() {
+        observed.direct_reads = read_missing(provider, &observed.servers, recorded).await;
+    }
     // Nodes that come from a watch broken since some time are as old as that.
     if observed.nodes.is_some() {
         observed.nodes_stale_since = provider.nodes_stale_since(owner);
@@ -47,6 +52,7 @@ async fn observe_lists<P: Provider>(
     owner: &Ownership,
     now: Timestamp,
     spec: &Cluster,
+    reuse: Reuse<'_>,
 ) -> Result<Observed, CloudError> {
     if spec.spec.provider.is_kubevirt() {
         return observe_kubevirt(provider, owner, now).await;
@@ -59,7 +65,7 @@ async fn observe_lists<P: Provider>(
             .as_ref()
             .and_then(|o| o.router.as_ref())
             .map(|r| r.as_str());
-        return observe(provider, owner, now, router).await;
+        return observe_reusing(provider, owner, now, router, reuse).await;
     }
     let servers = twice(|| provider.list_servers(owner)).await?;
     let templates = twice(|| provider.list_templates()).await?;
@@ -142,35 +148,92 @@ pub async fn observe<P: Provider>(
     now: Timestamp,
     router: Option<&str>,
 ) -> Result<Observed, CloudError> {
-    let servers = twice(|| provider.list_servers(owner)).await?;
-    let security_groups = twice(|| provider.list_security_groups(owner)).await?;
-    let load_balancers = twice(|| provider.list_load_balancers(owner)).await?;
+    observe_reusing(provider, owner, now, router, Reuse::NONE).await
+}
+
+/// The lists a reconcile may take from the observation before instead of the cloud
+/// (see `reuse.rs`).
+#[derive(Clone, Copy)]
+pub struct Reuse<'a> {
+    pub(crate) from: Option<&'a Observed>,
+    pub(crate) kinds: Kinds,
+}
+
+impl<'a> Reuse<'a> {
+    /// Every list from the cloud.
+    pub const NONE: Reuse<'static> = Reuse {
+        from: None,
+        kinds: Kinds::NONE,
+    };
+
+    /// The observation to take kind `k` from, if it may be.
+    pub(crate) fn take(&self, k: Kind) -> Option<&'a Observed> {
+        self.from.filter(|_| self.kinds.has(k))
+    }
+}
+
+/// [`observe`], taking again the lists `reuse` allows.
+async fn observe_reusing<P: Provider>(
+    provider: &P,
+    owner: &Ownership,
+    now: Timestamp,
+    router: Option<&str>,
+    reuse: Reuse<'_>,
+) -> Result<Observed, CloudError> {
+    let servers = match reuse.take(Kind::Servers) {
+        Some(o) => o.servers.clone(),
+        None => twice(|| provider.list_servers(owner)).await?,
+    };
+    let security_groups = match reuse.take(Kind::SecurityGroups) {
+        Some(o) => o.security_groups.clone(),
+        None => twice(|| provider.list_security_groups(owner)).await?,
+    };
+    let load_balancers = match reuse.take(Kind::LoadBalancers) {
+        Some(o) => o.load_balancers.clone(),
+        None => twice(|| provider.list_load_balancers(owner)).await?,
+    };
     let (listeners, pools, health_monitors) = if load_balancers.is_empty() {
         // Children cannot exist without a load balancer: skip three calls.
         (Vec::new(), Vec::new(), Vec::new())
     } else {
         (
-            twice(|| provider.list_listeners(owner)).await?,
-            twice(|| provider.list_pools(owner)).await?,
-            twice(|| provider.list_health_monitors(owner)).await?,
+            match reuse.take(Kind::Listeners) {
+                Some(o) => o.listeners.clone(),
+                None => twice(|| provider.list_listeners(owner)).await?,
+            },
+            match reuse.take(Kind::Pools) {
+                Some(o) => o.pools.clone(),
+                None => twice(|| provider.list_pools(owner)).await?,
+            },
+            match reuse.take(Kind::HealthMonitors) {
+                Some(o) => o.health_monitors.clone(),
+                None => twice(|| provider.list_health_monitors(owner)).await?,
+            },
         )
     };
-    let mut members = Vec::new();
-    for pool in pools
-        .iter()
-        .filter(|p| role_of(&p.tags) == Some(Role::ApiPool) && owner.owns(&p.tags))
-    {
-        members.extend(twice(|| provider.list_members(&pool.id)).await?);
-    }
+    let members = match reuse.take(Kind::Members) {
+        Some(o) => o.members.clone(),
+        None => {
+            let mut members = Vec::new();
+            for pool in pools
+                .iter()
+                .filter(|p| role_of(&p.tags) == Some(Role::ApiPool) && owner.owns(&p.tags))
+            {
+                members.extend(twice(|| provider.list_members(&pool.id)).await?);
+            }
+            members
+        }
+    };
     let nodes = if members.is_empty() {
         // No member, no API endpoint: the workload cluster cannot be reached.
         None
     } else {
         workload_nodes(provider, owner).await?
     };
-    let router = match router {
-        None => None,
-        Some(name) => match twice(|| provider.find_router(name)).await {
+    let router = match (router, reuse.take(Kind::Router)) {
+        (None, _) => None,
+        (Some(_), Some(o)) => o.router.clone(),
+        (Some(name), None) => match twice(|| provider.find_router(name)).await {
             Ok(r) => Some(r),
             // The planner says so with a condition; nothing else stops.
             Err(e) if e.class == ErrorClass::NotFound => None,

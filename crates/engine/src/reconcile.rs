@@ -18,6 +18,7 @@ use crate::events::{condition_events, progress_events};
 use crate::faults::EngineFaults;
 use crate::identity::{self, Gate};
 use crate::observe::observe_cluster;
+use crate::reuse::{Seen, reusable, touched_by};
 
 /// The result of one reconcile, applied to the engine afterwards.
 pub(crate) struct Outcome {
@@ -31,8 +32,9 @@ pub(crate) struct Outcome {
     pub actions: u64,
     pub action_failures: u64,
     pub observe_failed: bool,
-    /// A fresh observation, kept by the engine (only to be replayed stale by faults).
-    pub observed: Option<Observed>,
+    /// The observation planned from, kept by the engine: the next reconcile may take
+    /// some of its lists again (`reuse.rs`), and faults replay it stale.
+    pub observed: Option<Seen>,
 }
 
 /// Everything one reconcile starts from.
@@ -41,7 +43,7 @@ pub(crate) struct Job {
     pub spec: Cluster,
     pub memory: Memory,
     pub status: ClusterStatus,
-    pub previous: Option<Observed>,
+    pub previous: Option<Seen>,
     /// The claim this reconcile runs under, when this process is one replica of
     /// several: the store refuses its actions and commits once that claim is gone.
     pub claim: Option<i64>,
@@ -121,6 +123,8 @@ pub(crate) async fn reconcile<P: Provider>(
     let owner = owner_of(&name, &memory);
     // The injected fault is the Sieve class: a list older than this cluster's last write.
     let stale = previous
+        .as_ref()
+        .map(|seen| &seen.observed)
         .filter(|prev| prev.after_write < memory.write_seq)
         .filter(|_| with_faults(ctx, |f| f.stale_observation(&name)).unwrap_or(false));
     // Never plan from a list older than our own last write: it would show objects we
@@ -140,6 +144,7 @@ pub(crate) async fn reconcile<P: Provider>(
         events.push(event);
     }
     let recorded = memory.recorded_servers();
+    let reuse = reusable(previous.as_ref(), now, &spec, &memory, &owner);
     let observed = observe_cluster(
         ctx.provider,
         &owner,
@@ -147,6 +152,7 @@ pub(crate) async fn reconcile<P: Provider>(
         &spec,
         ctx.config.ownership_check,
         &recorded,
+        reuse,
     )
     .await
     .map(|mut o| {
@@ -222,7 +228,7 @@ pub(crate) async fn reconcile<P: Provider>(
                 actions: 0,
                 action_failures: 0,
                 observe_failed: false,
-                observed: Some(observed),
+                observed: Some(Seen::new(observed, reuse.kinds, previous.as_ref())),
             });
         }
         ledger.insert(name.clone(), memory.one.clone());
@@ -231,6 +237,8 @@ pub(crate) async fn reconcile<P: Provider>(
 
     let (failure, actions, action_failures, act_events, failure_conditions) =
         carry_out(ctx, &owner, &observed, &mut memory, &plan.actions, &name).await?;
+    let mut seen = Seen::new(observed, reuse.kinds, previous.as_ref());
+    seen.touched = touched_by(&plan.actions);
     events.extend(act_events);
 
     let mut conditions = plan.conditions;
@@ -287,7 +295,7 @@ pub(crate) async fn reconcile<P: Provider>(
         actions,
         action_failures,
         observe_failed: false,
-        observed: Some(observed),
+        observed: Some(seen),
     })
 }
 

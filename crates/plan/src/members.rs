@@ -12,7 +12,7 @@ use crate::infra::Infra;
 use crate::machines::{MachineView, ServerPhase};
 use crate::member_gate::{self, MemberWait};
 use crate::memory::MachineTemplate;
-use crate::{POLL_OCTAVIA, POLL_STUCK, Planner};
+use crate::{POLL_MACHINES, POLL_OCTAVIA, POLL_STUCK, Planner};
 
 /// Members: one per running control-plane machine; and the `memberTimeout` watch.
 pub(crate) fn plan_members(
@@ -99,11 +99,19 @@ pub(crate) fn plan_members(
         }
         match &verdict {
             MemberWait::Waiting { since } => {
+                // Octavia's own transitions take about a second; a member it made that
+                // does not serve yet waits for its machine's API server to answer the
+                // health monitor, which takes as long as a node joining.
+                let poll = if m.member.is_some_and(|x| x.provisioning_status.is_pending()) {
+                    POLL_OCTAVIA
+                } else {
+                    POLL_MACHINES
+                };
                 // Wake up right at the deadline, not a poll later.
                 let left = timeout
                     .as_millis()
                     .saturating_sub(p.now.since(*since).as_millis());
-                p.wait(Duration::from_millis(left.max(1)).min(POLL_OCTAVIA));
+                p.wait(Duration::from_millis(left.max(1)).min(poll));
             }
             // A stuck member is an operator's matter now: look less often, no hot loop.
             MemberWait::Stuck { .. } => p.wait(POLL_STUCK),

@@ -43,3 +43,23 @@ async fn a_ready_cluster_left_alone_for_an_hour_changes_nothing_and_commits_noth
         "an hour of resyncs that found nothing to do committed to the store"
     );
 }
+
+/// Issue 16: building the example (3 control-plane machines, 2 workers) cost 318 calls,
+/// 8.4 times the minimum, because every pass listed all nine kinds. A pass now takes
+/// again the lists that are young, untouched by flightdeck and settled (`reuse.rs` in
+/// the engine). The minimum is the bench's: one token, every mutation, and two lists of
+/// each kind the spec uses (one before acting, one to see the result). Today's figure
+/// is 1.9 times it; the goal is 1.5, not met yet, so this holds the ground gained.
+#[tokio::test]
+async fn building_a_cluster_costs_at_most_twice_the_minimum_of_cloud_calls() {
+    let ready = up(Duration::from_secs(3600), true).await;
+    assert!(ready.passed, "{:#?}", ready.invariants);
+    let kinds_used = 9; // servers, nodes, security groups, router, and five Octavia kinds
+    let minimum = 1 + mutations(&ready) + 2 * kinds_used;
+    assert!(
+        ready.api_calls_total <= 2 * minimum,
+        "{} calls to build, more than twice the minimum of {minimum}: {:#?}",
+        ready.api_calls_total,
+        ready.api_calls
+    );
+}
