@@ -2,7 +2,7 @@
 //! due, a cloud transition, a fault, a workload step or a restart), and after every step
 //! the invariants are checked against the simulator's ground truth.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -196,7 +196,8 @@ struct Driver<'a, P: Provider> {
     cluster_millis: u64,
     flight: FlightChecks,
     pace: Pace,
-    pod_networks: BTreeSet<String>,
+    /// The UID each cluster's pod network was handed to the simulator for.
+    pod_networks: BTreeMap<String, String>,
 }
 
 impl<'a, P: Provider + 'static> Driver<'a, P> {
@@ -305,7 +306,7 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
             cluster_millis: 0,
             flight: FlightChecks::new(blind, outages, stale_lists),
             pace: Pace::new(slow),
-            pod_networks: BTreeSet::new(),
+            pod_networks: BTreeMap::new(),
         })
     }
 
@@ -500,16 +501,23 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
     }
 
     fn track_clusters(&mut self, now: Timestamp) {
+        // Runs at every step over every cluster: it allocates nothing for a cluster it
+        // has seen (a name formatted per cluster per step made `up` of 1,000 clusters
+        // cost 2.6 times as much per cluster as `up` of 10).
         for (name, c) in self.engine.clusters() {
             // The workload cluster hands its nodes pod networks from the spec's podCIDR.
-            if self.pod_networks.insert(format!("{name}/{}", c.memory.uid)) {
+            if self.pod_networks.get(name) != Some(&c.memory.uid) {
+                self.pod_networks.insert(name.clone(), c.memory.uid.clone());
                 self.cloud
                     .set_pod_network(name, &c.memory.uid, c.spec.spec.network.pod_cidr);
             }
-            let t = self
-                .tracks
-                .entry(name.clone())
-                .or_insert_with(|| ClusterTrack::new(name, &c.memory.uid, &c.spec));
+            if !self.tracks.contains_key(name) {
+                let track = ClusterTrack::new(name, &c.memory.uid, &c.spec);
+                self.tracks.insert(name.clone(), track);
+            }
+            let Some(t) = self.tracks.get_mut(name) else {
+                continue;
+            };
             t.sets.refresh(&c.spec, t.generation);
             // Read from the engine: a world-derived "built" (every set at its replicas
             // with Ready nodes, members serving) fired on transient states of a build
