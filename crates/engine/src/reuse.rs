@@ -12,8 +12,9 @@
 //!   also serving), and each object flightdeck recorded of that kind is in it. A wait on
 //!   something that changes by itself (a server booting, a member coming ONLINE, a load
 //!   balancer PENDING_UPDATE) lists that kind at every pass;
-//! - the cluster is not being rolled out, repaired, scaled down or deleted, and nothing
-//!   recorded is missing: those decisions read every list fresh;
+//! - the cluster is not being rolled out, repaired, scaled down or deleted, and no
+//!   recorded load balancer or security group is missing: those decisions read every
+//!   list fresh (a recorded server missing makes the server list fresh, above);
 //! - for the API pool's members: the cluster has never been Ready. From then on the
 //!   member gate (F2) decides from them, and they are listed at every pass.
 //!
@@ -166,7 +167,9 @@ fn kinds_reusable(seen: &Seen, now: Timestamp, memory: &Memory, owner: &Ownershi
         return out;
     }
     for k in ALL {
-        let young = seen.listed_at[k as usize].is_some_and(|at| now.since(at) < REUSE_MAX);
+        // A clock that stepped back makes no list young: `since` stops at zero.
+        let young =
+            seen.listed_at[k as usize].is_some_and(|at| at <= now && now.since(at) < REUSE_MAX);
         if young && !seen.touched.has(k) && settled(k, &seen.observed, memory, owner) {
             out.add(k);
         }
@@ -241,11 +244,13 @@ fn settled(k: Kind, o: &Observed, memory: &Memory, owner: &Ownership) -> bool {
             memory.ready_since.is_none()
                 && api_pool_listed
                 && o.members.iter().all(|m| {
+                    // Under a health monitor NO_MONITOR is not serving yet (the planner
+                    // reads it so): members made before the monitor show it until the
+                    // amphora reports.
                     active(m.provisioning_status)
-                        && matches!(
-                            m.operating_status,
-                            OperatingStatus::Online | OperatingStatus::NoMonitor
-                        )
+                        && (m.operating_status == OperatingStatus::Online
+                            || (m.operating_status == OperatingStatus::NoMonitor
+                                && o.health_monitors.is_empty()))
                 })
                 && memory.machines.values().all(|r| {
                     r.member_id

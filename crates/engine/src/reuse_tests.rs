@@ -138,6 +138,37 @@ fn once_the_api_has_served_its_members_are_listed_at_every_pass() {
 }
 
 #[test]
+fn a_clock_that_stepped_back_makes_no_list_young() {
+    let (observed, memory) = settled();
+    let seen = Seen::new(observed, Kinds::NONE, None);
+    let before = kinds_reusable(&seen, Timestamp(T0.0 - 600_000), &memory, &owner());
+    assert_eq!(before, Kinds::NONE);
+}
+
+#[test]
+fn a_member_without_monitor_status_under_a_health_monitor_is_not_settled() {
+    let (mut observed, memory) = settled();
+    observed.members[0].operating_status = OperatingStatus::NoMonitor;
+    let seen = Seen::new(observed.clone(), Kinds::NONE, None);
+    assert!(
+        reusable_at(&seen, 2_000, &memory).has(Kind::Members),
+        "no monitor: it serves"
+    );
+    observed
+        .health_monitors
+        .push(flightdeck_cloud::HealthMonitor {
+            id: "hm".into(),
+            name: "demo-api".into(),
+            pool_id: "pool".into(),
+            kind: "TCP".into(),
+            provisioning_status: ProvisioningStatus::Active,
+            tags: owner().tags(&Role::ApiHealthMonitor),
+        });
+    let seen = Seen::new(observed, Kinds::NONE, None);
+    assert!(!reusable_at(&seen, 2_000, &memory).has(Kind::Members));
+}
+
+#[test]
 fn a_cluster_being_deleted_lists_everything() {
     let (observed, mut memory) = settled();
     memory.deletion_requested = Some(T0);
