@@ -11,7 +11,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use crate::identity::{ForeignObject, Identity};
+use crate::identity::{Identity, NamedObject};
 use crate::kubevirt::{EndpointService, GuestDrain, Pod, VirtualMachines, Vmi};
 use crate::model::*;
 use crate::opennebula::{Image, ImageCreate, Instantiate, TemplateCreate, Templates, VmTemplate};
@@ -161,11 +161,12 @@ erased_calls! {
         fn create_pool(req: &PoolCreate) -> Pool;
         fn create_health_monitor(req: &HealthMonitorCreate) -> HealthMonitor;
         fn create_member(req: &MemberCreate) -> Member;
+        fn add_members(pool_id: &str, members: &[MemberCreate]) -> ();
         fn delete_member(pool_id: &str, member_id: &str) -> ();
         fn delete_load_balancer_cascade(id: &str) -> ();
     }
     Identity {
-        fn list_foreign(owner: &Ownership) -> Vec<ForeignObject>;
+        fn list_named(owner: &Ownership) -> Vec<NamedObject>;
     }
     Templates {
         fn list_templates() -> Vec<VmTemplate>;

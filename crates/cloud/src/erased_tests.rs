@@ -9,7 +9,7 @@ use std::task::{Context, Poll, Waker};
 
 use super::DynProvider;
 use crate::error::{CloudError, ErrorClass};
-use crate::identity::{ForeignObject, Identity};
+use crate::identity::{Identity, NamedObject};
 use crate::kubevirt::{EndpointService, GuestDrain, Pod, VirtualMachines, Vmi};
 use crate::model::*;
 use crate::opennebula::{Image, ImageCreate, Instantiate, TemplateCreate, Templates, VmTemplate};
@@ -80,6 +80,7 @@ impl LoadBalancing for Counting {
         fn create_pool(req: &PoolCreate) -> Pool;
         fn create_health_monitor(req: &HealthMonitorCreate) -> HealthMonitor;
         fn create_member(req: &MemberCreate) -> Member;
+        fn add_members(pool_id: &str, members: &[MemberCreate]) -> ();
         fn delete_member(pool_id: &str, member_id: &str) -> ();
         fn delete_load_balancer_cascade(id: &str) -> ();
     }
@@ -87,7 +88,7 @@ impl LoadBalancing for Counting {
 
 impl Identity for Counting {
     not_called! {
-        fn list_foreign(owner: &Ownership) -> Vec<ForeignObject>;
+        fn list_named(owner: &Ownership) -> Vec<NamedObject>;
     }
 }
 

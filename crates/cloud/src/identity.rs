@@ -12,9 +12,9 @@ use serde::{Deserialize, Serialize};
 use crate::ownership::{Ownership, TAG_CLUSTER, TAG_UID};
 use crate::provider::Result;
 
-/// An object tagged with a cluster's name that does not carry the cluster's UID.
+/// An object tagged with a cluster's name, and the UID it carries.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct ForeignObject {
+pub struct NamedObject {
     /// `server`, `security group`, `load balancer`, `VM`, ...
     pub kind: String,
     pub id: String,
@@ -23,7 +23,15 @@ pub struct ForeignObject {
     pub uid: String,
 }
 
-impl std::fmt::Display for ForeignObject {
+impl NamedObject {
+    /// Whether it was left by another cluster of the name: it does not carry `owner`'s
+    /// UID.
+    pub fn is_foreign(&self, owner: &Ownership) -> bool {
+        self.uid != owner.uid
+    }
+}
+
+impl std::fmt::Display for NamedObject {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let uid = if self.uid.is_empty() {
             "no UID"
@@ -36,12 +44,14 @@ impl std::fmt::Display for ForeignObject {
 
 /// Finding what other clusters of the same name left in the cloud.
 pub trait Identity {
-    /// Every object tagged with `owner.cluster`'s name whose UID is not `owner.uid`, of
-    /// every kind the cloud makes for a cluster (servers or VMs first).
-    fn list_foreign(
+    /// Every object tagged with `owner.cluster`'s name, of every kind the cloud makes
+    /// for a cluster (servers or VMs first): those under another UID (foreign, see
+    /// [`NamedObject::is_foreign`]) and the cluster's own. A new cluster that finds none
+    /// at all knows that its first lists of those kinds are empty.
+    fn list_named(
         &self,
         owner: &Ownership,
-    ) -> impl Future<Output = Result<Vec<ForeignObject>>> + Send;
+    ) -> impl Future<Output = Result<Vec<NamedObject>>> + Send;
 }
 
 /// The tag every object of the cluster named `cluster` carries.
@@ -49,22 +59,22 @@ pub fn cluster_tag(cluster: &str) -> String {
     format!("{TAG_CLUSTER}{cluster}")
 }
 
-/// `Some(object)` when tags that name `owner.cluster` carry another UID.
-pub fn foreign_of(
+/// `Some(object)` when `tags` name `owner.cluster`.
+pub fn named_of(
     owner: &Ownership,
     kind: &str,
     id: &str,
     name: &str,
     tags: &[String],
-) -> Option<ForeignObject> {
-    if !tags.contains(&cluster_tag(&owner.cluster)) || owner.owns(tags) {
+) -> Option<NamedObject> {
+    if !tags.contains(&cluster_tag(&owner.cluster)) {
         return None;
     }
     let uid = tags
         .iter()
         .find_map(|t| t.strip_prefix(TAG_UID))
         .unwrap_or_default();
-    Some(ForeignObject {
+    Some(NamedObject {
         kind: kind.to_string(),
         id: id.to_string(),
         name: name.to_string(),
@@ -78,7 +88,7 @@ mod tests {
     use crate::Role;
 
     #[test]
-    fn an_object_of_the_same_name_under_another_uid_is_foreign() {
+    fn an_object_of_the_same_name_under_another_uid_is_foreign_and_one_of_its_own_is_not() {
         let mine = Ownership {
             cluster: "demo".into(),
             uid: "new".into(),
@@ -93,15 +103,14 @@ mod tests {
         };
         let role = Role::Machine("demo-cp-1".into());
         let f =
-            foreign_of(&mine, "server", "s1", "demo-cp-1", &earlier.tags(&role)).expect("foreign");
+            named_of(&mine, "server", "s1", "demo-cp-1", &earlier.tags(&role)).expect("foreign");
         assert_eq!(f.uid, "old");
+        assert!(f.is_foreign(&mine));
         assert_eq!(f.to_string(), "server demo-cp-1 (s1, UID old)");
+        let own = named_of(&mine, "server", "s1", "x", &mine.tags(&role)).expect("named");
+        assert!(!own.is_foreign(&mine));
         assert_eq!(
-            foreign_of(&mine, "server", "s1", "x", &mine.tags(&role)),
-            None
-        );
-        assert_eq!(
-            foreign_of(&mine, "server", "s1", "x", &other_name.tags(&role)),
+            named_of(&mine, "server", "s1", "x", &other_name.tags(&role)),
             None
         );
     }

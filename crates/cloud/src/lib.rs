@@ -15,7 +15,7 @@ pub mod time;
 
 pub use erased::DynProvider;
 pub use error::{CloudError, ErrorClass};
-pub use identity::{ForeignObject, Identity};
+pub use identity::{Identity, NamedObject};
 pub use kubevirt::{
     EndpointService, EvictionStrategy, GuestDrain, Pod, VirtualMachineCreate, VirtualMachines, Vmi,
 };

@@ -340,5 +340,15 @@ pub struct Observed {
     pub direct_reads: std::collections::BTreeMap<String, bool>,
 }
 
+impl Observed {
+    /// An observation at `at` in which every list is empty.
+    pub fn blank(at: Timestamp) -> Observed {
+        Observed {
+            at,
+            ..Observed::default()
+        }
+    }
+}
+
 /// The most servers read one by one in one observation.
 pub const DIRECT_READS_MAX: usize = 10;

@@ -93,6 +93,14 @@ pub trait LoadBalancing {
         req: &HealthMonitorCreate,
     ) -> impl Future<Output = Result<HealthMonitor>> + Send;
     fn create_member(&self, req: &MemberCreate) -> impl Future<Output = Result<Member>> + Send;
+    /// Adds `members` (all of pool `pool_id`) in one call: Octavia's batch member update
+    /// with `additive_only`, which deletes nothing. Octavia answers 202 with no body, so
+    /// the new members' IDs come with the next list.
+    fn add_members(
+        &self,
+        pool_id: &str,
+        members: &[MemberCreate],
+    ) -> impl Future<Output = Result<()>> + Send;
     fn delete_member(
         &self,
         pool_id: &str,

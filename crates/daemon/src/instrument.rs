@@ -242,7 +242,7 @@ impl<P: Compute + Send + Sync, H: CallHook> Compute for Instrumented<P, H> {
 impl<P: flightdeck_cloud::Identity + Send + Sync, H: CallHook> flightdeck_cloud::Identity
     for Instrumented<P, H>
 {
-    forward!(compute, list_foreign(owner: &Ownership) -> Vec<flightdeck_cloud::ForeignObject>,
+    forward!(compute, list_named(owner: &Ownership) -> Vec<flightdeck_cloud::NamedObject>,
         Some(owner.cluster.clone()));
 }
 
@@ -277,6 +277,8 @@ impl<P: LoadBalancing + Send + Sync, H: CallHook> LoadBalancing for Instrumented
     forward!(load_balancing, create_health_monitor(req: &HealthMonitorCreate) -> HealthMonitor,
         cluster_of(&req.tags));
     forward!(load_balancing, create_member(req: &MemberCreate) -> Member, cluster_of(&req.tags));
+    forward!(load_balancing, add_members(pool_id: &str, members: &[MemberCreate]) -> (),
+        members.first().and_then(|m| cluster_of(&m.tags)));
     forward!(load_balancing, delete_member(pool_id: &str, member_id: &str) -> (), None);
     forward!(load_balancing, delete_load_balancer_cascade(id: &str) -> (), None);
 }

@@ -185,6 +185,25 @@ pub async fn act<P: Provider>(
                     r.member_id = Some(m.id);
                 }
             }
+            Action::AddMembers {
+                pool_id,
+                port,
+                members,
+            } => {
+                let batch: Vec<MemberCreate> = members
+                    .iter()
+                    .map(|m| MemberCreate {
+                        name: m.machine.clone(),
+                        pool_id: pool_id.clone(),
+                        address: m.address,
+                        protocol_port: *port,
+                        tags: owner.tags(&Role::Machine(m.key.clone())),
+                    })
+                    .collect();
+                // Octavia answers with no body: the IDs come with the next member list,
+                // which finds each member by its machine tag.
+                provider.add_members(pool_id, &batch).await?;
+            }
             Action::DeleteMember {
                 pool_id, member_id, ..
             } => {

@@ -12,7 +12,7 @@
 
 use std::collections::BTreeSet;
 
-use flightdeck_cloud::{CloudError, ForeignObject, Identity, Ownership};
+use flightdeck_cloud::{CloudError, Identity, NamedObject, Ownership};
 use flightdeck_plan::condition::{kind, reason};
 use flightdeck_plan::{ClusterStatus, Condition, IdentityCheck, Memory, PlanEvent};
 use flightdeck_spec::Duration;
@@ -27,6 +27,9 @@ pub(crate) const HELD_RECHECK: Duration = Duration::from_secs(60);
 pub(crate) enum Gate {
     /// Go on (the memory's UID adopted, perhaps), and tell this.
     Go(Vec<PlanEvent>),
+    /// Go on: the cloud showed no object of the cluster's name at all, under any UID,
+    /// so its first lists of the kinds the check read are empty.
+    GoFromNothing,
     /// Create nothing: `status` says why.
     Hold(Box<ClusterStatus>),
 }
@@ -41,7 +44,14 @@ pub(crate) async fn gate<P: Identity>(
     if memory.identity.is_confirmed() || memory.deletion_requested.is_some() {
         return Ok(Gate::Go(Vec::new()));
     }
-    let found = provider.list_foreign(owner).await?;
+    let named = provider.list_named(owner).await?;
+    // Nothing of the name under any UID: the first lists of those kinds are empty. Objects
+    // of its own UID (a store restored from before this check) are listed as usual.
+    if named.is_empty() {
+        memory.identity = IdentityCheck::Confirmed;
+        return Ok(Gate::GoFromNothing);
+    }
+    let found: Vec<NamedObject> = named.into_iter().filter(|f| f.is_foreign(owner)).collect();
     if found.is_empty() {
         memory.identity = IdentityCheck::Confirmed;
         return Ok(Gate::Go(Vec::new()));
@@ -123,7 +133,7 @@ fn count(n: usize, what: &str) -> String {
     }
 }
 
-fn listing(found: &[ForeignObject]) -> String {
+fn listing(found: &[NamedObject]) -> String {
     let mut text: Vec<String> = found
         .iter()
         .take(LISTED_MAX)

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::future::Future;
 
 use flightdeck_cloud::{
-    CloudError, DIRECT_READS_MAX, ErrorClass, Observed, Ownership, Provider, Role, Timestamp,
+    CloudError, DIRECT_READS_MAX, ErrorClass, Member, Observed, OperatingStatus, Ownership,
+    Provider, ProvisioningStatus, Role, Timestamp,
 };
 use flightdeck_plan::drain::{evacuation_requested, guest_node_of};
 use flightdeck_spec::Cluster;
@@ -157,6 +158,10 @@ pub async fn observe<P: Provider>(
 pub struct Reuse<'a> {
     pub(crate) from: Option<&'a Observed>,
     pub(crate) kinds: Kinds,
+    /// The cluster has never been Ready: its workload cluster is asked for its nodes only
+    /// once a member of its API pool serves (until then the load balancer has nothing to
+    /// forward to and every node list answers 503).
+    pub(crate) building: bool,
 }
 
 impl<'a> Reuse<'a> {
@@ -164,6 +169,7 @@ impl<'a> Reuse<'a> {
     pub const NONE: Reuse<'static> = Reuse {
         from: None,
         kinds: Kinds::NONE,
+        building: false,
     };
 
     /// The observation to take kind `k` from, if it may be.
@@ -224,8 +230,9 @@ async fn observe_reusing<P: Provider>(
             members
         }
     };
-    let nodes = if members.is_empty() {
-        // No member, no API endpoint: the workload cluster cannot be reached.
+    let nodes = if members.is_empty() || (reuse.building && !members.iter().any(serves)) {
+        // No member, no API endpoint: the workload cluster cannot be reached. During a
+        // build the same holds until a member serves.
         None
     } else {
         workload_nodes(provider, owner).await?
@@ -307,6 +314,16 @@ async fn workload_nodes<P: Provider>(
         Err(e) if e.class == ErrorClass::Transient => Ok(None),
         Err(e) => Err(e),
     }
+}
+
+/// Whether Octavia says `m` takes traffic: ACTIVE, and ONLINE or NO_MONITOR (the
+/// amphora forwards to a member no monitor checks).
+fn serves(m: &Member) -> bool {
+    m.provisioning_status == ProvisioningStatus::Active
+        && matches!(
+            m.operating_status,
+            OperatingStatus::Online | OperatingStatus::NoMonitor
+        )
 }
 
 /// A list call, tried a second time at once if the first answer was a transient error:

@@ -112,8 +112,10 @@ pub(crate) async fn reconcile<P: Provider>(
     // A new cluster creates nothing before the cloud shows no object of its name under
     // another UID (or it adopts them): see `identity.rs`.
     let owner = owner_of(&name, &memory);
+    let mut from_nothing = false;
     match identity::gate(ctx.provider, &owner, &mut memory, &prev).await {
         Ok(Gate::Go(told)) => events.extend(told.into_iter().map(|e| stamp(now, &name, e))),
+        Ok(Gate::GoFromNothing) => from_nothing = true,
         Ok(Gate::Hold(status)) => {
             return hold(ctx, name, (&stored, memory), prev, *status, now);
         }
@@ -144,7 +146,15 @@ pub(crate) async fn reconcile<P: Provider>(
         events.push(event);
     }
     let recorded = memory.recorded_servers();
-    let reuse = reusable(previous.as_ref(), now, &spec, &memory, &owner);
+    let blank = from_nothing.then(|| Observed::blank(now));
+    let reuse = reusable(
+        previous.as_ref(),
+        blank.as_ref(),
+        now,
+        &spec,
+        &memory,
+        &owner,
+    );
     let observed = observe_cluster(
         ctx.provider,
         &owner,

@@ -18,7 +18,8 @@
 //! - for the API pool's members: the cluster has never been Ready. From then on the
 //!   member gate (F2) decides from them, and they are listed at every pass.
 //!
-//! The workload cluster's nodes are listed at every pass; OpenNebula and KubeVirt
+//! The workload cluster's nodes are listed at every pass (during a build, once a member
+//! of the API pool serves: before, the API cannot answer); OpenNebula and KubeVirt
 //! clusters list everything at every pass. A spec applied, a cluster let go of or taken
 //! up, an engine restarted and a failed reconcile start again from fresh lists: the engine
 //! forgets the observation then. (A spec applied while a reconcile is out gets that
@@ -35,7 +36,7 @@ use flightdeck_spec::{Cluster, Duration};
 use crate::observe::Reuse;
 
 /// How old a list may be and still be taken again.
-pub const REUSE_MAX: Duration = Duration::from_secs(60);
+pub const REUSE_MAX: Duration = Duration::from_secs(90);
 
 /// One kind of OpenStack list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,7 +125,9 @@ pub(crate) fn touched_by(actions: &[PlannedAction]) -> Kinds {
             Action::CreateListener { .. } => &[LoadBalancers, Listeners],
             Action::CreatePool { .. } => &[LoadBalancers, Pools],
             Action::CreateHealthMonitor { .. } => &[LoadBalancers, HealthMonitors, Members],
-            Action::CreateMember { .. } | Action::DeleteMember { .. } => &[LoadBalancers, Members],
+            Action::CreateMember { .. }
+            | Action::AddMembers { .. }
+            | Action::DeleteMember { .. } => &[LoadBalancers, Members],
             Action::AddRoutes { .. } | Action::RemoveRoutes { .. } => &[Router],
             _ => return Kinds::EVERY,
         };
@@ -135,21 +138,46 @@ pub(crate) fn touched_by(actions: &[PlannedAction]) -> Kinds {
     out
 }
 
-/// What a reconcile of `spec` at `now` may take from the observation before.
+/// What a reconcile of `spec` at `now` may take from the observation before, or (for a
+/// new cluster whose identity check found nothing of its name) from `blank`.
 pub(crate) fn reusable<'a>(
     before: Option<&'a Seen>,
+    blank: Option<&'a Observed>,
     now: Timestamp,
     spec: &Cluster,
     memory: &Memory,
     owner: &Ownership,
 ) -> Reuse<'a> {
+    if let Some(blank) = blank {
+        return from_nothing(blank, spec);
+    }
     let openstack = !spec.spec.provider.is_kubevirt() && !spec.spec.provider.is_opennebula();
     match before {
         Some(seen) if openstack => Reuse {
             from: Some(&seen.observed),
             kinds: kinds_reusable(seen, now, memory, owner),
+            building: memory.ready_since.is_none(),
         },
         _ => Reuse::NONE,
+    }
+}
+
+/// What the first reconcile of a new OpenStack cluster takes from its identity check,
+/// which found no object of the cluster's name at all in the same instant (`blank.at`):
+/// its servers, security groups and load balancers are none, and asking again would
+/// read the same three lists twice.
+fn from_nothing<'a>(blank: &'a Observed, spec: &Cluster) -> Reuse<'a> {
+    if spec.spec.provider.is_kubevirt() || spec.spec.provider.is_opennebula() {
+        return Reuse::NONE;
+    }
+    let mut kinds = Kinds::default();
+    for k in [Kind::Servers, Kind::SecurityGroups, Kind::LoadBalancers] {
+        kinds.add(k);
+    }
+    Reuse {
+        from: Some(blank),
+        kinds,
+        building: true,
     }
 }
 

@@ -6,7 +6,7 @@ use flightdeck_cloud::{
 };
 use flightdeck_plan::{Action, Memory, PlannedAction};
 
-use super::{Kind, Kinds, REUSE_MAX, Seen, kinds_reusable, touched_by};
+use super::{Kind, Kinds, REUSE_MAX, Seen, kinds_reusable, reusable, touched_by};
 
 const T0: Timestamp = Timestamp(1_000_000);
 
@@ -206,4 +206,42 @@ fn an_action_of_another_cloud_touches_every_kind() {
         reason: "test".into(),
     }]);
     assert_eq!(t, Kinds::EVERY);
+}
+
+fn example(file: &str) -> flightdeck_spec::Cluster {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(file);
+    let text = std::fs::read_to_string(&path).expect("example");
+    match flightdeck_spec::load_documents(&text, file)
+        .expect("parses")
+        .remove(0)
+    {
+        flightdeck_spec::Document::Cluster(c) => *c,
+        other => panic!("not a cluster: {other:?}"),
+    }
+}
+
+/// A new cluster whose identity check found nothing of its name (under any UID) in the
+/// same instant starts from empty lists of the three kinds that check read, instead of
+/// reading them twice. Had the check found objects of the cluster's own UID (a store
+/// restored from before the check), the gate says so and every list is taken:
+/// `lagging_store.rs` in the scenario tests fails when it does not.
+#[test]
+fn a_new_cluster_that_the_cloud_shows_nothing_of_starts_from_empty_lists() {
+    let memory = Memory::new("u1".into());
+    let blank = Observed::blank(T0);
+    let spec = example("openstack.yaml");
+    let reuse = reusable(None, Some(&blank), T0, &spec, &memory, &owner());
+    for k in [Kind::Servers, Kind::SecurityGroups, Kind::LoadBalancers] {
+        assert!(reuse.kinds.has(k), "{k:?}");
+    }
+    assert!(!reuse.kinds.has(Kind::Router), "the check reads no router");
+    assert!(reuse.building);
+    let none = reusable(None, None, T0, &spec, &memory, &owner());
+    assert_eq!(none.kinds, Kinds::NONE);
+    // OpenNebula's check reads VMs, not its templates or images: nothing is taken.
+    let one = example("opennebula.yaml");
+    let reuse = reusable(None, Some(&blank), T0, &one, &memory, &owner());
+    assert_eq!(reuse.kinds, Kinds::NONE);
 }

@@ -389,6 +389,9 @@ impl<W: Send + Sync> LoadBalancing for KubeVirtCloud<W> {
     async fn create_member(&self, _req: &MemberCreate) -> Result<Member> {
         Err(permanent("create member", NO_OCTAVIA))
     }
+    async fn add_members(&self, _pool_id: &str, _members: &[MemberCreate]) -> Result<()> {
+        Err(permanent("add members", NO_OCTAVIA))
+    }
     async fn delete_member(&self, _pool_id: &str, _member_id: &str) -> Result<()> {
         Err(permanent("delete member", NO_OCTAVIA))
     }

@@ -243,22 +243,20 @@ const NO_NEUTRON: &str = "OpenNebula clusters have no Neutron; the control-plane
 const NO_OCTAVIA: &str = "OpenNebula clusters have no Octavia; the control-plane endpoint \
                           is spec.provider.opennebula.endpoint";
 
-/// VMs that carry the cluster's name (`FLIGHTDECK_CLUSTER`) under another UID: what an
-/// earlier cluster of that name left (see [`flightdeck_cloud::identity`]). Templates and
+/// VMs that carry the cluster's name (`FLIGHTDECK_CLUSTER`), whatever their UID: the
+/// cluster's own and what an earlier cluster of that name left (see
+/// [`flightdeck_cloud::identity`]). Templates and
 /// images are shared by content and held by record, never by tag, so they are not
 /// looked at.
 impl<T: Transport, G: Send + Sync> flightdeck_cloud::Identity for OpenNebulaCloud<T, G> {
-    async fn list_foreign(
-        &self,
-        owner: &Ownership,
-    ) -> Result<Vec<flightdeck_cloud::ForeignObject>> {
+    async fn list_named(&self, owner: &Ownership) -> Result<Vec<flightdeck_cloud::NamedObject>> {
         let vms = self.live_vms().await?;
         Ok(vms
             .iter()
             .filter_map(|vm| {
                 let tags = tags_from_user_template(&vm.user_template);
                 let id = vm.common.id.to_string();
-                flightdeck_cloud::identity::foreign_of(owner, "VM", &id, &vm.common.name, &tags)
+                flightdeck_cloud::identity::named_of(owner, "VM", &id, &vm.common.name, &tags)
             })
             .collect())
     }
@@ -321,6 +319,9 @@ impl<T: Transport, G: Send + Sync> LoadBalancing for OpenNebulaCloud<T, G> {
     }
     async fn create_member(&self, _req: &MemberCreate) -> Result<Member> {
         Err(permanent("create_member", NO_OCTAVIA))
+    }
+    async fn add_members(&self, _pool_id: &str, _members: &[MemberCreate]) -> Result<()> {
+        Err(permanent("add_members", NO_OCTAVIA))
     }
     async fn delete_member(&self, _pool_id: &str, _member_id: &str) -> Result<()> {
         Err(permanent("delete_member", NO_OCTAVIA))

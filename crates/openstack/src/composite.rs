@@ -9,8 +9,8 @@
 
 use flightdeck_cloud::provider::Result;
 use flightdeck_cloud::{
-    Compute, ForeignObject, GuestCluster, HealthMonitor, HealthMonitorCreate, Identity, Listener,
-    ListenerCreate, LoadBalancer, LoadBalancerCreate, LoadBalancing, Member, MemberCreate, Network,
+    Compute, GuestCluster, HealthMonitor, HealthMonitorCreate, Identity, Listener, ListenerCreate,
+    LoadBalancer, LoadBalancerCreate, LoadBalancing, Member, MemberCreate, NamedObject, Network,
     Node, Ownership, Pool, PoolCreate, Route, Router, SecurityGroup, SecurityGroupRule,
     SecurityGroupRuleCreate, Server, ServerCreate,
 };
@@ -45,8 +45,8 @@ pub trait OpenStackApis: Compute + Network + LoadBalancing + Identity + Send + S
 impl<T: Compute + Network + LoadBalancing + Identity + Send + Sync> OpenStackApis for T {}
 
 impl<G: Send + Sync, C: OpenStackApis> Identity for OpenStackProvider<G, C> {
-    async fn list_foreign(&self, owner: &Ownership) -> Result<Vec<ForeignObject>> {
-        self.openstack.list_foreign(owner).await
+    async fn list_named(&self, owner: &Ownership) -> Result<Vec<NamedObject>> {
+        self.openstack.list_named(owner).await
     }
 }
 
@@ -125,6 +125,9 @@ impl<G: GuestCluster + Send + Sync, C: OpenStackApis> LoadBalancing for OpenStac
     }
     async fn create_member(&self, req: &MemberCreate) -> Result<Member> {
         self.openstack.create_member(req).await
+    }
+    async fn add_members(&self, pool_id: &str, members: &[MemberCreate]) -> Result<()> {
+        self.openstack.add_members(pool_id, members).await
     }
     async fn delete_member(&self, pool_id: &str, member_id: &str) -> Result<()> {
         self.openstack.delete_member(pool_id, member_id).await

@@ -1,14 +1,14 @@
 //! Cluster identity (see [`flightdeck_cloud::identity`]): the servers, security groups
-//! and load balancers tagged with a cluster's name under another UID. One filtered list
+//! and load balancers tagged with a cluster's name, whatever their UID. One filtered list
 //! per kind, asked only before a new cluster creates anything.
 //!
 //! - `GET /servers/detail?tags=flightdeck-cluster=<name>`
 //! - `GET /v2.0/security-groups?tags=flightdeck-cluster=<name>`
 //! - `GET /v2/lbaas/loadbalancers?tags=flightdeck-cluster=<name>`
 
-use flightdeck_cloud::identity::{cluster_tag, foreign_of};
+use flightdeck_cloud::identity::{cluster_tag, named_of};
 use flightdeck_cloud::provider::Result;
-use flightdeck_cloud::{ForeignObject, Identity, Ownership};
+use flightdeck_cloud::{Identity, NamedObject, Ownership};
 use serde::Deserialize;
 
 use crate::client::Call;
@@ -30,20 +30,20 @@ struct Tagged {
 }
 
 impl OpenStackCloud {
-    async fn foreign_of_kind(
+    async fn named_of_kind(
         &self,
         owner: &Ownership,
         kind: &str,
         call: Call<'_>,
         key: &str,
-    ) -> Result<Vec<ForeignObject>> {
+    ) -> Result<Vec<NamedObject>> {
         let call = call.query("tags", cluster_tag(&owner.cluster));
         let listed: Vec<Tagged> = self.session.list(&call, key).await?;
         Ok(listed
             .iter()
             .filter_map(|t| {
                 let name = t.name.as_deref().unwrap_or_default();
-                foreign_of(
+                named_of(
                     owner,
                     kind,
                     &t.id,
@@ -56,9 +56,9 @@ impl OpenStackCloud {
 }
 
 impl Identity for OpenStackCloud {
-    async fn list_foreign(&self, owner: &Ownership) -> Result<Vec<ForeignObject>> {
+    async fn list_named(&self, owner: &Ownership) -> Result<Vec<NamedObject>> {
         let mut found = self
-            .foreign_of_kind(
+            .named_of_kind(
                 owner,
                 "server",
                 Call::get(Service::Nova, OP_SERVERS, "/servers/detail"),
@@ -66,7 +66,7 @@ impl Identity for OpenStackCloud {
             )
             .await?;
         found.extend(
-            self.foreign_of_kind(
+            self.named_of_kind(
                 owner,
                 "security group",
                 Call::get(Service::Neutron, OP_GROUPS, "/security-groups"),
@@ -75,7 +75,7 @@ impl Identity for OpenStackCloud {
             .await?,
         );
         found.extend(
-            self.foreign_of_kind(
+            self.named_of_kind(
                 owner,
                 "load balancer",
                 Call::get(Service::Octavia, OP_LBS, "/lbaas/loadbalancers"),

@@ -63,6 +63,13 @@ pub enum Action {
         address: IpAddr,
         port: u16,
     },
+    /// A build's first members, added in one call (Octavia's batch member update,
+    /// which with `additive_only` deletes nothing) and one change of the load balancer.
+    AddMembers {
+        pool_id: String,
+        port: u16,
+        members: Vec<NewMember>,
+    },
     DeleteMember {
         machine: String,
         pool_id: String,
@@ -171,6 +178,15 @@ pub enum Action {
     },
 }
 
+/// One member of an [`Action::AddMembers`]: the machine it serves, its key (tagged on
+/// the member) and its address.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NewMember {
+    pub machine: String,
+    pub key: String,
+    pub address: IpAddr,
+}
+
 impl Action {
     /// Whether the action changes a load balancer or one of its children; Octavia takes
     /// one such change at a time.
@@ -181,6 +197,7 @@ impl Action {
                 | Action::CreatePool { .. }
                 | Action::CreateHealthMonitor { .. }
                 | Action::CreateMember { .. }
+                | Action::AddMembers { .. }
                 | Action::DeleteMember { .. }
                 | Action::DeleteLoadBalancer { .. }
         )
@@ -197,6 +214,7 @@ impl Action {
             Action::CreateHealthMonitor { .. } => "CreateHealthMonitor",
             Action::CreateServer { .. } => "CreateServer",
             Action::CreateMember { .. } => "CreateMember",
+            Action::AddMembers { .. } => "AddMembers",
             Action::DeleteMember { .. } => "DeleteMember",
             Action::DeleteServer { .. } => "DeleteServer",
             Action::DeleteLoadBalancer { .. } => "DeleteLoadBalancer",
@@ -244,6 +262,14 @@ impl Action {
             } => {
                 format!("create member {machine} ({address}:{port})")
             }
+            Action::AddMembers { members, port, .. } => format!(
+                "add members {} in one batch",
+                members
+                    .iter()
+                    .map(|m| format!("{} ({}:{port})", m.machine, m.address))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
             Action::DeleteMember { machine, .. } => format!("delete member {machine}"),
             Action::DeleteServer { machine, .. } => format!("delete server {machine}"),
             Action::DeleteLoadBalancer { load_balancer_id } => {

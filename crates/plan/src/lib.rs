@@ -36,7 +36,7 @@ pub mod verify;
 use flightdeck_cloud::{Observed, Timestamp};
 use flightdeck_spec::{Cluster, Duration};
 
-pub use action::{Action, PlannedAction};
+pub use action::{Action, NewMember, PlannedAction};
 pub use condition::{Condition, Event, PlanEvent, Severity};
 pub use drain::DrainPolicy;
 pub use member_gate::MemberGate;

@@ -6,7 +6,7 @@ use flightdeck_spec::Duration;
 use flightdeck_cloud::ProvisioningStatus;
 use flightdeck_cloud::ownership::machine_of;
 
-use crate::action::Action;
+use crate::action::{Action, NewMember};
 use crate::condition::{Condition, kind};
 use crate::infra::Infra;
 use crate::machines::{MachineView, ServerPhase};
@@ -28,6 +28,7 @@ pub(crate) fn plan_members(
     let timeout = p.spec.spec.flight.member_timeout;
     remove_orphan_members(p, &pool.pool_id);
     let mut stuck = Vec::new();
+    let mut wanted = Vec::new();
     for m in cp {
         let removing = p
             .memory
@@ -66,22 +67,11 @@ pub(crate) fn plan_members(
                 crate::churn::report(p);
                 continue;
             }
-            let made = p.act_on_load_balancer(
-                Action::CreateMember {
-                    machine: m.name().to_string(),
-                    key: m.record.key.clone(),
-                    pool_id: pool.pool_id.clone(),
-                    address,
-                    port,
-                },
-                format!(
-                    "{} is running and must serve the API through the load balancer",
-                    m.name()
-                ),
-            );
-            if made {
-                crate::churn::making(p, &what);
-            }
+            wanted.push(NewMember {
+                machine: m.name().to_string(),
+                key: m.record.key.clone(),
+                address,
+            });
         }
         let serving = m.member_serving(pool.monitored);
         let since = p
@@ -138,6 +128,7 @@ pub(crate) fn plan_members(
             ));
         }
     }
+    add_members(p, &pool.pool_id, port, wanted);
     if !stuck.is_empty() {
         p.condition(Condition::new(
             kind::LOAD_BALANCER_MEMBER_STUCK,
@@ -148,6 +139,56 @@ pub(crate) fn plan_members(
                 stuck.join("; ")
             ),
         ));
+    }
+}
+
+/// Adds the members of running control-plane machines that have none. Octavia takes one
+/// change of a load balancer at a time, so each is a pass of its own, except a build's
+/// first members: into a pool with no member at all of a cluster never Ready, they go in
+/// one batch (with `additive_only`, which deletes nothing and sent again changes
+/// nothing).
+fn add_members(p: &mut Planner<'_>, pool_id: &str, port: u16, wanted: Vec<NewMember>) {
+    let first =
+        p.memory.ready_since.is_none() && !p.observed.members.iter().any(|x| x.pool_id == pool_id);
+    if first && wanted.len() > 1 {
+        let names: Vec<String> = wanted.iter().map(|m| m.machine.clone()).collect();
+        let made = p.act_on_load_balancer(
+            Action::AddMembers {
+                pool_id: pool_id.to_string(),
+                port,
+                members: wanted,
+            },
+            format!(
+                "{} are running and must serve the API through the load balancer",
+                names.join(", ")
+            ),
+        );
+        if made {
+            for name in names {
+                crate::churn::making(p, &format!("the member of {name}"));
+            }
+        }
+        return;
+    }
+    for m in wanted {
+        let what = format!("the member of {}", m.machine);
+        let reason = format!(
+            "{} is running and must serve the API through the load balancer",
+            m.machine
+        );
+        let made = p.act_on_load_balancer(
+            Action::CreateMember {
+                machine: m.machine,
+                key: m.key,
+                pool_id: pool_id.to_string(),
+                address: m.address,
+                port,
+            },
+            reason,
+        );
+        if made {
+            crate::churn::making(p, &what);
+        }
     }
 }
 

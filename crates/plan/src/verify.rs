@@ -35,6 +35,10 @@ fn objects(action: &Action) -> Vec<String> {
         }
         Action::DeleteServer { server_id, .. } => vec![format!("server {server_id}")],
         Action::CreateMember { machine, .. } => vec![format!("member of {machine}")],
+        Action::AddMembers { members, .. } => members
+            .iter()
+            .map(|m| format!("member of {}", m.machine))
+            .collect(),
         Action::DeleteMember { member_id, .. } => vec![format!("member {member_id}")],
         Action::AddSecurityGroup { server_id, .. } => {
             vec![format!("security groups of server {server_id}")]

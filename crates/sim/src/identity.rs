@@ -1,11 +1,11 @@
 //! The simulated OpenStack's answer to a cluster-identity check: its servers, security
-//! groups and load balancers tagged with the cluster's name under another UID. Three
+//! groups and load balancers tagged with the cluster's name. Three
 //! reads, one per service, as the real provider makes them, so a service's injected
 //! faults fail the check as they would fail the real one.
 
-use flightdeck_cloud::identity::foreign_of;
+use flightdeck_cloud::identity::named_of;
 use flightdeck_cloud::provider::Result;
-use flightdeck_cloud::{ForeignObject, Identity, Ownership};
+use flightdeck_cloud::{Identity, NamedObject, Ownership};
 
 use crate::SimCloud;
 use crate::nova::NOVA;
@@ -13,14 +13,14 @@ use crate::octavia::OCTAVIA;
 use crate::routes::NEUTRON;
 
 impl Identity for SimCloud {
-    async fn list_foreign(&self, owner: &Ownership) -> Result<Vec<ForeignObject>> {
+    async fn list_named(&self, owner: &Ownership) -> Result<Vec<NamedObject>> {
         let mut found = self.read(NOVA, "GET /servers/detail", |st, _| {
             Ok(st
                 .servers
                 .values()
                 .filter_map(|s| {
                     let s = &s.server;
-                    foreign_of(owner, "server", &s.id, &s.name, &s.tags)
+                    named_of(owner, "server", &s.id, &s.name, &s.tags)
                 })
                 .collect::<Vec<_>>())
         })?;
@@ -28,7 +28,7 @@ impl Identity for SimCloud {
             Ok(st
                 .security_groups
                 .values()
-                .filter_map(|g| foreign_of(owner, "security group", &g.id, &g.name, &g.tags))
+                .filter_map(|g| named_of(owner, "security group", &g.id, &g.name, &g.tags))
                 .collect::<Vec<_>>())
         })?);
         found.extend(self.read(OCTAVIA, "GET /v2/lbaas/loadbalancers", |st, _| {
@@ -37,7 +37,7 @@ impl Identity for SimCloud {
                 .values()
                 .filter_map(|l| {
                     let l = &l.lb;
-                    foreign_of(owner, "load balancer", &l.id, &l.name, &l.tags)
+                    named_of(owner, "load balancer", &l.id, &l.name, &l.tags)
                 })
                 .collect::<Vec<_>>())
         })?);

@@ -27,6 +27,7 @@ mod identity;
 mod ids;
 mod k8s;
 mod kube;
+pub mod member_batch;
 mod members;
 mod mirror;
 mod neutron;

@@ -59,6 +59,15 @@ pub(crate) fn create_member(st: &mut State, now: Timestamp, req: &MemberCreate) 
     if st.members.len() >= CHILDREN_MAX {
         return Err(quota(OP, "Member"));
     }
+    let member = insert_member(st, req);
+    let latency = st.config.latencies.member_create;
+    begin_change(st, now, &lb_id, Child::Member(member.id.clone()), latency);
+    Ok(member)
+}
+
+/// A new member as `req` asks, PENDING_CREATE; the caller begins the change that
+/// configures it.
+pub(crate) fn insert_member(st: &mut State, req: &MemberCreate) -> Member {
     let monitored = st
         .health_monitors
         .values()
@@ -94,9 +103,7 @@ pub(crate) fn create_member(st: &mut State, now: Timestamp, req: &MemberCreate) 
             serving_since: None,
         },
     );
-    let latency = st.config.latencies.member_create;
-    begin_change(st, now, &lb_id, Child::Member(member.id.clone()), latency);
-    Ok(member)
+    member
 }
 
 pub(crate) fn delete_member(
@@ -115,14 +122,19 @@ pub(crate) fn delete_member(
         return Err(not_found(OP, "Member", member_id));
     }
     check_mutable(st, OP, &lb_id)?;
-    if let Some(m) = st.members.get_mut(member_id) {
-        m.member.provisioning_status = ProvisioningStatus::PendingDelete;
-        m.change += 1;
-        m.stuck = false;
-    }
+    mark_deleted(st, member_id);
     let latency = st.config.latencies.member_delete;
     begin_change(st, now, &lb_id, Child::Member(member_id.into()), latency);
     Ok(())
+}
+
+/// Marks member `id` PENDING_DELETE; the caller begins the change that removes it.
+pub(crate) fn mark_deleted(st: &mut State, id: &str) -> Option<Member> {
+    let m = st.members.get_mut(id)?;
+    m.member.provisioning_status = ProvisioningStatus::PendingDelete;
+    m.change += 1;
+    m.stuck = false;
+    Some(m.member.clone())
 }
 
 /// Whether an active fault holds member `m` in its pending state at `t`:
@@ -154,7 +166,7 @@ pub(crate) fn complete(st: &mut State, t: Timestamp, id: &str) {
         return;
     };
     match m.member.provisioning_status {
-        ProvisioningStatus::PendingCreate => {
+        ProvisioningStatus::PendingCreate | ProvisioningStatus::PendingUpdate => {
             m.member.provisioning_status = ProvisioningStatus::Active;
         }
         ProvisioningStatus::PendingDelete => {

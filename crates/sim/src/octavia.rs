@@ -42,6 +42,8 @@ pub(crate) enum Child {
     Pool(String),
     HealthMonitor(String),
     Member(String),
+    /// The members a batch update changed.
+    Members(Vec<String>),
 }
 
 #[derive(Clone, Debug)]
@@ -414,6 +416,11 @@ pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
                     }
                 }
                 Child::Member(id) => members::complete(st, t, &id),
+                Child::Members(ids) => {
+                    for id in ids {
+                        members::complete(st, t, &id);
+                    }
+                }
             }
         }
         Event::MemberRelease { member, change } => {
@@ -571,6 +578,10 @@ impl LoadBalancing for SimCloud {
         self.create(OCTAVIA, op, &req.tags, |st, now| {
             create_member(st, now, req)
         })
+    }
+
+    async fn add_members(&self, pool_id: &str, members: &[MemberCreate]) -> Result<()> {
+        self.batch_members(pool_id, members, true).map(drop)
     }
 
     async fn delete_member(&self, pool_id: &str, member_id: &str) -> Result<()> {

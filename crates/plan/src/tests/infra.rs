@@ -285,3 +285,45 @@ fn a_load_balancer_held_pending_past_a_minute_is_looked_at_every_30_seconds() {
         "ACTIVE again: the clock resets"
     );
 }
+
+/// Issue 16: a build added its members one per pass (Octavia takes one change of a load
+/// balancer at a time), three passes and three load-balancer waits for a control plane
+/// of three. Its first members now go in one batch.
+#[test]
+fn a_builds_first_members_are_added_in_one_batch() {
+    let mut w = World::cluster(spec(V1, 2), V1, 2);
+    w.memory.ready_since = None;
+    w.observed.members.clear();
+    let p = w.plan();
+    assert_eq!(count(&p, "CreateMember"), 0, "{:#?}", p.actions);
+    let batch: Vec<_> = p
+        .actions
+        .iter()
+        .filter_map(|a| match &a.action {
+            Action::AddMembers { members, .. } => Some(members.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(batch.len(), 1, "{:#?}", p.actions);
+    let names: Vec<_> = batch[0].iter().map(|m| m.machine.as_str()).collect();
+    assert_eq!(names, ["demo-cp-1", "demo-cp-2", "demo-cp-3"]);
+}
+
+/// Once a cluster has served, or while its pool has a member, members are added one per
+/// pass as before: a batch is only for a build's first members.
+#[test]
+fn members_missing_after_the_build_are_added_one_per_pass() {
+    let mut w = World::cluster(spec(V1, 2), V1, 2);
+    w.observed.members.clear();
+    let p = w.plan();
+    assert_eq!(count(&p, "AddMembers"), 0, "{:#?}", p.actions);
+    assert_eq!(targets(&p, "CreateMember"), ["demo-cp-1"]);
+
+    let mut w = World::cluster(spec(V1, 2), V1, 2);
+    w.memory.ready_since = None;
+    w.drop_member("demo-cp-2");
+    w.drop_member("demo-cp-3");
+    let p = w.plan();
+    assert_eq!(count(&p, "AddMembers"), 0, "{:#?}", p.actions);
+    assert_eq!(targets(&p, "CreateMember"), ["demo-cp-2"]);
+}

@@ -47,19 +47,55 @@ async fn a_ready_cluster_left_alone_for_an_hour_changes_nothing_and_commits_noth
 /// Issue 16: building the example (3 control-plane machines, 2 workers) cost 318 calls,
 /// 8.4 times the minimum, because every pass listed all nine kinds. A pass now takes
 /// again the lists that are young, untouched by flightdeck and settled (`reuse.rs` in
-/// the engine). The minimum is the bench's: one token, every mutation, and two lists of
-/// each kind the spec uses (one before acting, one to see the result). Today's figure
-/// is 1.9 times it; the goal is 1.5, not met yet, so this holds the ground gained.
+/// the engine); a build asks its workload cluster for nodes only once a member of its
+/// API pool serves, adds its first members in one batch, and does not list again at its
+/// first pass what its identity check read in the same instant. The minimum is the
+/// bench's: one token, every mutation, and two lists of each kind the spec uses (one
+/// before acting, one to see the result); the goal is at most 1.5 times it, reads
+/// included (this seed: 49 calls for a minimum of 35; seeds 1 to 8 of `up`: 1.35 to
+/// 1.44 times).
 #[tokio::test]
-async fn building_a_cluster_costs_at_most_twice_the_minimum_of_cloud_calls() {
+async fn building_a_cluster_costs_at_most_one_and_a_half_times_the_minimum_of_cloud_calls() {
     let ready = up(Duration::from_secs(3600), true).await;
     assert!(ready.passed, "{:#?}", ready.invariants);
     let kinds_used = 9; // servers, nodes, security groups, router, and five Octavia kinds
     let minimum = 1 + mutations(&ready) + 2 * kinds_used;
     assert!(
-        ready.api_calls_total <= 2 * minimum,
-        "{} calls to build, more than twice the minimum of {minimum}: {:#?}",
+        2 * ready.api_calls_total <= 3 * minimum,
+        "{} calls to build, more than 1.5 times the minimum of {minimum}: {:#?}",
         ready.api_calls_total,
         ready.api_calls
+    );
+}
+
+/// Issue 16: a build asked its workload cluster for nodes at every pass from its first
+/// member on, and until a member served the load balancer had nowhere to forward: six of
+/// the example's nine node lists answered 503. The node list now waits for a serving
+/// member: the example's control plane first serves at 54 s and is Ready at 74 s, three
+/// passes.
+#[tokio::test]
+async fn a_build_asks_its_workload_cluster_for_nodes_only_once_a_member_serves() {
+    let ready = up(Duration::from_secs(3600), true).await;
+    assert!(ready.passed, "{:#?}", ready.invariants);
+    let first_serving = ready
+        .timeline
+        .iter()
+        .find(|e| e.reason == "MemberChanged" && e.message.ends_with("ACTIVE/ONLINE"))
+        .map(|e| e.at_ms)
+        .expect("a member came to serve");
+    let ready_at = ready
+        .timeline
+        .iter()
+        .find(|e| e.reason == "Ready")
+        .map(|e| e.at_ms)
+        .expect("the cluster became Ready");
+    let node_lists = ready.api_calls["kubernetes"]["GET nodes"];
+    assert!(node_lists > 0, "a Ready cluster's nodes were read");
+    // The engine looks at a waiting build every 10 s at most; one list per pass from the
+    // first serving member to Ready.
+    let passes = (ready_at - first_serving) / 10_000 + 1;
+    assert!(
+        node_lists <= passes,
+        "{node_lists} node lists, more than the {passes} passes from the first serving member (at {first_serving} ms) to Ready (at {ready_at} ms)"
     );
 }

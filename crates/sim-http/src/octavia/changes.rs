@@ -307,18 +307,98 @@ pub(super) async fn show_member(
     }
 }
 
+/// One member of a create or batch request, and the fields it sets that the simulator
+/// only keeps to show back.
+fn member_req(m: &Value, pool: &str) -> Result<(MemberCreate, Map<String, Value>), Response> {
+    let address = wire::string(m, "address").ok_or_else(|| missing("address"))?;
+    let address: IpAddr = address.parse().map_err(|_| bad(&format!("Invalid input for field/attribute address. Value: '{address}'. Value should be IPv4 or IPv6 format")))?;
+    let port = u16::try_from(number(m, "protocol_port")?).map_err(|_| bad("Invalid input for field/attribute protocol_port. Value should be lower or equal to 65535"))?;
+    let req = MemberCreate {
+        name: wire::string(m, "name").unwrap_or_default(),
+        pool_id: pool.to_string(),
+        address,
+        protocol_port: port,
+        tags: tags(m)?,
+    };
+    Ok((
+        req,
+        keep(
+            m,
+            &[
+                "description",
+                "weight",
+                "backup",
+                "subnet_id",
+                "monitor_address",
+                "monitor_port",
+            ],
+        ),
+    ))
+}
+
+/// `PUT /v2/lbaas/pools/{pool_id}/members`: the batch member update, 202 and no body.
+pub(super) async fn batch_members(
+    State(app): State<App>,
+    Path(pool): Path<String>,
+    RawQuery(raw): RawQuery,
+    body: Bytes,
+) -> Response {
+    let q = Query::parse(raw.as_deref());
+    let additive_only = match q.get("additive_only") {
+        None => false,
+        Some(v) if ["true", "True", "1", "yes"].contains(&v) => true,
+        Some(v) if ["false", "False", "0", "no"].contains(&v) => false,
+        Some(v) => {
+            return bad(&format!(
+                "Invalid input for additive_only. Value: '{v}'. Value should be a boolean"
+            ));
+        }
+    };
+    let parsed = wire::body_object(&body)
+        .map_err(|m| bad(&m))
+        .and_then(|b| {
+            b.get("members")
+                .and_then(Value::as_array)
+                .cloned()
+                .ok_or_else(|| missing("members"))
+        })
+        .and_then(|items| {
+            items
+                .iter()
+                .map(|m| {
+                    if m.is_object() {
+                        member_req(m, &pool)
+                    } else {
+                        Err(bad(
+                            "Invalid input for members. Each member should be an object",
+                        ))
+                    }
+                })
+                .collect::<Result<Vec<_>, _>>()
+        });
+    let (reqs, fields): (Vec<_>, Vec<_>) = match parsed {
+        Ok(p) => p.into_iter().unzip(),
+        Err(resp) => return resp,
+    };
+    match app.cloud.batch_members(&pool, &reqs, additive_only) {
+        Ok(members) => {
+            let now = app.now();
+            let mut ex = app.extras();
+            for (m, f) in members.iter().zip(fields) {
+                ex.remember(&app.cloud, &m.id, now, f);
+            }
+            wire::empty(StatusCode::ACCEPTED)
+        }
+        Err(e) => errors::from_cloud(Service::Octavia, &e),
+    }
+}
+
 pub(super) async fn create_member(
     State(app): State<App>,
     Path(pool): Path<String>,
     body: Bytes,
 ) -> Response {
-    let parsed = root(&body, "member").and_then(|m| {
-        let address = wire::string(&m, "address").ok_or_else(|| missing("address"))?;
-        let address: IpAddr = address.parse().map_err(|_| bad(&format!("Invalid input for field/attribute address. Value: '{address}'. Value should be IPv4 or IPv6 format")))?;
-        let port = u16::try_from(number(&m, "protocol_port")?).map_err(|_| bad("Invalid input for field/attribute protocol_port. Value should be lower or equal to 65535"))?;
-        let req = MemberCreate { name: wire::string(&m, "name").unwrap_or_default(), pool_id: pool.clone(), address, protocol_port: port, tags: tags(&m)? };
-        Ok((req, keep(&m, &["description", "weight", "backup", "subnet_id", "monitor_address", "monitor_port"])))
-    });
+    let parsed = root(&body, "member").and_then(|m| member_req(&m, &pool));
     let (req, fields) = match parsed {
         Ok(p) => p,
         Err(resp) => return resp,

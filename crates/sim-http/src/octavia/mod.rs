@@ -26,7 +26,9 @@ use crate::{App, keystone};
 mod changes;
 mod render;
 
-use changes::{create_hm, create_lb, create_listener, create_member, create_pool, delete_lb};
+use changes::{
+    batch_members, create_hm, create_lb, create_listener, create_member, create_pool, delete_lb,
+};
 use changes::{delete_member, list_members, show_member};
 use render::{hm_status, listener_status, pool_status};
 
@@ -63,7 +65,7 @@ pub(crate) fn routes(app: App) -> Router<App> {
             .route(&format!("{p}/lbaas/pools/{{id}}"), get(show_pool))
             .route(
                 &format!("{p}/lbaas/pools/{{id}}/members"),
-                get(list_members).post(create_member),
+                get(list_members).post(create_member).put(batch_members),
             )
             .route(
                 &format!("{p}/lbaas/pools/{{id}}/members/{{member}}"),

@@ -12,6 +12,7 @@ mod k8s_kubevirt;
 mod k8s_support;
 mod k8s_workload;
 mod kube;
+mod member_batch;
 mod neutron;
 mod nova;
 mod octavia;
