@@ -382,7 +382,8 @@ impl<P: Provider> Engine<P> {
         self.clusters.get(name)
     }
 
-    pub fn clusters(&self) -> impl Iterator<Item = (&String, &ClusterRecord)> {
+    /// The clusters by name, in name order.
+    pub fn clusters(&self) -> impl ExactSizeIterator<Item = (&String, &ClusterRecord)> {
         self.clusters.iter()
     }
 

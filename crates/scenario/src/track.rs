@@ -35,6 +35,8 @@ pub struct ClusterTrack {
     pub addresses: std::collections::BTreeSet<std::net::IpAddr>,
     /// What the spec says of its machine sets now, for `noChurn` per set.
     pub sets: SetBounds,
+    /// The UID the simulated workload cluster was last given the pod network under.
+    pub pod_network_uid: Option<String>,
 }
 
 impl ClusterTrack {
@@ -65,6 +67,7 @@ impl ClusterTrack {
             drain_timeout: s.provider.kubevirt.as_ref().map(|k| k.drain_timeout),
             resync_period: s.flight.resync_period,
             pod_cidr: s.network.pod_cidr,
+            pod_network_uid: None,
             addresses: Default::default(),
             sets,
         }
