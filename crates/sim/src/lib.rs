@@ -675,22 +675,14 @@ impl SimCloud {
         let result = self
             .enter(&mut st, service, operation)
             .and_then(|now| f(&mut st, now));
-        let (target_id, target_name, target_tags) = match &result {
+        let target = match &result {
             Ok(created) => created.identity(),
             Err(_) => (String::new(), String::new(), request_tags.to_vec()),
         };
         let now = self.clock.now();
-        st.log.mutation(Mutation {
-            at: now,
-            service,
-            operation: operation.into(),
-            kind: MutationKind::Create,
-            target_id,
-            target_name,
-            target_tags,
-            ok: result.is_ok(),
-            caller: None,
-        });
+        let ok = result.is_ok();
+        st.log
+            .record(now, (service, operation), MutationKind::Create, target, ok);
         st.settle(now);
         result
     }

@@ -10,7 +10,6 @@ use flightdeck_cloud::{Clock, ErrorClass, Member, MemberCreate, ProvisioningStat
 
 use crate::members::{insert_member, mark_deleted};
 use crate::octavia::{CHILDREN_MAX, Child, OCTAVIA, begin_change, check_mutable, error, pool_lb};
-use crate::world::Mutation;
 use crate::{MutationKind, Result, SimCloud, State};
 
 pub(crate) const OP: &str = "PUT /v2/lbaas/pools/{pool_id}/members";
@@ -149,18 +148,9 @@ impl SimCloud {
                 })
                 .collect(),
         };
-        for (target_id, target_name, target_tags, kind) in logged {
-            st.log.mutation(Mutation {
-                at: now,
-                service: OCTAVIA,
-                operation: OP.into(),
-                kind,
-                target_id,
-                target_name,
-                target_tags,
-                ok: result.is_ok(),
-                caller: None,
-            });
+        for (id, name, tags, kind) in logged {
+            st.log
+                .record(now, (OCTAVIA, OP), kind, (id, name, tags), result.is_ok());
         }
         st.settle(now);
         result.map(|done| {

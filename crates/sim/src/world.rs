@@ -125,6 +125,29 @@ impl Log {
             .or_default() += 1;
     }
 
+    /// Records a mutating call of `operation` on the object `target` (its ID, name and
+    /// tags), done or refused (`ok`).
+    pub(crate) fn record(
+        &mut self,
+        at: Timestamp,
+        (service, operation): (&'static str, &str),
+        kind: MutationKind,
+        (target_id, target_name, target_tags): (String, String, Vec<String>),
+        ok: bool,
+    ) {
+        self.mutation(Mutation {
+            at,
+            service,
+            operation: operation.into(),
+            kind,
+            target_id,
+            target_name,
+            target_tags,
+            ok,
+            caller: None,
+        });
+    }
+
     pub(crate) fn mutation(&mut self, mut m: Mutation) {
         if m.caller.is_none() {
             m.caller = crate::caller::current();
