@@ -6,8 +6,6 @@
 //! touched. On OpenNebula the VMs go first, then the templates and images the cluster
 //! holds, each deleted only if flightdeck registered it and no other cluster holds it.
 
-use flightdeck_cloud::ProvisioningStatus;
-
 use crate::action::Action;
 use crate::condition::{Condition, PlanEvent, kind, reason};
 use crate::status::Phase;
@@ -21,9 +19,12 @@ pub(crate) fn plan_deletion(p: &mut Planner<'_>) {
     for lb in &o.load_balancers {
         remaining.push(format!("load balancer {}", lb.id));
         match lb.provisioning_status {
-            ProvisioningStatus::PendingDelete => p.wait(POLL_OCTAVIA),
-            s if s.is_pending() => p.wait(POLL_OCTAVIA),
+            s if s.is_pending() => {
+                let (_, poll) = p.lb_pending();
+                p.wait(poll);
+            }
             _ => {
+                p.memory.lb_pending_since = None;
                 p.act(
                     Action::DeleteLoadBalancer {
                         load_balancer_id: lb.id.clone(),

@@ -274,8 +274,8 @@ fn plan_load_balancer(p: &mut Planner<'_>) -> (Option<PoolInfo>, bool) {
             ));
         }
         s if s.is_pending() => {
-            let since = *p.memory.lb_pending_since.get_or_insert(p.now);
-            let held_up = p.now.since(since) > crate::LB_HELD_UP_AFTER;
+            let (held, poll) = p.lb_pending();
+            let held_up = poll == crate::POLL_STUCK;
             p.lb_held_up = held_up;
             if held_up {
                 p.condition(Condition::new(
@@ -286,16 +286,12 @@ fn plan_load_balancer(p: &mut Planner<'_>) -> (Option<PoolInfo>, bool) {
                         "load balancer {lb_id} has been {} for {}; Octavia takes no change \
                          until it is ACTIVE again, so flightdeck looks every {}",
                         lb.provisioning_status.as_str(),
-                        p.now.since(since),
+                        held,
                         crate::POLL_STUCK
                     ),
                 ));
             }
-            p.wait(if held_up {
-                crate::POLL_STUCK
-            } else {
-                crate::POLL_OCTAVIA
-            });
+            p.wait(poll);
         }
         _ => p.lb_slot_free = true,
     }

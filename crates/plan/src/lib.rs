@@ -277,6 +277,22 @@ impl<'a> Planner<'a> {
         true
     }
 
+    /// Notes that the cluster's load balancer is held PENDING_* in this pass. Returns how
+    /// long it has been held and how soon to look again: soon at first, and every
+    /// `POLL_STUCK` once it has been held longer than `LB_HELD_UP_AFTER` (Octavia takes no
+    /// change until it is ACTIVE again), so that a load balancer held for minutes does not
+    /// cost every list every two seconds.
+    pub(crate) fn lb_pending(&mut self) -> (Duration, Duration) {
+        let since = *self.memory.lb_pending_since.get_or_insert(self.now);
+        let held = self.now.since(since);
+        let poll = if held > LB_HELD_UP_AFTER {
+            POLL_STUCK
+        } else {
+            POLL_OCTAVIA
+        };
+        (held, poll)
+    }
+
     /// Asks to be reconciled again within `d`.
     pub fn wait(&mut self, d: Duration) {
         self.requeue_after = Some(self.requeue_after.map_or(d, |r| r.min(d)));

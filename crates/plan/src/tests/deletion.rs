@@ -218,3 +218,35 @@ fn deletion_is_done_only_when_nothing_is_observed() {
         }
     }
 }
+
+/// Swarm seed 15006030 (callBudget): a deletion waiting on a load balancer Octavia held
+/// PENDING_UPDATE for six minutes looked again every 2 s, listing every kind each time.
+#[test]
+fn a_deletion_waiting_on_a_load_balancer_held_pending_past_a_minute_looks_every_30_seconds() {
+    let mut w = World::cluster(spec(V1, 2), V1, 2);
+    deleting(&mut w);
+    // The servers and the security group are gone; the load balancer is held.
+    w.observed.servers.clear();
+    w.observed.security_groups.clear();
+    let held = ProvisioningStatus::PendingUpdate;
+    // (seconds later, the load balancer's status, deletes it, looks again within)
+    let passes = [
+        (0, held, 0, crate::POLL_OCTAVIA),
+        (61, held, 0, crate::POLL_STUCK),
+        (91, ProvisioningStatus::Active, 1, crate::POLL_OCTAVIA),
+    ];
+    for (at, status, deletes, poll) in passes {
+        w.now = Timestamp(T0.0 + at * 1000);
+        w.observed.load_balancers[0].provisioning_status = status;
+        let p = w.plan();
+        let what = format!("{}s, {}", at, status.as_str());
+        assert_eq!(count(&p, "DeleteLoadBalancer"), deletes, "{what}");
+        assert_eq!(p.requeue_after, Some(poll), "{what}");
+        assert!(!p.deleted, "{what}");
+        w.memory = p.memory;
+    }
+    assert_eq!(
+        w.memory.lb_pending_since, None,
+        "ACTIVE again: the clock resets"
+    );
+}

@@ -252,3 +252,14 @@ fn f2_a_removal_is_withdrawn_when_the_spec_scales_up_on_seeds_600071990_and_1376
 fn f12_the_last_cluster_deleted_takes_the_templates_flightdeck_registered_on_seed_400051258() {
     passes(400_051_258);
 }
+
+/// F12 (and the call budget), seed 15006030 (10,000 seeds from 15000000 on 3f1869c), a
+/// bug in flightdeck: c1 was deleted while Octavia held its load balancer PENDING_UPDATE
+/// for six minutes (`octavia.pendingUpdate`). The deletion looked again every 2 s and
+/// each look listed every kind: 13,737 calls per cluster-hour against a budget of 12,000.
+/// A deletion now waits for a load balancer held past a minute every 30 s, as a running
+/// cluster does.
+#[test]
+fn f12_a_deletion_waits_out_a_held_load_balancer_within_the_call_budget_on_seed_15006030() {
+    passes(15_006_030);
+}
