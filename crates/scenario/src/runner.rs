@@ -144,8 +144,6 @@ where
     drive(loaded, options, on_event, cloud, DynProvider::new(provider)).await
 }
 
-/// The run itself, on any cloud's provider: the driver and its engine are compiled once,
-/// not once for each provider type.
 /// Brings `t` up to what the engine holds of its cluster `c`.
 fn follow(t: &mut ClusterTrack, c: &flightdeck_engine::ClusterRecord, cloud: &SimCloud) {
     // The workload cluster hands its nodes pod networks from the spec's podCIDR, under
@@ -162,6 +160,8 @@ fn follow(t: &mut ClusterTrack, c: &flightdeck_engine::ClusterRecord, cloud: &Si
     t.deletion_requested |= c.memory.deletion_requested.is_some();
 }
 
+/// The run itself, on any cloud's provider: the driver and its engine are compiled once,
+/// not once for each provider type.
 async fn drive(
     loaded: &LoadedScenario,
     options: &RunOptions,

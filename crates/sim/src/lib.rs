@@ -724,17 +724,9 @@ impl SimCloud {
         let target_name = st.name_of(target_id).unwrap_or_default();
         let result = entered.and_then(|now| f(&mut st, now));
         let now = self.clock.now();
-        st.log.mutation(Mutation {
-            at: now,
-            service,
-            operation: operation.into(),
-            kind,
-            target_id: target_id.into(),
-            target_name,
-            target_tags,
-            ok: result.is_ok(),
-            caller: None,
-        });
+        let target = (target_id.to_string(), target_name, target_tags);
+        let ok = result.is_ok();
+        st.log.record(now, (service, operation), kind, target, ok);
         st.settle(now);
         result
     }
