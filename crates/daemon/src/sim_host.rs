@@ -101,8 +101,9 @@ impl SimHost {
     }
 
     /// The fault kinds a user may start: every kind but those that strike only a watch
-    /// (`k8s.watchReorder`), since the embedded simulator's workload nodes are listed,
-    /// not watched, and such a fault would change nothing.
+    /// answer with two events of one node (`k8s.watchReorder`): the embedded simulator's
+    /// workload API records a node only when it is read, one event per node per answer,
+    /// so such a fault would change nothing.
     pub fn kinds() -> Vec<String> {
         FaultKind::ALL
             .iter()
@@ -130,7 +131,7 @@ impl SimHost {
         })?;
         if FaultKind::WATCH_ONLY.contains(&kind) {
             return Err(Failure::unprocessable(format!(
-                "kind: {} strikes only a watch of a workload cluster's nodes, and the embedded simulator's nodes are listed, not watched: it would change nothing here",
+                "kind: {} strikes only a watch answer with two events of one node, and the embedded simulator's workload API records a node only when it is read, one event per node per answer: it would change nothing here",
                 req.kind
             )));
         }
@@ -196,9 +197,9 @@ fn parse_opt(field: &str, text: Option<&str>) -> Result<Option<Duration>, Failur
 mod tests {
     use super::*;
 
-    /// The embedded simulator's workload nodes are listed, not watched: a fault that
-    /// strikes only a watch is neither offered nor started, so nothing shows as broken
-    /// that is not.
+    /// The embedded simulator's workload API carries at most one event per node in an
+    /// answer of a watch: a fault that reorders them is neither offered nor started, so
+    /// nothing shows as broken that is not.
     #[tokio::test]
     async fn a_fault_that_strikes_only_a_watch_is_neither_offered_nor_started() {
         let kinds = SimHost::kinds();

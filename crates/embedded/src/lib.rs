@@ -12,14 +12,19 @@
 use std::sync::Arc;
 
 use flightdeck_cloud::provider::Result as CloudResult;
-use flightdeck_cloud::{CloudError, Ownership};
+use flightdeck_cloud::{Clock, CloudError, Ownership};
 use flightdeck_kubevirt::KubeVirtCloud;
 use flightdeck_opennebula::{OneClient, OneCredentials, OpenNebulaCloud, Secret, Transport};
 use flightdeck_openstack::OpenStackProvider;
 use flightdeck_sim::{INFRA_CLUSTER, KubeRequest, SimCloud, SimConfig};
 use flightdeck_workload::{KubeGuest, ProviderIdFormat, WorkloadFn};
 
+mod watch_body;
+pub use watch_body::{SimBody, WatchBroke};
+
 /// A `kube::Client` whose requests go straight to the simulated API server `cluster`.
+/// A watch's answer goes on, read on demand, until its `timeoutSeconds` of simulated
+/// time (see [`watch_body`]).
 pub fn in_process_client(cloud: Arc<SimCloud>, cluster: &str) -> kube::Client {
     let cluster = cluster.to_string();
     let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
@@ -28,24 +33,28 @@ pub fn in_process_client(cloud: Arc<SimCloud>, cluster: &str) -> kube::Client {
         async move {
             let (parts, body) = req.into_parts();
             let body = body.collect_bytes().await?;
-            let answer = cloud.kube_request(
-                &cluster,
-                KubeRequest {
-                    method: parts.method.to_string(),
-                    path: parts.uri.path().to_string(),
-                    query: parts.uri.query().unwrap_or_default().to_string(),
-                    body: body.to_vec(),
-                    content_type: parts
-                        .headers
-                        .get(http::header::CONTENT_TYPE)
-                        .and_then(|v| v.to_str().ok())
-                        .map(str::to_string),
-                },
-            );
+            let request = KubeRequest {
+                method: parts.method.to_string(),
+                path: parts.uri.path().to_string(),
+                query: parts.uri.query().unwrap_or_default().to_string(),
+                body: body.to_vec(),
+                content_type: parts
+                    .headers
+                    .get(http::header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string),
+            };
+            let watch = watch_body::is_watch(&request);
+            let answer = cloud.kube_request(&cluster, request.clone());
+            let body = if watch && answer.status == 200 {
+                SimBody::watch(cloud, &cluster, request, answer.body)
+            } else {
+                SimBody::whole(answer.body)
+            };
             http::Response::builder()
                 .status(answer.status)
                 .header(http::header::CONTENT_TYPE, answer.content_type)
-                .body(kube::client::Body::from(answer.body))
+                .body(body)
                 .map_err(|e| kube::Error::Service(Box::new(e)))
         }
     });
@@ -62,6 +71,7 @@ pub type InProcessKubeVirt = KubeVirtCloud<Workload>;
 /// The provider the engine uses against the in-process simulated KubeVirt.
 pub fn in_process_kubevirt(cloud: Arc<SimCloud>, namespace: &str) -> Arc<InProcessKubeVirt> {
     let infra = in_process_client(cloud.clone(), INFRA_CLUSTER);
+    let cloud_clock = cloud.clock().clone();
     let workload: Box<dyn Fn(&flightdeck_cloud::Ownership) -> WorkloadAnswer + Send + Sync> =
         Box::new(move |owner| {
             Ok(cloud
@@ -69,11 +79,10 @@ pub fn in_process_kubevirt(cloud: Arc<SimCloud>, namespace: &str) -> Arc<InProce
                 .contains(&owner.cluster)
                 .then(|| in_process_client(cloud.clone(), &owner.cluster)))
         });
-    Arc::new(KubeVirtCloud::new(
-        infra,
-        namespace,
-        WorkloadFn::new(workload),
-    ))
+    let clock: Arc<dyn Clock> = Arc::new(cloud_clock);
+    Arc::new(
+        KubeVirtCloud::new(infra, namespace, WorkloadFn::new(workload)).pump_node_watches(clock),
+    )
 }
 
 /// The user the simulated OpenNebula knows.
@@ -93,16 +102,18 @@ impl Transport for SimTransport {
 pub type InProcessOne = OpenNebulaCloud<SimTransport, SimulatedNodes>;
 
 /// How the simulator's workload clusters are reached: as real ones, through kube-rs (an
-/// in-process client per cluster), nodes matched by providerID in the cloud's format.
+/// in-process client per cluster), nodes matched by providerID in the cloud's format and
+/// watched, read on demand in the simulator's time ([`flightdeck_workload::pumped`]).
 pub type SimulatedNodes = KubeGuest<WorkloadFn<Box<WorkloadSource>>>;
 type WorkloadSource = dyn Fn(&Ownership) -> CloudResult<Option<kube::Client>> + Send + Sync;
 
 /// The simulator's workload clusters on `cloud`, whose nodes carry `format`'s providerIDs.
 pub fn simulated_nodes(cloud: Arc<SimCloud>, format: ProviderIdFormat) -> SimulatedNodes {
+    let clock: Arc<dyn Clock> = Arc::new(cloud.clock().clone());
     let source: Box<WorkloadSource> = Box::new(move |owner: &Ownership| {
         Ok(Some(in_process_client(cloud.clone(), &owner.cluster)))
     });
-    KubeGuest::new(WorkloadFn::new(source), format)
+    KubeGuest::pumped(WorkloadFn::new(source), format, clock)
 }
 
 /// The OpenStack provider over the in-process simulator: Nova, Neutron and Octavia are

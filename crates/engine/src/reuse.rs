@@ -18,8 +18,8 @@
 //! - for the API pool's members: the cluster has never been Ready. From then on the
 //!   member gate (F2) decides from them, and they are listed at every pass.
 //!
-//! The workload cluster's nodes are listed at every pass (during a build, once a member
-//! of the API pool serves: before, the API cannot answer); OpenNebula and KubeVirt
+//! The workload cluster's nodes are read at every pass (during a build, once a member
+//! of the API pool serves: before, the API cannot answer), from its node watch; OpenNebula and KubeVirt
 //! clusters list everything at every pass. A spec applied, a cluster let go of or taken
 //! up, an engine restarted and a failed reconcile start again from fresh lists: the engine
 //! forgets the observation then. (A spec applied while a reconcile is out gets that

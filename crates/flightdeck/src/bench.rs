@@ -105,9 +105,9 @@ async fn up(cluster: &Cluster, duration_ms: u64, stop_when_ready: bool) -> anyho
     Ok(result.report)
 }
 
-/// Whether a call changes the cloud (anything but a read or a token).
+/// Whether a call changes the cloud (anything but a read, a watch or a token).
 fn is_mutation(op: &str) -> bool {
-    !(op.starts_with("GET ") || op == "POST /v3/auth/tokens")
+    !(op.starts_with("GET ") || op.starts_with("WATCH ") || op == "POST /v3/auth/tokens")
 }
 
 /// The kinds of object a cluster of this spec needs to look at, as the calls that list
@@ -194,6 +194,10 @@ async fn steady(example: &Cluster) -> anyhow::Result<Steady> {
         .filter(|k| k.contains(" GET ") && !used.contains(&k.as_str()))
         .cloned()
         .collect();
+    let node_lists = by_call.get("kubernetes GET nodes").copied().unwrap_or(0);
+    let node_watches = by_call.get("kubernetes WATCH nodes").copied().unwrap_or(0);
+    // A watch starts afresh, with a list, once per lifetime.
+    let watch_starts = 3_600_000_u64.div_ceil(flightdeck_workload::watch::LIFETIME_MAX.as_millis());
     Ok(Steady {
         calls_per_hour: by_call.values().sum(),
         mutations_per_hour: by_call
@@ -203,7 +207,9 @@ async fn steady(example: &Cluster) -> anyhow::Result<Steady> {
             .sum(),
         store_commits_per_hour: hour.engine.store_commits - ready.engine.store_commits,
         reconciles_per_hour: hour.engine.reconciles - ready.engine.reconciles,
-        nodes_listed: by_call.keys().any(|k| k == "kubernetes GET nodes"),
+        node_lists_per_hour: node_lists,
+        node_watch_requests_per_hour: node_watches,
+        nodes_watched: node_watches > 0 && node_lists <= watch_starts,
         unused_kinds_listed,
         by_call,
     })

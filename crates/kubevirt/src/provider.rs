@@ -87,6 +87,15 @@ impl<W> KubeVirtCloud<W> {
         }
     }
 
+    /// The same provider, with the workload clusters' nodes watched and read on demand
+    /// (see [`flightdeck_workload::pumped`]): for a transport whose time is virtual.
+    pub fn pump_node_watches(self, clock: std::sync::Arc<dyn flightdeck_cloud::Clock>) -> Self {
+        KubeVirtCloud {
+            guest: self.guest.with_pumped_watch(clock),
+            ..self
+        }
+    }
+
     pub fn infra(&self) -> &Client {
         &self.infra
     }

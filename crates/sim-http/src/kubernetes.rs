@@ -7,10 +7,10 @@
 //! body) is served verbatim, so the simulator's counting and faults apply exactly as in
 //! process. Authentication is not modelled: any bearer token (or none) is accepted.
 //!
-//! A watch (`watch=true` or `watch=1`) is the one exception to "one request, one call":
-//! the simulator answers the events after `resourceVersion` and ends, so the server asks
-//! again every [`WATCH_POLL_INTERVAL`] with the latest `resourceVersion` it has
-//! forwarded, and streams the new event lines in a chunked response, as the API server
+//! A watch (`watch=true` or `watch=1`) is one call, as in process: the simulator
+//! answers the events after `resourceVersion` and ends, so the server asks again
+//! ([`SimCloud::kube_watch_continue`], not counted) every [`WATCH_POLL_INTERVAL`] with the
+//! latest `resourceVersion` it has forwarded, and streams the new event lines in a chunked response, as the API server
 //! does, until `timeoutSeconds` (default [`WATCH_TIMEOUT_DEFAULT`], at most
 //! [`WATCH_TIMEOUT_MAX`]) runs out or the client goes away. An error answer after the
 //! stream has begun is forwarded as an `ERROR` event carrying its Status, which ends the
@@ -200,9 +200,9 @@ impl Watch {
             Some(rv) => with_resource_version(&self.request.query, rv),
             None => self.request.query.clone(),
         };
-        let resp = self.cloud.kube_request(
+        let resp = self.cloud.kube_watch_continue(
             &self.cluster,
-            KubeRequest {
+            &KubeRequest {
                 method: self.request.method.clone(),
                 path: self.request.path.clone(),
                 query,

@@ -333,6 +333,19 @@ pub(crate) fn active_on(st: &State, kind: FaultKind, service: &str, now: Timesta
 /// `api.errorRate` may answer 503; `api.rateLimit` may answer 429 with a
 /// `Retry-After`; `api.latency` moves the shared clock on (and the cloud with it)
 /// before the call is performed.
+/// Whether an `api.errorRate` on `service` drops an open stream (a watch going on) at
+/// `now`: each part read of it fails with the fault's rate, as a call would.
+pub(crate) fn drops_stream(st: &mut State, service: &'static str, now: Timestamp) -> bool {
+    for i in active_on(st, FaultKind::ApiErrorRate, service, now) {
+        let rate = st.faults[i].fault.rate.unwrap_or(1.0);
+        if st.rng_faults.chance(rate) {
+            note(st, i, 1);
+            return true;
+        }
+    }
+    false
+}
+
 pub(crate) fn before_call(
     st: &mut State,
     clock: &SimClock,

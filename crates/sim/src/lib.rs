@@ -54,10 +54,10 @@ pub use auth::{ISSUE_OP as KEYSTONE_ISSUE_OP, TOKEN_LIFETIME_MS};
 pub use faults::{FAULTS_MAX, SimFault};
 pub use flightdeck_cloud::{Route, Router};
 pub use k8s::{
-    INFRA_CLUSTER, KUBE_BODY_MAX, KUBE_EVENTS_MAX, KUBE_OBJECTS_MAX, KUBE_WORKLOAD_CLUSTERS_MAX,
-    KubeNodeView, KubeObjectView, KubePdbView, KubePodView, KubeRequest, KubeResponse, KubeVmView,
-    KubeVmiView, KubeWorkloadView, KubeWorld, LABEL_CLUSTER, LABEL_MACHINE, LABEL_ROLE, LABEL_UID,
-    VMI_DELETIONS_MAX, VmiDeletion,
+    BOOKMARK_START, INFRA_CLUSTER, KUBE_BODY_MAX, KUBE_EVENTS_MAX, KUBE_OBJECTS_MAX,
+    KUBE_WORKLOAD_CLUSTERS_MAX, KubeNodeView, KubeObjectView, KubePdbView, KubePodView,
+    KubeRequest, KubeResponse, KubeVmView, KubeVmiView, KubeWorkloadView, KubeWorld, LABEL_CLUSTER,
+    LABEL_MACHINE, LABEL_ROLE, LABEL_UID, VMI_DELETIONS_MAX, VmiDeletion,
 };
 pub use neutron::{RULES_PER_GROUP_MAX, SECURITY_GROUPS_MAX};
 pub use nova::SERVERS_MAX;

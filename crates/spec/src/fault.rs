@@ -151,8 +151,10 @@ impl FaultKind {
         FaultKind::K8sPdbBlocks,
     ];
 
-    /// The kinds that strike only a watch, which a client reaches over the wire (the
-    /// in-process swarm lists nodes and draws none of them).
+    /// The kinds that strike only two or more events of one node in one answer of a
+    /// watch: over the wire, where the simulated API records its nodes as often as it is
+    /// polled. In the simulator's own time it records them only when asked, so an answer
+    /// of a watch carries at most one event per node, and the swarm draws none of them.
     pub const WATCH_ONLY: [FaultKind; 1] = [FaultKind::K8sWatchReorder];
 
     /// Every kind: [`FaultKind::OPENSTACK`], then [`FaultKind::OTHER_CLOUDS`], then
@@ -370,7 +372,7 @@ impl Fault {
             return Err((
                 "kind".into(),
                 format!(
-                    "{} strikes only a watch of a workload cluster's nodes, and a scenario's nodes are listed, not watched: it would change nothing",
+                    "{} strikes only a watch answer with two events of one node, and in a scenario's time the workload cluster's API records a node only when it is read, one event per node per answer: it would change nothing",
                     f.kind.as_str()
                 ),
             ));

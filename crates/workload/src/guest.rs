@@ -27,6 +27,7 @@ use crate::clients::WorkloadClients;
 use crate::errors::{self, CallKind, WORKLOAD, workload_unreachable};
 use crate::list::{ListError, list_all};
 use crate::provider_id::ProviderIdFormat;
+use crate::pumped::PumpedWatches;
 use crate::watch::NodeWatches;
 
 /// The annotation the kubelet puts on the mirror pod of a static pod.
@@ -109,6 +110,7 @@ pub struct KubeGuest<W> {
     clients: W,
     format: ProviderIdFormat,
     watches: Option<NodeWatches>,
+    pumped: Option<PumpedWatches>,
 }
 
 impl<W> std::fmt::Debug for KubeGuest<W> {
@@ -116,6 +118,7 @@ impl<W> std::fmt::Debug for KubeGuest<W> {
         f.debug_struct("KubeGuest")
             .field("format", &self.format)
             .field("watches", &self.watches)
+            .field("pumped", &self.pumped)
             .finish_non_exhaustive()
     }
 }
@@ -127,6 +130,7 @@ impl<W> KubeGuest<W> {
             clients,
             format,
             watches: None,
+            pumped: None,
         }
     }
 
@@ -137,12 +141,30 @@ impl<W> KubeGuest<W> {
             clients,
             format,
             watches: Some(NodeWatches::new(clock, format)),
+            pumped: None,
+        }
+    }
+
+    /// Nodes watched, one watch per workload cluster, read when they are read (see
+    /// [`crate::pumped`]): where time is virtual, as in the simulator's runs, whose
+    /// transport carries a watch on demand and ends each part with a bookmark.
+    pub fn pumped(clients: W, format: ProviderIdFormat, clock: Arc<dyn Clock>) -> Self {
+        KubeGuest {
+            clients,
+            format,
+            watches: None,
+            pumped: Some(PumpedWatches::new(clock, format)),
         }
     }
 
     /// The same, with its nodes watched from now on.
     pub fn with_watch(self, clock: Arc<dyn Clock>) -> Self {
         KubeGuest::watching(self.clients, self.format, clock)
+    }
+
+    /// The same, with its nodes watched and read on demand from now on.
+    pub fn with_pumped_watch(self, clock: Arc<dyn Clock>) -> Self {
+        KubeGuest::pumped(self.clients, self.format, clock)
     }
 
     pub fn clients(&self) -> &W {
@@ -156,7 +178,11 @@ impl<W> KubeGuest<W> {
     /// How many node events `owner`'s watch dropped as older than the state it held
     /// (0 without a watch).
     pub fn nodes_out_of_order(&self, owner: &Ownership) -> u64 {
-        self.watches.as_ref().map_or(0, |w| w.out_of_order(owner))
+        match (&self.watches, &self.pumped) {
+            (Some(w), _) => w.out_of_order(owner),
+            (_, Some(p)) => p.out_of_order(owner),
+            _ => 0,
+        }
     }
 }
 
@@ -186,13 +212,20 @@ impl<W: WorkloadClients> GuestCluster for KubeGuest<W> {
             watches.forget_idle();
             return Ok(watches.read(owner, client).nodes);
         }
+        if let Some(pumped) = &self.pumped {
+            return Ok(pumped.read(owner, client).await.nodes);
+        }
         let api: Api<core::Node> = Api::all(client);
         let nodes = reachable(OP, list_all(&api, &ListParams::default()).await)?;
         Ok(nodes.map(|ns| ns.iter().map(|n| node_of(n, self.format)).collect()))
     }
 
     fn nodes_stale_since(&self, owner: &Ownership) -> Option<Timestamp> {
-        let (at, why) = self.watches.as_ref()?.broken(owner)?;
+        let (at, why) = match (&self.watches, &self.pumped) {
+            (Some(w), _) => w.broken(owner)?,
+            (_, Some(p)) => p.broken(owner)?,
+            _ => return None,
+        };
         tracing::debug!(cluster = %owner.cluster, %at, why, "nodes come from a broken watch");
         Some(at)
     }

@@ -4,7 +4,8 @@
 //! - [`clients`]: how a workload cluster is reached ([`WorkloadClients`]): a kubeconfig
 //!   file, a kubeconfig Secret, or any closure (an in-process client, say).
 //! - [`guest`]: [`KubeGuest`], the nodes and drains of one cloud's workload clusters.
-//! - [`watch`]: nodes watched by kube-runtime, with a broken watch seen as stale.
+//! - [`watch`]: nodes watched by kube-runtime, with a broken watch seen as stale;
+//!   [`pumped`]: the same watch read on demand, where time is the simulator's.
 //! - [`provider_id`]: each cloud's `spec.providerID` format ([`ProviderIdFormat`]).
 //! - [`list`]: bounded, paged lists; [`errors`]: kube errors as flightdeck's classes.
 
@@ -14,6 +15,7 @@ pub mod guest;
 pub mod list;
 pub mod node;
 pub mod provider_id;
+pub mod pumped;
 pub mod watch;
 
 use flightdeck_cloud::Timestamp;

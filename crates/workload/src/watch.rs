@@ -44,35 +44,35 @@ pub const IDLE_MAX: Duration = Duration::from_mins(10);
 const HOUSEKEEPING_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 /// The server-side timeout of each watch request: the watcher asks again after it,
 /// from the resourceVersion it has (no list).
-const WATCH_TIMEOUT_SECS: u32 = 290;
+pub(crate) const WATCH_TIMEOUT_SECS: u32 = 290;
 /// The most nodes one watch keeps: a cluster claiming more is refused as broken.
 pub const NODES_MAX: usize = 50_000;
 
 /// What one cluster's watch knows.
 #[derive(Debug, Default)]
-struct Seen {
+pub(crate) struct Seen {
     /// The nodes, by name, from the last full list and the events since.
-    nodes: BTreeMap<String, Node>,
+    pub(crate) nodes: BTreeMap<String, Node>,
     /// The resourceVersion of each node held (when it is a number, as an etcd-backed API
     /// server's are), and of each node deleted since the last full list: an event older
     /// than what is held for its node arrived out of order and is dropped, so a node's
     /// older state never replaces its newer one, nor brings a deleted node back.
-    versions: BTreeMap<String, u64>,
-    deleted: BTreeMap<String, u64>,
+    pub(crate) versions: BTreeMap<String, u64>,
+    pub(crate) deleted: BTreeMap<String, u64>,
     /// Events dropped as older than what was held, since the watch began.
-    out_of_order: u64,
+    pub(crate) out_of_order: u64,
     /// Whether a full list has been received: before it, nothing is known.
-    synced: bool,
+    pub(crate) synced: bool,
     /// When the watch broke (or ended) and why, until a new one has listed again.
-    broken: Option<(Timestamp, String)>,
+    pub(crate) broken: Option<(Timestamp, String)>,
     /// The last read by the engine.
-    read_at: Timestamp,
+    pub(crate) read_at: Timestamp,
     /// When the running watch started.
-    started_at: Timestamp,
+    pub(crate) started_at: Timestamp,
     /// Whether a task is running for this cluster now.
-    running: bool,
+    pub(crate) running: bool,
     /// The earliest time a new watch may start when none runs.
-    restart_at: Timestamp,
+    pub(crate) restart_at: Timestamp,
 }
 
 /// What a read of one cluster's watched nodes answers.
@@ -95,7 +95,7 @@ pub struct NodeWatches {
 }
 
 /// How often idle clusters are swept out.
-const SWEEP_EVERY: Duration = Duration::from_mins(1);
+pub(crate) const SWEEP_EVERY: Duration = Duration::from_mins(1);
 
 impl std::fmt::Debug for NodeWatches {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -106,7 +106,7 @@ impl std::fmt::Debug for NodeWatches {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -189,7 +189,7 @@ impl NodeWatches {
 }
 
 /// Why a running watch should end now, if it should.
-fn should_end(s: &Seen, now: Timestamp) -> Option<&'static str> {
+pub(crate) fn should_end(s: &Seen, now: Timestamp) -> Option<&'static str> {
     if now.since(s.read_at) >= IDLE_MAX {
         Some("nobody read it")
     } else if now.since(s.started_at) >= LIFETIME_MAX {
@@ -260,7 +260,7 @@ fn out_of_order(s: &Seen, name: &str, version: Option<u64>) -> bool {
 }
 
 /// One watcher event into what the watch knows.
-fn apply(
+pub(crate) fn apply(
     s: &mut Seen,
     buffer: &mut BTreeMap<String, (Node, Option<u64>)>,
     event: Event<core::Node>,

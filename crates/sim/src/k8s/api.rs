@@ -173,6 +173,14 @@ pub(crate) fn is_watch(params: &BTreeMap<String, String>) -> bool {
         .is_some_and(|w| matches!(w.as_str(), "true" | "1"))
 }
 
+/// Whether `route` is a watch.
+pub(crate) fn watches(route: &Route) -> bool {
+    matches!(
+        route,
+        Route::Collection { watch: true, .. } | Route::Object { watch: true, .. }
+    )
+}
+
 /// Parses the request's path.
 pub(crate) fn route(cluster: &str, req: &KubeRequest) -> Route {
     let infra = cluster == INFRA_CLUSTER;
@@ -818,7 +826,10 @@ fn read_list(
                 body.extend(watch_line("ADDED", &present(o.clone(), res, version)));
             }
         }
-        Some((since, Err(oldest))) => body.extend(expired_line(since, oldest)),
+        Some((since, Err(oldest))) => {
+            body.extend(expired_line(since, oldest));
+            return watch_answer(body);
+        }
         Some((_, Ok(events))) => {
             for e in events {
                 let in_ns = ns.is_none_or(|n| n == e.namespace);
@@ -831,8 +842,39 @@ fn read_list(
             }
         }
     }
+    if wants_bookmarks(params) {
+        let api_version = if res.group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{}/{version}", res.group)
+        };
+        body.extend(bookmark_line(
+            &api_version,
+            res.kind_name,
+            store.resource_version(),
+        ));
+    }
     watch_answer(body)
 }
+
+/// Whether a watch asked for `BOOKMARK` events (`allowWatchBookmarks=true`).
+pub(crate) fn wants_bookmarks(params: &BTreeMap<String, String>) -> bool {
+    params
+        .get("allowWatchBookmarks")
+        .is_some_and(|v| v == "true" || v == "1")
+}
+
+/// The `BOOKMARK` line that ends each watch answer of a client that asked for them: the
+/// answer is complete up to `version`, and a watch from there misses nothing.
+/// Its `type` comes first, so a transport can tell it from an event by its start.
+pub(crate) fn bookmark_line(api_version: &str, kind: &str, version: u64) -> Vec<u8> {
+    let object = json!({"apiVersion": api_version, "kind": kind,
+        "metadata": {"resourceVersion": version.to_string()}});
+    format!("{BOOKMARK_START}\"object\":{object}}}\n").into_bytes()
+}
+
+/// How a `BOOKMARK` line starts.
+pub const BOOKMARK_START: &str = "{\"type\":\"BOOKMARK\",";
 
 /// Where a watch starts: `None` for every object now (no `resourceVersion`, or `0`),
 /// else after the version given; a version that is not one is a 400.

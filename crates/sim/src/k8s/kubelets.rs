@@ -24,8 +24,8 @@ use flightdeck_spec::FaultKind;
 use serde_json::{Value, json};
 
 use super::api::{
-    Answer, expired_line, fail, is_watch, json_response, query, served_response, unavailable,
-    watch_answer, watch_since,
+    Answer, BOOKMARK_START, bookmark_line, expired_line, fail, is_watch, json_response, query,
+    served_response, unavailable, wants_bookmarks, watch_answer, watch_since,
 };
 use super::discovery;
 use super::store::rfc3339;
@@ -196,12 +196,18 @@ fn watch(log: &NodeLog, params: &BTreeMap<String, String>) -> Answer {
                 body.extend(served_line("ADDED", object));
             }
         }
-        Some((since, Err(oldest))) => body.extend(expired_line(since, oldest)),
+        Some((since, Err(oldest))) => {
+            body.extend(expired_line(since, oldest));
+            return watch_answer(body);
+        }
         Some((_, Ok(events))) => {
             for (_, kind, object) in events {
                 body.extend(served_line(kind, object));
             }
         }
+    }
+    if wants_bookmarks(params) {
+        body.extend(bookmark_line("v1", "Node", log.version));
     }
     watch_answer(body)
 }
@@ -249,17 +255,23 @@ fn reorder(st: &mut State, now: Timestamp, cluster: &str, answer: Answer) -> Ans
     if resp.status != 200 || !faults::any_active_for(st, FaultKind::K8sWatchReorder, now, &tags) {
         return (resp, extra);
     }
-    let lines: Vec<&[u8]> = resp
+    let mut lines: Vec<&[u8]> = resp
         .body
         .split(|b| *b == b'\n')
         .filter(|l| !l.is_empty())
         .collect();
+    // A bookmark says how far the answer goes: it stays last.
+    let bookmark = lines
+        .last()
+        .is_some_and(|l| l.starts_with(BOOKMARK_START.as_bytes()))
+        .then(|| lines.pop())
+        .flatten();
     if lines.len() < 2 {
         return (resp, extra);
     }
     faults::strike(st, FaultKind::K8sWatchReorder, now, &tags);
     let mut body = Vec::with_capacity(resp.body.len());
-    for line in lines.into_iter().rev() {
+    for line in lines.into_iter().rev().chain(bookmark) {
         body.extend_from_slice(line);
         body.push(b'\n');
     }

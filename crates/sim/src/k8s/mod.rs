@@ -37,6 +37,7 @@ use serde_json::Value;
 
 use crate::{Event as SimEvent, Mutation, SimCloud, State};
 
+pub use api::BOOKMARK_START;
 pub use store::{KUBE_EVENTS_MAX, KUBE_OBJECTS_MAX};
 use store::{Kind, Store};
 
@@ -532,6 +533,32 @@ impl SimCloud {
             st.settle(now);
         }
         response
+    }
+
+    /// What an open watch `req` (a `GET` with `watch` and `resourceVersion`) carries
+    /// now: the events after its `resourceVersion`, as its answer would list them. The
+    /// transports' stand-in for a long-lived response going on: it is part of the
+    /// request already counted, so it is not counted again, and of the faults of a call
+    /// only an `api.errorRate` strikes it (the stream drops, a 503); an API that went
+    /// down since answers 503 too (the connection broke), as anything else the request
+    /// would answer now.
+    pub fn kube_watch_continue(&self, cluster: &str, req: &KubeRequest) -> KubeResponse {
+        let mut st = self.lock();
+        let now = self.clock.now();
+        st.run_due(now);
+        if crate::faults::drops_stream(&mut st, api::SERVICE, now) {
+            return api::fail(503, "ServiceUnavailable", "the watch's connection dropped").0;
+        }
+        let route = api::route(cluster, req);
+        let watching = req.method.eq_ignore_ascii_case("GET") && api::watches(&route);
+        if !watching {
+            return api::fail(400, "BadRequest", "only a watch goes on").0;
+        }
+        if kubelets::plays(&st, cluster) {
+            kubelets::handle(&mut st, now, cluster, req).0
+        } else {
+            api::handle(&mut st, now, cluster, req, &route).0
+        }
     }
 
     /// The workload clusters that exist now (their API is up), by name.

@@ -188,8 +188,8 @@ spec:
     assert!(e.message.contains("(0, 1]"), "{e}");
     let e = rejected(&s.replace("kind: api.errorRate, service: nova", "kind: nova.meltdown"));
     assert_eq!(e.path, "spec.faults[0].kind");
-    // A scenario's nodes are listed: a fault that strikes only a watch would change
-    // nothing, so it is refused rather than counted as drawn.
+    // A scenario's watch carries at most one event per node in an answer: a fault that
+    // reorders them would change nothing, so it is refused rather than counted as drawn.
     let e = rejected(&s.replace(
         "kind: api.errorRate, service: nova",
         "kind: k8s.watchReorder",
