@@ -1,10 +1,7 @@
-//! The request level: paths and verbs, list/watch with label and field selectors,
-//! create/replace/patch/delete with the API server's preconditions, and `Status`
-//! bodies with the reasons and codes the real API server gives.
+//! The request level: paths and verbs, create/replace/patch/delete with the API
+//! server's preconditions, and `Status` bodies with the reasons and codes the real API
+//! server gives. Lists and watches are [`super::read`]'s.
 //!
-//! Lists and watches ignore `limit`/`continue` (everything comes in one page). A watch
-//! answers the events after its `resourceVersion` as newline-delimited JSON and ends
-//! (the HTTP layer repeats it); without one it answers the current objects as `ADDED`.
 //! There are no Table responses: the request carries no `Accept` header, and kubectl
 //! prints plain lists itself.
 
@@ -17,6 +14,7 @@ use super::discovery;
 use super::eviction;
 use super::kubevirt;
 use super::patch;
+use super::read::{api_version_of, read_list};
 use super::store::{Kind, RESOURCES, Resource, at, labels_of, name_of, obj_at, set_at, str_at};
 use super::workload;
 use super::{INFRA_CLUSTER, KUBE_BODY_MAX, KUBE_OBJECTS_MAX, KubeRequest, KubeResponse};
@@ -484,11 +482,7 @@ fn invalid(kind: Kind, name: &str, field: &str, detail: &str) -> Answer {
 
 /// `obj` as answered for `version` of its group.
 fn present(mut obj: Value, res: &Resource, version: &str) -> Value {
-    let api_version = if res.group.is_empty() {
-        version.to_string()
-    } else {
-        format!("{}/{version}", res.group)
-    };
+    let api_version = api_version_of(res, version);
     if let Value::Object(m) = &mut obj {
         m.insert("apiVersion".into(), json!(api_version));
         m.insert("kind".into(), json!(res.kind_name));
@@ -633,289 +627,6 @@ fn page_not_found() -> Answer {
         "NotFound",
         "the server could not find the requested resource",
         Some(json!({})),
-    )
-}
-
-/// One requirement of a label selector.
-enum Requirement {
-    Equals(String, String),
-    NotEquals(String, String),
-    In(String, Vec<String>),
-    NotIn(String, Vec<String>),
-    Exists(String),
-    NotExists(String),
-}
-
-/// Splits at commas outside parentheses.
-fn split_terms(s: &str) -> Vec<String> {
-    let mut terms = Vec::new();
-    let mut depth = 0i32;
-    let mut cur = String::new();
-    for c in s.chars() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                terms.push(std::mem::take(&mut cur));
-                continue;
-            }
-            _ => {}
-        }
-        cur.push(c);
-    }
-    terms.push(cur);
-    terms
-        .into_iter()
-        .map(|t| t.trim().to_string())
-        .filter(|t| !t.is_empty())
-        .collect()
-}
-
-fn parse_label_selector(s: &str) -> Result<Vec<Requirement>, String> {
-    let mut reqs = Vec::new();
-    for term in split_terms(s).into_iter().take(64) {
-        let set = |rest: &str| -> Result<Vec<String>, String> {
-            let inner = rest
-                .trim()
-                .strip_prefix('(')
-                .and_then(|r| r.strip_suffix(')'))
-                .ok_or_else(|| format!("unable to parse requirement: {term}"))?;
-            Ok(inner.split(',').map(|v| v.trim().to_string()).collect())
-        };
-        let req = if let Some((k, v)) = term.split_once("!=") {
-            Requirement::NotEquals(k.trim().into(), v.trim().into())
-        } else if let Some((k, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
-            Requirement::Equals(k.trim().into(), v.trim().into())
-        } else if let Some((k, rest)) = term.split_once(" notin ") {
-            Requirement::NotIn(k.trim().into(), set(rest)?)
-        } else if let Some((k, rest)) = term.split_once(" in ") {
-            Requirement::In(k.trim().into(), set(rest)?)
-        } else if let Some(k) = term.strip_prefix('!') {
-            Requirement::NotExists(k.trim().into())
-        } else if term.contains([' ', '(', ')']) {
-            return Err(format!("unable to parse requirement: {term}"));
-        } else {
-            Requirement::Exists(term.clone())
-        };
-        reqs.push(req);
-    }
-    Ok(reqs)
-}
-
-fn labels_match(reqs: &[Requirement], labels: &BTreeMap<String, String>) -> bool {
-    reqs.iter().all(|r| match r {
-        Requirement::Equals(k, v) => labels.get(k) == Some(v),
-        Requirement::NotEquals(k, v) => labels.get(k) != Some(v),
-        Requirement::In(k, vs) => labels.get(k).is_some_and(|l| vs.contains(l)),
-        Requirement::NotIn(k, vs) => labels.get(k).is_none_or(|l| !vs.contains(l)),
-        Requirement::Exists(k) => labels.contains_key(k),
-        Requirement::NotExists(k) => !labels.contains_key(k),
-    })
-}
-
-/// The fields a kind can be selected by, and where they are.
-fn field_path(kind: Kind, field: &str) -> Option<&'static [&'static str]> {
-    Some(match (kind, field) {
-        (_, "metadata.name") => &["metadata", "name"],
-        (_, "metadata.namespace") => &["metadata", "namespace"],
-        (Kind::Pod, "spec.nodeName") => &["spec", "nodeName"],
-        (Kind::Pod, "status.phase") => &["status", "phase"],
-        (Kind::Pod, "spec.schedulerName") => &["spec", "schedulerName"],
-        (Kind::Pod, "spec.restartPolicy") => &["spec", "restartPolicy"],
-        (Kind::Node, "spec.unschedulable") => &["spec", "unschedulable"],
-        (Kind::Secret, "type") => &["type"],
-        _ => return None,
-    })
-}
-
-type FieldReq = (&'static [&'static str], bool, String);
-
-fn parse_field_selector(kind: Kind, s: &str) -> Result<Vec<FieldReq>, String> {
-    let mut reqs = Vec::new();
-    for term in split_terms(s).into_iter().take(16) {
-        let (field, value, equal) = if let Some((f, v)) = term.split_once("!=") {
-            (f, v, false)
-        } else if let Some((f, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
-            (f, v, true)
-        } else {
-            return Err(format!(
-                "invalid selector: '{term}'; can't understand '{term}'"
-            ));
-        };
-        let path = field_path(kind, field.trim())
-            .ok_or_else(|| format!("field label not supported: {}", field.trim()))?;
-        reqs.push((path, equal, value.trim().to_string()));
-    }
-    Ok(reqs)
-}
-
-fn fields_match(reqs: &[FieldReq], obj: &Value) -> bool {
-    reqs.iter().all(|(path, equal, want)| {
-        let have = match at(obj, path) {
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Bool(b)) => b.to_string(),
-            Some(Value::Null) | None => {
-                if path.last() == Some(&"unschedulable") {
-                    "false".into()
-                } else {
-                    String::new()
-                }
-            }
-            Some(other) => other.to_string(),
-        };
-        (have == *want) == *equal
-    })
-}
-
-/// A list, or (with `watch`) the watch events after `resourceVersion`.
-#[allow(clippy::too_many_arguments)]
-fn read_list(
-    st: &State,
-    cluster: &str,
-    res: &'static Resource,
-    version: &str,
-    ns: Option<&str>,
-    params: &BTreeMap<String, String>,
-    only: Option<&str>,
-    watch: bool,
-) -> Answer {
-    let labels = match parse_label_selector(params.get("labelSelector").map_or("", |s| s)) {
-        Ok(r) => r,
-        Err(e) => return fail(400, "BadRequest", &e),
-    };
-    let mut fields =
-        match parse_field_selector(res.kind, params.get("fieldSelector").map_or("", |s| s)) {
-            Ok(r) => r,
-            Err(e) => return fail(400, "BadRequest", &e),
-        };
-    if let Some(name) = only {
-        fields.push((&["metadata", "name"], true, name.to_string()));
-    }
-    let Some(store) = st.kube.store(cluster) else {
-        return unavailable();
-    };
-    let matches =
-        |obj: &Value| labels_match(&labels, &labels_of(obj)) && fields_match(&fields, obj);
-    if !watch {
-        let items: Vec<Value> = store
-            .list(res.kind, ns)
-            .filter(|o| matches(o))
-            .map(|o| present(o.clone(), res, version))
-            .collect();
-        let api_version = if res.group.is_empty() {
-            version.to_string()
-        } else {
-            format!("{}/{version}", res.group)
-        };
-        let list = json!({
-            "kind": format!("{}List", res.kind_name),
-            "apiVersion": api_version,
-            "metadata": {"resourceVersion": store.resource_version().to_string()},
-            "items": items,
-        });
-        return (json_response(200, &list), None);
-    }
-    let since = match watch_since(params) {
-        Ok(s) => s,
-        Err(e) => return e,
-    };
-    let mut body = Vec::new();
-    match since.map(|s| (s, store.events_after(s))) {
-        None => {
-            for o in store.list(res.kind, ns).filter(|o| matches(o)) {
-                body.extend(watch_line("ADDED", &present(o.clone(), res, version)));
-            }
-        }
-        Some((since, Err(oldest))) => {
-            body.extend(expired_line(since, oldest));
-            return watch_answer(body);
-        }
-        Some((_, Ok(events))) => {
-            for e in events {
-                let in_ns = ns.is_none_or(|n| n == e.namespace);
-                if e.kind == res.kind && in_ns && matches(&e.object) {
-                    body.extend(watch_line(
-                        e.kind_of_change,
-                        &present(e.object.clone(), res, version),
-                    ));
-                }
-            }
-        }
-    }
-    if wants_bookmarks(params) {
-        let api_version = if res.group.is_empty() {
-            version.to_string()
-        } else {
-            format!("{}/{version}", res.group)
-        };
-        body.extend(bookmark_line(
-            &api_version,
-            res.kind_name,
-            store.resource_version(),
-        ));
-    }
-    watch_answer(body)
-}
-
-/// Whether a watch asked for `BOOKMARK` events (`allowWatchBookmarks=true`).
-pub(crate) fn wants_bookmarks(params: &BTreeMap<String, String>) -> bool {
-    params
-        .get("allowWatchBookmarks")
-        .is_some_and(|v| v == "true" || v == "1")
-}
-
-/// The `BOOKMARK` line that ends each watch answer of a client that asked for them: the
-/// answer is complete up to `version`, and a watch from there misses nothing.
-/// Its `type` comes first, so a transport can tell it from an event by its start.
-pub(crate) fn bookmark_line(api_version: &str, kind: &str, version: u64) -> Vec<u8> {
-    let object = json!({"apiVersion": api_version, "kind": kind,
-        "metadata": {"resourceVersion": version.to_string()}});
-    format!("{BOOKMARK_START}\"object\":{object}}}\n").into_bytes()
-}
-
-/// How a `BOOKMARK` line starts.
-pub const BOOKMARK_START: &str = "{\"type\":\"BOOKMARK\",";
-
-/// Where a watch starts: `None` for every object now (no `resourceVersion`, or `0`),
-/// else after the version given; a version that is not one is a 400.
-pub(crate) fn watch_since(params: &BTreeMap<String, String>) -> Result<Option<u64>, Answer> {
-    match params.get("resourceVersion").map_or("", String::as_str) {
-        "" | "0" => Ok(None),
-        since => since.parse::<u64>().map(Some).map_err(|_| {
-            fail(
-                400,
-                "BadRequest",
-                &format!("invalid resource version: {since}"),
-            )
-        }),
-    }
-}
-
-/// One watch event line.
-pub(crate) fn watch_line(kind: &str, obj: &Value) -> Vec<u8> {
-    let mut l = serde_json::to_vec(&json!({"type": kind, "object": obj})).unwrap_or_default();
-    l.push(b'\n');
-    l
-}
-
-/// The `ERROR` line of a watch from a version whose events are no longer kept: the
-/// client lists again.
-pub(crate) fn expired_line(since: u64, oldest: u64) -> Vec<u8> {
-    let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
-        "status": "Failure", "reason": "Expired", "code": 410,
-        "message": format!("too old resource version: {since} ({oldest})")});
-    watch_line("ERROR", &status)
-}
-
-/// A watch's event lines as the answer.
-pub(crate) fn watch_answer(body: Vec<u8>) -> Answer {
-    (
-        KubeResponse {
-            status: 200,
-            content_type: "application/json".into(),
-            body,
-        },
-        None,
     )
 }
 
@@ -1423,21 +1134,6 @@ fn remove_object(st: &mut State, now: Timestamp, cluster: &str, kind: Kind, ns: 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn label_selectors_parse_equality_sets_and_existence() {
-        let labels: BTreeMap<String, String> = [("app", "web"), ("tier", "front")]
-            .iter()
-            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
-            .collect();
-        let ok = |s: &str| parse_label_selector(s).map(|r| labels_match(&r, &labels));
-        assert_eq!(ok("app=web,tier=front"), Ok(true));
-        assert_eq!(ok("app==web,tier!=front"), Ok(false));
-        assert_eq!(ok("app in (web, api),!missing"), Ok(true));
-        assert_eq!(ok("tier notin (front)"), Ok(false));
-        assert_eq!(ok("app"), Ok(true));
-        assert!(parse_label_selector("app in web").is_err());
-    }
 
     #[test]
     fn query_strings_are_percent_decoded() {

@@ -23,11 +23,11 @@ use flightdeck_cloud::{Node, Ownership, Timestamp};
 use flightdeck_spec::FaultKind;
 use serde_json::{Value, json};
 
-use super::api::{
-    Answer, BOOKMARK_START, bookmark_line, expired_line, fail, is_watch, json_response, query,
-    served_response, unavailable, wants_bookmarks, watch_answer, watch_since,
-};
+use super::api::{Answer, fail, is_watch, json_response, query, served_response, unavailable};
 use super::discovery;
+use super::read::{
+    BOOKMARK_START, bookmark_line, expired_line, wants_bookmarks, watch_answer, watch_since,
+};
 use super::store::rfc3339;
 use super::workload::node_object;
 use super::{INFRA_CLUSTER, KubeRequest};

@@ -25,6 +25,8 @@ mod eviction;
 mod kubelets;
 mod kubevirt;
 mod patch;
+mod read;
+mod select;
 mod store;
 mod workload;
 
@@ -37,7 +39,7 @@ use serde_json::Value;
 
 use crate::{Event as SimEvent, Mutation, SimCloud, State};
 
-pub use api::BOOKMARK_START;
+pub use read::BOOKMARK_START;
 pub use store::{KUBE_EVENTS_MAX, KUBE_OBJECTS_MAX};
 use store::{Kind, Store};
 
