@@ -9,6 +9,7 @@
 //! (`Template::from_xml`, `rebuild_attributes`): see [`parse_xml`].
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 use quick_xml::Reader;
 use quick_xml::events::{BytesStart, Event};
@@ -33,10 +34,22 @@ impl Attr {
 }
 
 /// A parsed template: the attributes in multimap order.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Body {
     attrs: Vec<Attr>,
+    /// The body in template syntax, made when first asked for and dropped by any change
+    /// (the world's snapshot asks for every body at every step of a run).
+    text: OnceLock<String>,
 }
+
+/// Two bodies are equal when their attributes are.
+impl PartialEq for Body {
+    fn eq(&self, other: &Self) -> bool {
+        self.attrs == other.attrs
+    }
+}
+
+impl Eq for Body {}
 
 impl Body {
     pub(crate) fn attrs(&self) -> &[Attr] {
@@ -45,6 +58,7 @@ impl Body {
 
     /// Adds `attr` after every attribute whose name sorts before or equal to it.
     pub(crate) fn set(&mut self, attr: Attr) {
+        self.text.take();
         let at = self.attrs.partition_point(|a| a.name() <= attr.name());
         self.attrs.insert(at, attr);
     }
@@ -76,6 +90,7 @@ impl Body {
 
     /// Removes every attribute called `name`, answering them.
     pub(crate) fn erase(&mut self, name: &str) -> Vec<Attr> {
+        self.text.take();
         let (gone, kept) = std::mem::take(&mut self.attrs)
             .into_iter()
             .partition(|a| a.name() == name);
@@ -103,27 +118,48 @@ impl Body {
 
     /// The body in template syntax, one attribute per line, quoted values.
     pub(crate) fn to_text(&self) -> String {
-        let mut out = String::new();
-        for a in &self.attrs {
-            match a {
-                Attr::Single(n, v) => {
-                    out.push_str(&format!("{n} = \"{}\"\n", quote(v)));
-                }
-                Attr::Vector(n, v) => {
-                    let inner: Vec<String> = v
-                        .iter()
-                        .map(|(k, v)| format!("{k} = \"{}\"", quote(v)))
-                        .collect();
-                    out.push_str(&format!("{n} = [ {} ]\n", inner.join(", ")));
-                }
-            }
-        }
-        out
+        self.text.get_or_init(|| render(&self.attrs)).clone()
     }
 }
 
-fn quote(v: &str) -> String {
-    v.replace('"', "\\\"")
+/// `attrs` in template syntax: `NAME = "value"` or `NAME = [ K = "v", ... ]`, one per
+/// line, with `"` in values escaped.
+fn render(attrs: &[Attr]) -> String {
+    let mut out = String::new();
+    for a in attrs {
+        match a {
+            Attr::Single(n, v) => {
+                out.push_str(n);
+                out.push_str(" = \"");
+                push_quoted(&mut out, v);
+                out.push_str("\"\n");
+            }
+            Attr::Vector(n, v) => {
+                out.push_str(n);
+                out.push_str(" = [ ");
+                for (i, (k, v)) in v.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    out.push_str(k);
+                    out.push_str(" = \"");
+                    push_quoted(&mut out, v);
+                    out.push('"');
+                }
+                out.push_str(" ]\n");
+            }
+        }
+    }
+    out
+}
+
+fn push_quoted(out: &mut String, v: &str) {
+    for c in v.chars() {
+        if c == '"' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
