@@ -64,7 +64,9 @@ pub(crate) fn clusters(st: &State) -> Vec<String> {
         .collect()
 }
 
-/// The nodes of `cluster` as its API lists them now; `None` while it answers nothing.
+/// The nodes of `cluster` as its API serves them now, to a list or a watch; `None` while
+/// it answers nothing. An `api.staleRead` on `kubernetes` lags its watch cache: lists
+/// and watches are served the nodes as they were up to the fault's `latency` before.
 fn nodes(st: &mut State, now: Timestamp, cluster: &str) -> Option<Vec<Node>> {
     let mut out: Option<Vec<Node>> = None;
     for uid in uids(st, cluster) {
@@ -76,7 +78,7 @@ fn nodes(st: &mut State, now: Timestamp, cluster: &str) -> Option<Vec<Node>> {
             out.get_or_insert_with(Vec::new).extend(ns);
         }
     }
-    out
+    out.map(|fresh| crate::stale::answer(st, super::api::SERVICE, "GET nodes", cluster, now, fresh))
 }
 
 /// A node as the API server shows it.

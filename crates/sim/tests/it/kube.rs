@@ -204,3 +204,76 @@ fn mirrored_servers_of_a_real_cloud_register_by_their_real_ids() {
         "the node goes with its server"
     );
 }
+
+/// `api.staleRead` on `kubernetes`: the workload cluster's API serves its nodes from a
+/// watch cache that lags, to lists and watches alike, never older than the lag.
+#[test]
+fn a_lagging_watch_cache_serves_the_nodes_as_they_were() {
+    use flightdeck_cloud::{Role, Server, ServerStatus};
+    use flightdeck_sim::{KubeRequest, SimFault};
+    use flightdeck_spec::Duration;
+    use flightdeck_spec::scenario::{FaultKind, Service};
+
+    let sim = sim(9);
+    let o = cluster_owner("demo", "u9");
+    let server = |id: &str, key: &str, last: u8| Server {
+        id: id.into(),
+        name: format!("demo-{key}"),
+        status: ServerStatus::Active,
+        task_state: None,
+        tags: o.tags(&Role::Machine(key.into())),
+        security_groups: Vec::new(),
+        address: Some(std::net::IpAddr::from([192, 168, 9, last])),
+        image: "img".into(),
+        flavor: "m1".into(),
+        fault: None,
+        created_at: now(&sim),
+    };
+    let listed = |sim: &SimCloud| -> usize {
+        let answer = sim.kube_request(
+            "demo",
+            KubeRequest {
+                method: "GET".into(),
+                path: "/api/v1/nodes".into(),
+                ..KubeRequest::default()
+            },
+        );
+        assert_eq!(answer.status, 200);
+        let list: serde_json::Value = serde_json::from_slice(&answer.body).expect("json");
+        list["items"].as_array().map_or(0, Vec::len)
+    };
+    let cidr = "10.244.0.0/16".parse().ok();
+    let cp = server("cp-id", "cp-1", 10);
+    sim.mirror_servers("demo", std::slice::from_ref(&cp), &[], cidr);
+    wait_ms(&sim, 120_000);
+    sim.inject(SimFault {
+        service: Some(Service::Kubernetes),
+        latency: Some(Duration::from_secs(120)),
+        ..SimFault::new(FaultKind::ApiStaleRead, now(&sim))
+    });
+    assert_eq!(listed(&sim), 1);
+    // A worker registers; the cache, two minutes behind, has not seen it.
+    sim.mirror_servers(
+        "demo",
+        &[cp.clone(), server("w-id", "workers-2", 11)],
+        &[],
+        cidr,
+    );
+    wait_ms(&sim, 80_000);
+    assert_eq!(
+        nodes(&sim, "u9").len(),
+        2,
+        "the world has the worker's node"
+    );
+    assert_eq!(listed(&sim), 1, "the cache answers as it was");
+    // Two minutes on, the cache has caught up with what it served then.
+    wait_ms(&sim, 121_000);
+    assert_eq!(listed(&sim), 2, "never older than the lag");
+    assert!(
+        sim.fault_effects()
+            .get(&FaultKind::ApiStaleRead)
+            .copied()
+            .unwrap_or(0)
+            > 0
+    );
+}
