@@ -26,6 +26,7 @@ use serde_json::Value;
 use crate::auth::{Authenticator, Token, endpoint_key};
 use crate::clouds::CloudEntry;
 use crate::errors::{self, Service};
+use crate::keyed::parse_keyed;
 use crate::ratelimit::{RateLimit, RateLimiter};
 
 /// Nova microversion sent with every Nova request: 2.52 accepts `tags` on server
@@ -237,12 +238,29 @@ impl Session {
         self.send_page(call, None).await.map(|(reply, _)| reply)
     }
 
-    /// Sends `call` with its query replaced by `page_query` when given (a next page).
+    /// Sends `call` with its query replaced by `page_query` when given (a next page):
+    /// the answer read as JSON.
     async fn send_page(
         &self,
         call: &Call<'_>,
         page_query: Option<&str>,
     ) -> Result<(Reply, Url), CloudError> {
+        let (status, text, url) = self.send_text(call, page_query).await?;
+        let body = if text.trim().is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text)
+                .map_err(|e| errors::decode_error(call.service, call.op, status, &e.to_string()))?
+        };
+        Ok((Reply { status, body }, url))
+    }
+
+    /// Sends `call` (see [`Client::send_page`]): a success's status, text and URL.
+    async fn send_text(
+        &self,
+        call: &Call<'_>,
+        page_query: Option<&str>,
+    ) -> Result<(u16, String, Url), CloudError> {
         let mut reauthenticated = false;
         loop {
             let token = self.auth.token().await?;
@@ -302,14 +320,7 @@ impl Session {
                 tracing::debug!(error = %e, "request failed");
                 return Err(e);
             }
-            let body = if text.trim().is_empty() {
-                Value::Null
-            } else {
-                serde_json::from_str(&text).map_err(|e| {
-                    errors::decode_error(call.service, call.op, status, &e.to_string())
-                })?
-            };
-            return Ok((Reply { status, body }, url));
+            return Ok((status, text, url));
         }
     }
 
@@ -349,8 +360,10 @@ impl Session {
         call: &Call<'_>,
         key: &str,
     ) -> Result<T, CloudError> {
-        let reply = self.send(call).await?;
-        take(call, reply.status, reply.body, key)
+        let (status, text, _) = self.send_text(call, None).await?;
+        let keyed = parse_keyed(&text, key)
+            .map_err(|e| errors::decode_error(call.service, call.op, status, &e))?;
+        keyed.value.ok_or_else(|| missing(call, status, key))
     }
 
     /// Every item of a collection `key` (`"servers"`), following `<key>_links` pages.
@@ -376,10 +389,11 @@ impl Session {
                     ),
                 ));
             }
-            let (reply, url) = self.send_page(call, page_query.as_deref()).await?;
-            let status = reply.status;
-            let next = next_query(&reply.body, key, &url);
-            let page: Vec<T> = take(call, status, reply.body, key)?;
+            let (status, text, url) = self.send_text(call, page_query.as_deref()).await?;
+            let keyed = parse_keyed::<Vec<T>>(&text, key)
+                .map_err(|e| errors::decode_error(call.service, call.op, status, &e))?;
+            let next = next_query(keyed.links.as_ref(), keyed.next.as_ref(), &url);
+            let page = keyed.value.ok_or_else(|| missing(call, status, key))?;
             let empty = page.is_empty();
             items.extend(page);
             match next {
@@ -397,10 +411,10 @@ impl Session {
     }
 }
 
-/// The query of the `rel=next` link in `body["<key>_links"]` (or Glance's `next`).
-fn next_query(body: &Value, key: &str, current: &Url) -> Option<String> {
-    let href = body
-        .get(format!("{key}_links"))
+/// The query of the `rel=next` link among `links` (`<key>_links`), or of Glance's
+/// `next`.
+fn next_query(links: Option<&Value>, next: Option<&Value>, current: &Url) -> Option<String> {
+    let href = links
         .and_then(Value::as_array)
         .and_then(|links| {
             links
@@ -408,28 +422,20 @@ fn next_query(body: &Value, key: &str, current: &Url) -> Option<String> {
                 .find(|l| l.get("rel").and_then(Value::as_str) == Some("next"))
         })
         .and_then(|l| l.get("href"))
-        .or_else(|| body.get("next"))
+        .or(next)
         .and_then(Value::as_str)?;
     let next = current.join(href).ok()?;
     next.query().filter(|q| !q.is_empty()).map(str::to_string)
 }
 
-fn take<T: DeserializeOwned>(
-    call: &Call<'_>,
-    status: u16,
-    mut body: Value,
-    key: &str,
-) -> Result<T, CloudError> {
-    let Some(v) = body.get_mut(key).map(Value::take) else {
-        return Err(errors::decode_error(
-            call.service,
-            call.op,
-            status,
-            &format!("no {key:?} in the answer"),
-        ));
-    };
-    serde_json::from_value(v)
-        .map_err(|e| errors::decode_error(call.service, call.op, status, &format!("{key}: {e}")))
+/// The answer had no member `key`.
+fn missing(call: &Call<'_>, status: u16, key: &str) -> CloudError {
+    errors::decode_error(
+        call.service,
+        call.op,
+        status,
+        &format!("no {key:?} in the answer"),
+    )
 }
 
 #[cfg(test)]
@@ -439,20 +445,34 @@ mod tests {
     #[test]
     fn next_query_reads_links_and_glance_next() {
         let cur = Url::parse("http://nova:8774/v2.1/servers/detail?tags=a").expect("url");
-        let body = serde_json::json!({"servers": [], "servers_links": [
-            {"rel": "next", "href": "http://internal-nova/v2.1/servers/detail?limit=2&marker=xyz&tags=a"}
-        ]});
+        let page = |text: &str, key: &str| -> Option<String> {
+            let keyed = parse_keyed::<Vec<Value>>(text, key).expect("parses");
+            next_query(keyed.links.as_ref(), keyed.next.as_ref(), &cur)
+        };
         assert_eq!(
-            next_query(&body, "servers", &cur).as_deref(),
+            page(
+                r#"{"servers": [], "servers_links": [{"rel": "next",
+                    "href": "http://internal-nova/v2.1/servers/detail?limit=2&marker=xyz&tags=a"}]}"#,
+                "servers"
+            )
+            .as_deref(),
             Some("limit=2&marker=xyz&tags=a")
         );
-        let glance = serde_json::json!({"images": [], "next": "/v2/images?marker=m1"});
         assert_eq!(
-            next_query(&glance, "images", &cur).as_deref(),
+            page(
+                r#"{"images": [], "next": "/v2/images?marker=m1"}"#,
+                "images"
+            )
+            .as_deref(),
             Some("marker=m1")
         );
-        let none = serde_json::json!({"servers": [], "servers_links": [{"rel": "previous", "href": "x?y"}]});
-        assert_eq!(next_query(&none, "servers", &cur), None);
+        assert_eq!(
+            page(
+                r#"{"servers": [], "servers_links": [{"rel": "previous", "href": "x?y"}]}"#,
+                "servers"
+            ),
+            None
+        );
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub mod clouds;
 pub mod composite;
 pub mod errors;
 pub mod identity;
+mod keyed;
 pub mod neutron;
 pub mod nova;
 pub mod octavia;
