@@ -153,7 +153,8 @@ pub(crate) fn cloud_faults(
                 }
                 FaultKind::KeystoneRevokeTokens => f.duration = None,
                 FaultKind::TagFilterIgnored => {}
-                // Never drawn: the in-process swarm lists nodes, it has no watch.
+                // Never drawn: in process a watch answer carries at most one event per
+                // node (the simulated API records nodes only when read), nothing to reorder.
                 FaultKind::K8sWatchReorder => {}
                 FaultKind::OneLockTemplate => {
                     f.level = Some(*pick(

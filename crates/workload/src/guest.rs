@@ -102,10 +102,10 @@ fn reachable<T>(operation: &str, r: std::result::Result<T, ListError>) -> Result
 
 /// The workload cluster of any cloud, reached through `W`'s client for it.
 ///
-/// Its nodes are watched ([`KubeGuest::watching`]) by a product that runs in real time,
-/// or listed on every read ([`KubeGuest::new`]) where a watch cannot live: the
-/// simulator's deterministic runs, whose virtual time a long-lived request would not
-/// follow.
+/// Its nodes are watched ([`KubeGuest::watching`]) by a product that runs in real time;
+/// watched and read on demand ([`KubeGuest::pumped`]) in the simulator's deterministic
+/// runs, whose virtual time a long-lived request would not follow; or listed on every
+/// read ([`KubeGuest::new`]), as the wire runs of KubeVirt scenarios do.
 pub struct KubeGuest<W> {
     clients: W,
     format: ProviderIdFormat,
