@@ -44,7 +44,7 @@ pub fn in_process_client(cloud: Arc<SimCloud>, cluster: &str) -> kube::Client {
                     .and_then(|v| v.to_str().ok())
                     .map(str::to_string),
             };
-            let watch = watch_body::is_watch(&request);
+            let watch = request.is_watch();
             let answer = cloud.kube_request(&cluster, request.clone());
             let body = if watch && answer.status == 200 {
                 SimBody::watch(cloud, &cluster, request, answer.body)

@@ -22,7 +22,9 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use flightdeck_cloud::{Clock, Timestamp};
-use flightdeck_sim::{BOOKMARK_START, KubeRequest, SimCloud};
+use flightdeck_sim::{
+    BOOKMARK_START, KubeRequest, SimCloud, query_param, watch_line_version, with_resource_version,
+};
 use http_body::{Body, Frame, SizeHint};
 
 /// How long a watch runs when its request names no `timeoutSeconds`.
@@ -76,7 +78,7 @@ impl SimBody {
         request: KubeRequest,
         first: Vec<u8>,
     ) -> Self {
-        let timeout = query_value(&request.query, "timeoutSeconds")
+        let timeout = query_param(&request.query, "timeoutSeconds")
             .and_then(|t| t.parse::<u64>().ok())
             .unwrap_or(TIMEOUT_DEFAULT_SECS)
             .min(TIMEOUT_MAX_SECS);
@@ -105,7 +107,7 @@ impl WatchBody {
         if self.cloud.clock().now() >= self.ends_at {
             return None;
         }
-        self.request.query = with_version(&self.request.query, &version);
+        self.request.query = with_resource_version(&self.request.query, &version);
         let answer = self.cloud.kube_watch_continue(&self.cluster, &self.request);
         if answer.status != 200 {
             return Some(Err(WatchBroke(format!(
@@ -146,42 +148,13 @@ impl Body for SimBody {
     }
 }
 
-/// Whether `req` asks for a watch.
-pub fn is_watch(req: &KubeRequest) -> bool {
-    req.method.eq_ignore_ascii_case("GET")
-        && (req.path.split('/').any(|s| s == "watch")
-            || query_value(&req.query, "watch").is_some_and(|w| w == "true" || w == "1"))
-}
-
 /// The `resourceVersion` of the bookmark that ends `body`, if it ends with one.
 fn bookmark_version(body: &[u8]) -> Option<String> {
     let last = body.split(|b| *b == b'\n').rfind(|l| !l.is_empty())?;
     if !last.starts_with(BOOKMARK_START.as_bytes()) {
         return None;
     }
-    let line: serde_json::Value = serde_json::from_slice(last).ok()?;
-    line["object"]["metadata"]["resourceVersion"]
-        .as_str()
-        .map(str::to_string)
-}
-
-/// The value of `key` in the raw query `q` (values the client sends are plain).
-fn query_value<'q>(q: &'q str, key: &str) -> Option<&'q str> {
-    q.split('&')
-        .filter_map(|kv| kv.split_once('='))
-        .find(|(k, _)| *k == key)
-        .map(|(_, v)| v)
-}
-
-/// The raw query `q` with its `resourceVersion` set to `version`.
-fn with_version(q: &str, version: &str) -> String {
-    let mut parts: Vec<String> = q
-        .split('&')
-        .filter(|kv| !kv.is_empty() && !kv.starts_with("resourceVersion="))
-        .map(str::to_string)
-        .collect();
-    parts.push(format!("resourceVersion={version}"));
-    parts.join("&")
+    watch_line_version(last)
 }
 
 #[cfg(test)]
@@ -196,20 +169,22 @@ mod tests {
             bookmark_version(b"{\"type\":\"ERROR\",\"object\":{}}\n"),
             None
         );
-        assert_eq!(
-            with_version("watch=true&resourceVersion=3&timeoutSeconds=290", "17"),
-            "watch=true&timeoutSeconds=290&resourceVersion=17"
+        assert!(
+            KubeRequest {
+                method: "GET".into(),
+                path: "/api/v1/nodes".into(),
+                query: "watch=true".into(),
+                ..KubeRequest::default()
+            }
+            .is_watch()
         );
-        assert!(is_watch(&KubeRequest {
-            method: "GET".into(),
-            path: "/api/v1/nodes".into(),
-            query: "watch=true".into(),
-            ..KubeRequest::default()
-        }));
-        assert!(!is_watch(&KubeRequest {
-            method: "GET".into(),
-            path: "/api/v1/nodes".into(),
-            ..KubeRequest::default()
-        }));
+        assert!(
+            !KubeRequest {
+                method: "GET".into(),
+                path: "/api/v1/nodes".into(),
+                ..KubeRequest::default()
+            }
+            .is_watch()
+        );
     }
 }

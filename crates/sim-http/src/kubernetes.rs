@@ -29,7 +29,9 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
-use flightdeck_sim::{KubeRequest, KubeResponse, SimCloud};
+use flightdeck_sim::{
+    KubeRequest, KubeResponse, SimCloud, query_param, watch_line_version, with_resource_version,
+};
 use serde_json::{Value, json};
 
 /// The largest request body read; a larger one answers 413 before it is read whole.
@@ -106,7 +108,7 @@ async fn cluster_request(State(cloud): State<Arc<SimCloud>>, req: Request) -> Re
         body,
         content_type,
     };
-    if kube.method == "GET" && is_watch(&kube.query) {
+    if kube.is_watch() {
         return watch(cloud, cluster, kube);
     }
     verbatim(cloud.kube_request(&cluster, kube))
@@ -145,37 +147,12 @@ fn verbatim(resp: KubeResponse) -> Response {
     out
 }
 
-/// The query's `key` (its first occurrence, not percent-decoded: the values read here
-/// are numbers and booleans).
-fn query_param<'q>(query: &'q str, key: &str) -> Option<&'q str> {
-    query
-        .split('&')
-        .filter_map(|kv| kv.split_once('=').or(Some((kv, ""))))
-        .find(|(k, _)| *k == key)
-        .map(|(_, v)| v)
-}
-
-fn is_watch(query: &str) -> bool {
-    matches!(query_param(query, "watch"), Some("true" | "1"))
-}
-
 /// How long the watch asked for by `timeoutSeconds` lasts.
 fn watch_timeout(query: &str) -> Duration {
     match query_param(query, "timeoutSeconds").and_then(|v| v.parse::<u64>().ok()) {
         Some(0) | None => WATCH_TIMEOUT_DEFAULT,
         Some(s) => Duration::from_secs(s).min(WATCH_TIMEOUT_MAX),
     }
-}
-
-/// `query` with `resourceVersion` set to `rv` (replaced, or appended).
-fn with_resource_version(query: &str, rv: &str) -> String {
-    let mut parts: Vec<String> = query
-        .split('&')
-        .filter(|kv| !kv.is_empty() && kv.split('=').next() != Some("resourceVersion"))
-        .map(str::to_string)
-        .collect();
-    parts.push(format!("resourceVersion={rv}"));
-    parts.join("&")
 }
 
 /// Where a watch stands: the request it repeats and the newest resourceVersion it has
@@ -231,7 +208,7 @@ impl Watch {
                     "too many events at once: list again",
                 )));
             }
-            if let Some(rv) = event_resource_version(line) {
+            if let Some(rv) = watch_line_version(line) {
                 self.resource_version = Some(newer(self.resource_version.take(), rv));
             }
             out.extend_from_slice(line);
@@ -239,15 +216,6 @@ impl Watch {
         }
         Ok(Bytes::from(out))
     }
-}
-
-/// The `object.metadata.resourceVersion` of one watch event line.
-fn event_resource_version(line: &[u8]) -> Option<String> {
-    let event: Value = serde_json::from_slice(line).ok()?;
-    event
-        .pointer("/object/metadata/resourceVersion")?
-        .as_str()
-        .map(str::to_string)
 }
 
 /// The newer of two resourceVersions: numerically when both are numbers (the
@@ -406,6 +374,17 @@ mod tests {
         );
         assert_eq!(split_path("/clusters//api"), None);
         assert_eq!(split_path("/api/v1"), None);
+    }
+
+    /// Whether a `GET` of nodes with `query` is a watch.
+    fn is_watch(query: &str) -> bool {
+        KubeRequest {
+            method: "GET".into(),
+            path: "/api/v1/nodes".into(),
+            query: query.into(),
+            ..KubeRequest::default()
+        }
+        .is_watch()
     }
 
     #[test]

@@ -57,7 +57,8 @@ pub use k8s::{
     BOOKMARK_START, INFRA_CLUSTER, KUBE_BODY_MAX, KUBE_EVENTS_MAX, KUBE_OBJECTS_MAX,
     KUBE_WORKLOAD_CLUSTERS_MAX, KubeNodeView, KubeObjectView, KubePdbView, KubePodView,
     KubeRequest, KubeResponse, KubeVmView, KubeVmiView, KubeWorkloadView, KubeWorld, LABEL_CLUSTER,
-    LABEL_MACHINE, LABEL_ROLE, LABEL_UID, VMI_DELETIONS_MAX, VmiDeletion,
+    LABEL_MACHINE, LABEL_ROLE, LABEL_UID, VMI_DELETIONS_MAX, VmiDeletion, query_param,
+    watch_line_version, with_resource_version,
 };
 pub use neutron::{RULES_PER_GROUP_MAX, SECURITY_GROUPS_MAX};
 pub use nova::SERVERS_MAX;

@@ -35,8 +35,8 @@ use kube::{Api, Client};
 
 use crate::provider_id::ProviderIdFormat;
 use crate::watch::{
-    IDLE_MAX, RESTART_AFTER, SWEEP_EVERY, Seen, WATCH_TIMEOUT_SECS, WatchedNodes, apply, lock,
-    should_end,
+    IDLE_MAX, RESTART_AFTER, Seen, WATCH_TIMEOUT_SECS, WatchedNodes, apply, lock, should_end,
+    sweep_due,
 };
 
 /// The most times one read starts a watch or asks again: a watch that reached its
@@ -260,15 +260,11 @@ impl PumpedWatches {
     }
 
     /// Drops the watches nobody read for [`IDLE_MAX`], at most once per
-    /// [`SWEEP_EVERY`]: a deleted cluster leaves nothing behind.
+    /// minute: a deleted cluster leaves nothing behind.
     fn forget_idle(&self) {
         let now = self.clock.now();
-        {
-            let mut swept = lock(&self.swept_at);
-            if now.since(*swept) < SWEEP_EVERY {
-                return;
-            }
-            *swept = now;
+        if !sweep_due(&self.swept_at, now) {
+            return;
         }
         lock(&self.watches).retain(|_, cell| {
             cell.try_lock()

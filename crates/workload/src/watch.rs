@@ -95,7 +95,7 @@ pub struct NodeWatches {
 }
 
 /// How often idle clusters are swept out.
-pub(crate) const SWEEP_EVERY: Duration = Duration::from_mins(1);
+const SWEEP_EVERY: Duration = Duration::from_mins(1);
 
 impl std::fmt::Debug for NodeWatches {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -174,18 +174,25 @@ impl NodeWatches {
     /// [`SWEEP_EVERY`].
     pub fn forget_idle(&self) {
         let now = self.clock.now();
-        {
-            let mut swept = lock(&self.swept_at);
-            if now.since(*swept) < SWEEP_EVERY {
-                return;
-            }
-            *swept = now;
+        if !sweep_due(&self.swept_at, now) {
+            return;
         }
         lock(&self.seen).retain(|_, seen| {
             let s = lock(seen);
             s.running || now.since(s.read_at) < IDLE_MAX
         });
     }
+}
+
+/// Whether a sweep of idle watches is due at `now` (at most one per [`SWEEP_EVERY`]),
+/// marking it done when it is.
+pub(crate) fn sweep_due(swept_at: &Mutex<Timestamp>, now: Timestamp) -> bool {
+    let mut swept = lock(swept_at);
+    if now.since(*swept) < SWEEP_EVERY {
+        return false;
+    }
+    *swept = now;
+    true
 }
 
 /// Why a running watch should end now, if it should.

@@ -358,11 +358,11 @@ pub(crate) fn json_response(status: u16, body: &Value) -> KubeResponse {
 }
 
 /// A 200 whose JSON body is already serialized.
-pub(crate) fn served_response(body: String) -> KubeResponse {
+pub(crate) fn served_response(body: impl Into<Vec<u8>>) -> KubeResponse {
     KubeResponse {
         status: 200,
         content_type: "application/json".into(),
-        body: body.into_bytes(),
+        body: body.into(),
     }
 }
 

@@ -28,6 +28,7 @@ mod patch;
 mod read;
 mod select;
 mod store;
+mod watch_query;
 mod workload;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -42,6 +43,7 @@ use crate::{Event as SimEvent, Mutation, SimCloud, State};
 pub use read::BOOKMARK_START;
 pub use store::{KUBE_EVENTS_MAX, KUBE_OBJECTS_MAX};
 use store::{Kind, Store};
+pub use watch_query::{query_param, watch_line_version, with_resource_version};
 
 /// The name [`SimCloud::kube_request`] knows the infrastructure cluster by.
 pub const INFRA_CLUSTER: &str = "infra";

@@ -11,7 +11,7 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Value, json};
 
 use super::KubeResponse;
-use super::api::{Answer, fail, unavailable};
+use super::api::{Answer, fail, served_response, unavailable};
 use super::select::{fields_match, labels_match, parse_field_selector, parse_label_selector};
 use super::store::Resource;
 use crate::State;
@@ -68,7 +68,7 @@ pub(crate) fn read_list(
         body.extend_from_slice(b",\"metadata\":{\"resourceVersion\":");
         write_json(&mut body, &store.resource_version().to_string());
         body.extend_from_slice(b"}}");
-        return (bytes_response(body), None);
+        return (served_response(body), None);
     }
     let since = match watch_since(params) {
         Ok(s) => s,
@@ -223,13 +223,4 @@ fn presented_line(out: &mut Vec<u8>, kind: &str, obj: &Presented<'_>) {
     out.extend_from_slice(b",\"type\":");
     write_json(out, &kind);
     out.extend_from_slice(b"}\n");
-}
-
-/// A 200 whose JSON body is already written.
-fn bytes_response(body: Vec<u8>) -> KubeResponse {
-    KubeResponse {
-        status: 200,
-        content_type: "application/json".into(),
-        body,
-    }
 }

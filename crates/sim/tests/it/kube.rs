@@ -151,18 +151,8 @@ fn an_openstack_workload_cluster_serves_its_nodes_on_the_kubernetes_wire() {
 fn mirrored_servers_of_a_real_cloud_register_by_their_real_ids() {
     let sim = sim(8);
     let o = cluster_owner("demo", "u8");
-    let real = |id: &str, name: &str, key: &str, last: u8| flightdeck_cloud::Server {
-        id: id.into(),
-        name: name.into(),
-        status: flightdeck_cloud::ServerStatus::Active,
-        task_state: None,
-        tags: o.tags(&flightdeck_cloud::Role::Machine(key.into())),
-        security_groups: Vec::new(),
-        address: Some(std::net::IpAddr::from([192, 168, 7, last])),
-        image: "fake-img".into(),
-        flavor: "m1.tiny".into(),
-        fault: None,
-        created_at: now(&sim),
+    let real = |id: &str, name: &str, key: &str, last: u8| {
+        real_server(&o, id, name, key, [192, 168, 7, last], now(&sim))
     };
     let cp = real("7f3e-cp", "demo-cp-1", "cp-1", 10);
     let worker = real("7f3e-w", "demo-workers-2", "workers-2", 11);
@@ -209,25 +199,21 @@ fn mirrored_servers_of_a_real_cloud_register_by_their_real_ids() {
 /// watch cache that lags, to lists and watches alike, never older than the lag.
 #[test]
 fn a_lagging_watch_cache_serves_the_nodes_as_they_were() {
-    use flightdeck_cloud::{Role, Server, ServerStatus};
     use flightdeck_sim::{KubeRequest, SimFault};
     use flightdeck_spec::Duration;
     use flightdeck_spec::scenario::{FaultKind, Service};
 
     let sim = sim(9);
     let o = cluster_owner("demo", "u9");
-    let server = |id: &str, key: &str, last: u8| Server {
-        id: id.into(),
-        name: format!("demo-{key}"),
-        status: ServerStatus::Active,
-        task_state: None,
-        tags: o.tags(&Role::Machine(key.into())),
-        security_groups: Vec::new(),
-        address: Some(std::net::IpAddr::from([192, 168, 9, last])),
-        image: "img".into(),
-        flavor: "m1".into(),
-        fault: None,
-        created_at: now(&sim),
+    let server = |id: &str, key: &str, last: u8| {
+        real_server(
+            &o,
+            id,
+            &format!("demo-{key}"),
+            key,
+            [192, 168, 9, last],
+            now(&sim),
+        )
     };
     let listed = |sim: &SimCloud| -> usize {
         let answer = sim.kube_request(
@@ -276,4 +262,28 @@ fn a_lagging_watch_cache_serves_the_nodes_as_they_were() {
             .unwrap_or(0)
             > 0
     );
+}
+
+/// A server of a real cloud, mirrored into the simulator so its kubelet registers there.
+fn real_server(
+    o: &flightdeck_cloud::Ownership,
+    id: &str,
+    name: &str,
+    key: &str,
+    address: [u8; 4],
+    at: flightdeck_cloud::Timestamp,
+) -> flightdeck_cloud::Server {
+    flightdeck_cloud::Server {
+        id: id.into(),
+        name: name.into(),
+        status: flightdeck_cloud::ServerStatus::Active,
+        task_state: None,
+        tags: o.tags(&flightdeck_cloud::Role::Machine(key.into())),
+        security_groups: Vec::new(),
+        address: Some(std::net::IpAddr::from(address)),
+        image: "fake-img".into(),
+        flavor: "m1.tiny".into(),
+        fault: None,
+        created_at: at,
+    }
 }
