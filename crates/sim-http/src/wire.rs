@@ -192,13 +192,14 @@ pub(crate) fn attributes_match(item: &Value, q: &Query, skip: &[&str]) -> bool {
     })
 }
 
-/// A page of `items` (each with an `"id"`): the ones after `marker`, at most
+/// A page of `items` (each with an id, `id_of`): the ones after `marker`, at most
 /// `limit`. Answers the page and, when it is full, the id of its last item (the next
 /// page's marker). `Err` names a marker that is not in the list.
-pub(crate) fn paginate(
-    items: Vec<Value>,
+pub(crate) fn paginate<T>(
+    items: Vec<T>,
     q: &Query,
-) -> std::result::Result<(Vec<Value>, Option<String>), Paging> {
+    id_of: impl Fn(&T) -> Option<&str>,
+) -> std::result::Result<(Vec<T>, Option<String>), Paging> {
     let limit = match q.get("limit") {
         None => None,
         Some(l) => match l.parse::<usize>() {
@@ -206,19 +207,18 @@ pub(crate) fn paginate(
             Err(_) => return Err(Paging::BadLimit(l.to_string())),
         },
     };
-    let id_of = |v: &Value| v.get("id").and_then(Value::as_str).map(str::to_string);
     let start = match q.get("marker") {
         None => 0,
-        Some(m) => match items.iter().position(|v| id_of(v).as_deref() == Some(m)) {
+        Some(m) => match items.iter().position(|v| id_of(v) == Some(m)) {
             Some(i) => i + 1,
             None => return Err(Paging::BadMarker(m.to_string())),
         },
     };
-    let rest: Vec<Value> = items.into_iter().skip(start).collect();
+    let rest: Vec<T> = items.into_iter().skip(start).collect();
     match limit {
         Some(n) if rest.len() >= n && n > 0 => {
-            let page: Vec<Value> = rest.into_iter().take(n).collect();
-            let last = page.last().and_then(id_of);
+            let page: Vec<T> = rest.into_iter().take(n).collect();
+            let last = page.last().and_then(id_of).map(str::to_string);
             Ok((page, last))
         }
         _ => Ok((rest, None)),
@@ -310,6 +310,25 @@ pub(crate) fn json(status: StatusCode, body: &Value) -> Response {
         HeaderValue::from_static("application/json"),
     );
     resp
+}
+
+/// A JSON response written by `body`'s serializer, without a JSON tree in between.
+pub(crate) fn serialized<T: serde::Serialize>(status: StatusCode, body: &T) -> Response {
+    match serde_json::to_vec(body) {
+        Ok(bytes) => {
+            let mut resp = (status, bytes).into_response();
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            resp
+        }
+        // Only a map with non-string keys fails to serialize: a bug here, said as one.
+        Err(e) => crate::errors::keystone(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &format!("the simulator could not write its answer: {e}"),
+        ),
+    }
 }
 
 /// An empty response (`204 No Content`, `202 Accepted` of an action).

@@ -14,18 +14,20 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Router, middleware};
 use flightdeck_cloud::{Compute, Server, ServerCreate, ServerStatus};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::errors::{self, Service};
-use crate::glance::{self, image_id};
-use crate::wire::{self, Paging, Query, TagFilter, TimeStyle, iso, stable_hex};
+use crate::glance;
+use crate::wire::{self, Paging, Query, TagFilter, stable_hex};
 use crate::{App, NETWORK_NAME, keystone, neutron};
 
 mod flavors;
 mod microversion;
+mod view;
 
-use flavors::{FLAVORS, flavor_by_name, flavor_show, flavors_brief, flavors_detail};
+use flavors::{FLAVORS, flavor_show, flavors_brief, flavors_detail};
 use microversion::{Mv, microversion, version, versions};
+use view::links;
 
 pub(crate) fn routes(app: App) -> Router<App> {
     let api = Router::new()
@@ -46,13 +48,6 @@ pub(crate) fn routes(app: App) -> Router<App> {
         .merge(api)
 }
 
-fn links(app: &App, kind: &str, id: &str) -> Value {
-    json!([
-        {"rel": "self", "href": format!("{}/compute/v2.1/{kind}/{id}", app.base)},
-        {"rel": "bookmark", "href": format!("{}/compute/{kind}/{id}", app.base)},
-    ])
-}
-
 fn status_str(s: &Server) -> &str {
     match &s.status {
         ServerStatus::Build => "BUILD",
@@ -66,127 +61,6 @@ fn status_str(s: &Server) -> &str {
 fn mac_of(ip: IpAddr) -> String {
     let h = flightdeck_spec::fnv1a(ip.to_string().as_bytes()).to_be_bytes();
     format!("fa:16:3e:{:02x}:{:02x}:{:02x}", h[0], h[1], h[2])
-}
-
-fn server_flavor(app: &App, name: &str, mv: Mv) -> Value {
-    let f = flavor_by_name(name);
-    if mv.at_least(47) {
-        json!({
-            "vcpus": f.map_or(1, |f| f.vcpus),
-            "ram": f.map_or(512, |f| f.ram),
-            "disk": f.map_or(1, |f| f.disk),
-            "ephemeral": 0,
-            "swap": 0,
-            "original_name": name,
-            "extra_specs": {},
-        })
-    } else {
-        let id = f.map_or(name, |f| f.id);
-        json!({"id": id, "links": [{"rel": "bookmark", "href": format!("{}/compute/flavors/{id}", app.base)}]})
-    }
-}
-
-/// The server as Nova's detail view shows it.
-fn render(app: &App, s: &Server, mv: Mv) -> Value {
-    let created = iso(s.created_at, TimeStyle::Zulu);
-    let building = s.status == ServerStatus::Build;
-    let vm_state = match &s.status {
-        ServerStatus::Build => "building".to_string(),
-        ServerStatus::Active => "active".to_string(),
-        ServerStatus::Error => "error".to_string(),
-        ServerStatus::Other(x) => x.to_lowercase(),
-    };
-    let mut addresses = Map::new();
-    if let Some(ip) = s.address {
-        let version = if ip.is_ipv4() { 4 } else { 6 };
-        addresses.insert(
-            NETWORK_NAME.into(),
-            json!([{
-                "version": version,
-                "addr": ip.to_string(),
-                "OS-EXT-IPS:type": "fixed",
-                "OS-EXT-IPS-MAC:mac_addr": mac_of(ip),
-            }]),
-        );
-    }
-    let image = image_id(&s.image);
-    let o = &app.options;
-    let mut v = json!({
-        "id": s.id,
-        "name": s.name,
-        "status": status_str(s),
-        "tenant_id": stable_hex(&format!("project/{}", o.project)),
-        "user_id": stable_hex(&format!("user/{}", o.user)),
-        "metadata": {},
-        "hostId": if building { String::new() } else { stable_hex(&format!("host/{}", o.project)) },
-        "image": {"id": image, "links": [{"rel": "bookmark", "href": format!("{}/compute/images/{image}", app.base)}]},
-        "flavor": server_flavor(app, &s.flavor, mv),
-        "created": created,
-        "updated": created,
-        "addresses": addresses,
-        "accessIPv4": "",
-        "accessIPv6": "",
-        "links": links(app, "servers", &s.id),
-        "OS-DCF:diskConfig": "MANUAL",
-        "progress": 0,
-        "OS-EXT-AZ:availability_zone": if building { "" } else { "nova" },
-        "config_drive": "",
-        "key_name": null,
-        "OS-SRV-USG:launched_at": if building { Value::Null } else { json!(created.trim_end_matches('Z')) },
-        "OS-SRV-USG:terminated_at": null,
-        "OS-EXT-STS:task_state": s.task_state,
-        "OS-EXT-STS:vm_state": vm_state,
-        "OS-EXT-STS:power_state": if s.status == ServerStatus::Active { 1 } else { 0 },
-        "os-extended-volumes:volumes_attached": [],
-    });
-    let Some(m) = v.as_object_mut() else {
-        return v;
-    };
-    if mv.at_least(3)
-        && let Some(data) = app.cloud.server_user_data(&s.id)
-    {
-        use base64::Engine;
-        m.insert(
-            "OS-EXT-SRV-ATTR:user_data".into(),
-            json!(base64::engine::general_purpose::STANDARD.encode(data)),
-        );
-    }
-    if !s.security_groups.is_empty() {
-        let groups: Vec<Value> = s
-            .security_groups
-            .iter()
-            .map(|g| json!({"name": g}))
-            .collect();
-        m.insert("security_groups".into(), json!(groups));
-    }
-    if s.status == ServerStatus::Error
-        && let Some(message) = &s.fault
-    {
-        m.insert(
-            "fault".into(),
-            json!({"code": 500, "created": created, "message": message}),
-        );
-    }
-    if mv.at_least(9) {
-        m.insert("locked".into(), json!(false));
-    }
-    if mv.at_least(19) {
-        m.insert("description".into(), Value::Null);
-    }
-    if mv.at_least(26) {
-        m.insert("tags".into(), json!(s.tags));
-    }
-    if mv.at_least(63) {
-        m.insert("trusted_image_certificates".into(), Value::Null);
-    }
-    if mv.at_least(73) {
-        m.insert("locked_reason".into(), Value::Null);
-    }
-    v
-}
-
-fn brief(app: &App, s: &Server) -> Value {
-    json!({"id": s.id, "name": s.name, "links": links(app, "servers", &s.id)})
 }
 
 /// Nova's `name` filter is a regular expression searched in the name. This supports
@@ -260,7 +134,7 @@ async fn list(app: &App, mv: Mv, raw: Option<&str>, detail: bool) -> Response {
     } else {
         listed
     };
-    let items: Vec<Value> = servers
+    let shown: Vec<&Server> = servers
         .iter()
         .rev()
         .filter(|s| tags.matches(&s.tags))
@@ -269,15 +143,8 @@ async fn list(app: &App, mv: Mv, raw: Option<&str>, detail: bool) -> Response {
             q.get("status")
                 .is_none_or(|st| st.eq_ignore_ascii_case(status_str(s)))
         })
-        .map(|s| {
-            if detail {
-                render(app, s, mv)
-            } else {
-                brief(app, s)
-            }
-        })
         .collect();
-    let (page, next) = match wire::paginate(items, &q) {
+    let (page, next) = match wire::paginate(shown, &q, |s| Some(s.id.as_str())) {
         Ok(p) => p,
         Err(Paging::BadMarker(m)) => {
             return errors::nova(StatusCode::BAD_REQUEST, &format!("marker [{m}] not found"));
@@ -289,16 +156,33 @@ async fn list(app: &App, mv: Mv, raw: Option<&str>, detail: bool) -> Response {
             return errors::nova(StatusCode::BAD_REQUEST, &message);
         }
     };
-    let mut body = json!({ "servers": page });
-    if let (Some(last), Some(m)) = (next, body.as_object_mut()) {
+    let links = next.map(|last| {
         let path = if detail { "servers/detail" } else { "servers" };
         let href = format!("{}/compute/v2.1/{path}?{}", app.base, q.next_page(&last));
-        m.insert(
-            "servers_links".into(),
-            json!([{"rel": "next", "href": href}]),
-        );
+        [Next { rel: "next", href }]
+    });
+    let shared = view::Shared::new(app, mv);
+    if detail {
+        let servers: Vec<view::Detail> = page.iter().map(|s| shared.detail(s)).collect();
+        wire::serialized(StatusCode::OK, &Servers { servers, links })
+    } else {
+        let servers: Vec<view::Brief> = page.iter().map(|s| shared.brief(s)).collect();
+        wire::serialized(StatusCode::OK, &Servers { servers, links })
     }
-    wire::json(StatusCode::OK, &body)
+}
+
+/// A list answer: the page, and the link to the next one when there is one.
+#[derive(serde::Serialize)]
+struct Servers<T> {
+    servers: Vec<T>,
+    #[serde(rename = "servers_links", skip_serializing_if = "Option::is_none")]
+    links: Option<[Next; 1]>,
+}
+
+#[derive(serde::Serialize)]
+struct Next {
+    rel: &'static str,
+    href: String,
 }
 
 async fn show(
@@ -308,7 +192,15 @@ async fn show(
 ) -> Response {
     match app.cloud.show_server(&id) {
         Err(e) => errors::from_cloud(Service::Nova, &e),
-        Ok(Some(s)) => wire::json(StatusCode::OK, &json!({"server": render(&app, &s, mv)})),
+        Ok(Some(s)) => {
+            let shared = view::Shared::new(&app, mv);
+            #[derive(serde::Serialize)]
+            struct One<'a> {
+                server: view::Detail<'a>,
+            }
+            let server = shared.detail(&s);
+            wire::serialized(StatusCode::OK, &One { server })
+        }
         Ok(None) => errors::nova(
             StatusCode::NOT_FOUND,
             &format!("Instance {id} could not be found."),

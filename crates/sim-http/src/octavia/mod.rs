@@ -144,7 +144,7 @@ pub(super) fn list_body(
             tags.matches(&t) && wire::attributes_match(i, q, &[])
         })
         .collect();
-    let (page, next) = match wire::paginate(items, q) {
+    let (page, next) = match wire::paginate(items, q, |v| v.get("id").and_then(Value::as_str)) {
         Ok(p) => p,
         Err(Paging::BadMarker(m)) => return not_found("Marker", &m),
         Err(Paging::BadLimit(l)) => return bad(&format!("Invalid input for limit: {l}")),
