@@ -17,7 +17,7 @@ use axum::routing::get;
 use flightdeck_cloud::Timestamp;
 use serde_json::{Value, json};
 
-use crate::wire::{self, Query, TimeStyle, iso, stable_hex, stable_id};
+use crate::wire::{self, Query, TimeStyle, iso, stable_id};
 use crate::{App, errors};
 
 /// The most image names remembered; the ids of images servers use are found without.
@@ -107,7 +107,7 @@ fn render(app: &App, id: &str, name: &str) -> Value {
         "min_ram": 0,
         "disk_format": "qcow2",
         "container_format": "bare",
-        "owner": stable_hex(&format!("project/{}", app.options.project)),
+        "owner": app.project_id,
         "created_at": at,
         "updated_at": at,
         "tags": [],

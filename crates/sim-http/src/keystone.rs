@@ -225,7 +225,7 @@ fn token_body(app: &App, rec: &TokenRec) -> Value {
             "project".into(),
             json!({
                 "domain": domain(),
-                "id": stable_hex(&format!("project/{}", o.project)),
+                "id": app.project_id,
                 "name": o.project,
             }),
         );
@@ -287,8 +287,7 @@ fn check_auth(app: &App, body: &Value) -> Result<bool, Response> {
                 // Domain and system scopes: the user holds no role there.
                 return Err(unauthorized());
             };
-            let by_id = project.get("id").and_then(Value::as_str)
-                == Some(stable_hex(&format!("project/{}", o.project)).as_str());
+            let by_id = project.get("id").and_then(Value::as_str) == Some(app.project_id.as_str());
             let by_name = project.get("name").and_then(Value::as_str) == Some(o.project.as_str())
                 && is_default_domain(project.get("domain"));
             if by_id || by_name {

@@ -61,7 +61,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use axum::Router;
 use flightdeck_cloud::{Clock, Timestamp};
-use flightdeck_sim::SimCloud;
+use flightdeck_sim::{SimCloud, World};
 use serde_json::{Map, Value};
 
 pub use kubernetes::{
@@ -151,13 +151,16 @@ pub async fn serve(
 /// and every link point there.
 pub fn router(cloud: Arc<SimCloud>, options: ServeOptions, base_url: &str) -> Router {
     cloud.serve_keystone_externally();
+    let project_id = wire::stable_hex(&format!("project/{}", options.project));
     let app = Arc::new(Inner {
         cloud,
+        project_id,
         options,
         base: base_url.trim_end_matches('/').to_string(),
         tokens: Mutex::new(keystone::Tokens::default()),
         images: Mutex::new(glance::Images::default()),
         extras: Mutex::new(Extras::default()),
+        world: Mutex::new(None),
     });
     Router::new()
         .merge(keystone::routes(app.clone()))
@@ -207,11 +210,15 @@ pub(crate) type App = Arc<Inner>;
 pub(crate) struct Inner {
     pub(crate) cloud: Arc<SimCloud>,
     pub(crate) options: ServeOptions,
+    /// The id of the one project, as every service shows it.
+    pub(crate) project_id: String,
     /// Without a trailing slash.
     pub(crate) base: String,
     pub(crate) tokens: Mutex<keystone::Tokens>,
     pub(crate) images: Mutex<glance::Images>,
     pub(crate) extras: Mutex<Extras>,
+    /// The world as last taken, and the simulator's change count then.
+    world: Mutex<Option<(u64, Arc<World>)>>,
 }
 
 impl Inner {
@@ -221,6 +228,24 @@ impl Inner {
 
     pub(crate) fn identity_url(&self) -> String {
         format!("{}/identity", self.base)
+    }
+
+    /// The simulator's world now, as an answer is rendered from it: taken again only
+    /// when something changed since it last was (a list per kind and reconcile each
+    /// copied the whole world). Its `now` and route limit are those of when it was
+    /// taken; nothing here reads them.
+    pub(crate) fn world(&self) -> Arc<World> {
+        let mut cached = self.world.lock().unwrap_or_else(|e| e.into_inner());
+        let changes = self.cloud.changes();
+        if let Some((at, w)) = cached.as_ref()
+            && *at == changes
+        {
+            return w.clone();
+        }
+        let (at, w) = self.cloud.refresh(None);
+        let w = Arc::new(w);
+        *cached = Some((at, w.clone()));
+        w
     }
 
     pub(crate) fn extras(&self) -> MutexGuard<'_, Extras> {

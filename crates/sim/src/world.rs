@@ -259,6 +259,16 @@ impl SimCloud {
         snapshot(&st, now)
     }
 
+    /// How many changes the world has seen (after catching up): a world taken by
+    /// [`SimCloud::refresh`] at the same count is the world now, but for its time and
+    /// what the time alone decides.
+    pub fn changes(&self) -> u64 {
+        let mut st = self.lock();
+        let now = self.clock.now();
+        st.run_due(now);
+        st.log.changes
+    }
+
     /// Brings `cached` up to now: the world is taken again only if something changed
     /// since it was (a mutating call, a transition, a fixture or fault added); else only
     /// its time, and what the time alone decides (the route limit), move on. What

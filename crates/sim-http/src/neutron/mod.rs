@@ -24,7 +24,7 @@ use flightdeck_cloud::{Network, SecurityGroup, Timestamp};
 use serde_json::{Map, Value, json};
 
 use crate::errors::{self, Service};
-use crate::wire::{self, Paging, Query, TagFilter, TimeStyle, iso, owner_of_uid, stable_hex};
+use crate::wire::{self, Paging, Query, TagFilter, TimeStyle, iso, owner_of_uid};
 use crate::{App, Extras, keystone};
 
 mod networks;
@@ -155,7 +155,7 @@ async fn extension(axum::extract::Path(alias): axum::extract::Path<String>) -> R
 }
 
 fn project_id(app: &App) -> String {
-    stable_hex(&format!("project/{}", app.options.project))
+    app.project_id.clone()
 }
 
 pub(super) fn bad(message: &str) -> Response {
@@ -252,7 +252,7 @@ async fn list_groups(State(app): State<App>, RawQuery(raw): RawQuery) -> Respons
         return errors::from_cloud(Service::Neutron, &e);
     }
     let now = app.now();
-    let world = app.cloud.snapshot();
+    let world = app.world();
     let items: Vec<Value> = {
         let mut ex = app.extras();
         world

@@ -48,7 +48,7 @@ pub(super) async fn list_routers(State(app): State<App>, RawQuery(raw): RawQuery
         return errors::from_cloud(Service::Neutron, &e);
     }
     let now = app.now();
-    let world = app.cloud.snapshot();
+    let world = app.world();
     let items: Vec<Value> = {
         let mut ex = app.extras();
         world

@@ -131,7 +131,7 @@ async fn all_rules(app: &App) -> Result<Vec<Value>, Response> {
         return Err(errors::from_cloud(Service::Neutron, &e));
     }
     let now = app.now();
-    let world = app.cloud.snapshot();
+    let world = app.world();
     let mut ex = app.extras();
     Ok(world
         .security_groups

@@ -37,7 +37,7 @@ impl<'a> Shared<'a> {
         Shared {
             app,
             mv,
-            tenant_id: stable_hex(&format!("project/{}", o.project)),
+            tenant_id: app.project_id.clone(),
             user_id: stable_hex(&format!("user/{}", o.user)),
             host_id: stable_hex(&format!("host/{}", o.project)),
         }

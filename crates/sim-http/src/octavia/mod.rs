@@ -16,6 +16,8 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::get;
 use flightdeck_cloud::{LoadBalancing, Pool};
+use std::sync::Arc;
+
 use flightdeck_sim::World;
 use serde_json::{Map, Value, json};
 
@@ -161,7 +163,7 @@ pub(super) fn list_body(
 
 /// A counted list of `kind` (as the owner the tag filter names), then the snapshot
 /// the answer is rendered from.
-pub(super) async fn read(app: &App, kind: &str, q: &Query) -> Result<World, Response> {
+pub(super) async fn read(app: &App, kind: &str, q: &Query) -> Result<Arc<World>, Response> {
     let owner = TagFilter::from_query(q).owner();
     let result = match kind {
         "loadbalancers" => app.cloud.list_load_balancers(&owner).await.map(drop),
@@ -170,7 +172,7 @@ pub(super) async fn read(app: &App, kind: &str, q: &Query) -> Result<World, Resp
         _ => app.cloud.list_health_monitors(&owner).await.map(drop),
     };
     result.map_err(|e| errors::from_cloud(Service::Octavia, &e))?;
-    Ok(app.cloud.snapshot())
+    Ok(app.world())
 }
 
 /// Renders every object of `kind` in `w`.

@@ -9,7 +9,7 @@ use flightdeck_sim::World;
 use serde_json::{Map, Value, json};
 
 use super::ids;
-use crate::wire::{self, TimeStyle, iso, stable_hex};
+use crate::wire::{self, TimeStyle, iso};
 use crate::{App, Extras, neutron};
 
 /// Fields every Octavia object shows: project, timestamps, tags, description,
@@ -24,10 +24,7 @@ pub(super) fn common(
     tags: &[String],
 ) {
     let fields = ex.fields(id);
-    m.insert(
-        "project_id".into(),
-        json!(stable_hex(&format!("project/{}", app.options.project))),
-    );
+    m.insert("project_id".into(), json!(app.project_id));
     m.insert(
         "created_at".into(),
         json!(iso(ex.created(id, now), TimeStyle::Naive)),

@@ -222,3 +222,57 @@ async fn cascade_delete_takes_the_load_balancer_and_its_children() {
         json!([])
     );
 }
+
+/// The server renders lists from the world as it last took it, and takes it again
+/// only when something changed: a transition that only time brings, and an object
+/// added behind the API's back, are both in the next list.
+#[tokio::test]
+async fn a_list_shows_what_changed_since_the_one_before_though_no_call_changed_it() {
+    let sim = common::start().await;
+    let token = sim.token().await;
+    let subnet = sim.get(&token, "/network/v2.0/subnets").await.body["subnets"][0]["id"].clone();
+    let created = sim
+        .post(
+            &token,
+            &format!("{LB}/loadbalancers"),
+            json!({"loadbalancer": {"name": "api", "vip_subnet_id": subnet, "tags": ["t"]}}),
+        )
+        .await;
+    let lb = id_of(&created, "loadbalancer");
+    let status = |reply: &common::Reply| -> Vec<(String, String)> {
+        reply.body["loadbalancers"]
+            .as_array()
+            .expect("a list")
+            .iter()
+            .map(|l| {
+                let s = l["provisioning_status"].as_str().unwrap_or("?");
+                (l["name"].as_str().unwrap_or("?").to_string(), s.to_string())
+            })
+            .collect()
+    };
+    let before = sim.get(&token, &format!("{LB}/loadbalancers?tags=t")).await;
+    assert_eq!(
+        status(&before),
+        vec![("api".into(), "PENDING_CREATE".into())]
+    );
+    sim.advance_ms(1_500);
+    let after = sim.get(&token, &format!("{LB}/loadbalancers?tags=t")).await;
+    assert_eq!(
+        status(&after),
+        vec![("api".into(), "ACTIVE".into())],
+        "{lb} became ACTIVE with time alone"
+    );
+    let everything = sim.get(&token, &format!("{LB}/loadbalancers")).await;
+    let foreign = sim.cloud.add_foreign_load_balancer("behind-the-api");
+    let again = sim.get(&token, &format!("{LB}/loadbalancers")).await;
+    assert_eq!(status(&again).len(), status(&everything).len() + 1);
+    assert!(
+        again.body["loadbalancers"]
+            .as_array()
+            .expect("a list")
+            .iter()
+            .any(|l| l["id"] == foreign.as_str()),
+        "the load balancer added out of band is listed: {}",
+        again.body
+    );
+}
