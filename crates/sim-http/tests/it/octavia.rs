@@ -46,18 +46,23 @@ async fn chain(sim: &Sim, token: &str) -> (String, String, String) {
     (lb, listener, pool)
 }
 
+/// Asks for a load balancer named `api` with `tags` on the one subnet; answers the
+/// reply (201, the load balancer PENDING_CREATE).
+async fn create_lb(sim: &Sim, token: &str, tags: &[&str]) -> common::Reply {
+    let subnet = sim.get(token, "/network/v2.0/subnets").await.body["subnets"][0]["id"].clone();
+    sim.post(
+        token,
+        &format!("{LB}/loadbalancers"),
+        json!({"loadbalancer": {"name": "api", "vip_subnet_id": subnet, "tags": tags}}),
+    )
+    .await
+}
+
 #[tokio::test]
 async fn change_while_pending_is_409_immutable() {
     let sim = common::start().await;
     let token = sim.token().await;
-    let subnet = sim.get(&token, "/network/v2.0/subnets").await.body["subnets"][0]["id"].clone();
-    let created = sim
-        .post(
-            &token,
-            &format!("{LB}/loadbalancers"),
-            json!({"loadbalancer": {"name": "api", "vip_subnet_id": subnet}}),
-        )
-        .await;
+    let created = create_lb(&sim, &token, &[]).await;
     let lb = id_of(&created, "loadbalancer");
     let refused = sim
         .post(
@@ -230,14 +235,7 @@ async fn cascade_delete_takes_the_load_balancer_and_its_children() {
 async fn a_list_shows_what_changed_since_the_one_before_though_no_call_changed_it() {
     let sim = common::start().await;
     let token = sim.token().await;
-    let subnet = sim.get(&token, "/network/v2.0/subnets").await.body["subnets"][0]["id"].clone();
-    let created = sim
-        .post(
-            &token,
-            &format!("{LB}/loadbalancers"),
-            json!({"loadbalancer": {"name": "api", "vip_subnet_id": subnet, "tags": ["t"]}}),
-        )
-        .await;
+    let created = create_lb(&sim, &token, &["t"]).await;
     let lb = id_of(&created, "loadbalancer");
     let status = |reply: &common::Reply| -> Vec<(String, String)> {
         reply.body["loadbalancers"]
