@@ -85,14 +85,6 @@ fn redacted(url: &reqwest::Url) -> String {
     u.to_string()
 }
 
-/// Installs rustls' ring crypto provider as the process default unless one is there.
-fn ensure_crypto_provider() {
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        // Err only means another thread installed one first: fine either way.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
-}
-
 fn permanent(operation: &str, message: String) -> CloudError {
     CloudError::new(ErrorClass::Permanent, SERVICE, operation, None, message)
 }
@@ -116,8 +108,10 @@ impl HttpTransport {
                 format!("endpoint {} is not http or https", redacted(&url)),
             ));
         }
-        ensure_crypto_provider();
+        flightdeck_http::ensure_crypto_provider();
+        let tls = flightdeck_http::platform_tls().map_err(|e| permanent("connect", e))?;
         let http = reqwest::Client::builder()
+            .use_preconfigured_tls(tls)
             .redirect(flightdeck_http::no_redirects())
             .user_agent(concat!("flightdeck/", env!("CARGO_PKG_VERSION")))
             .timeout(options.request_timeout)

@@ -142,16 +142,8 @@ impl std::fmt::Debug for Session {
     }
 }
 
-/// Installs rustls' ring crypto provider as the process default unless one is there.
-fn ensure_crypto_provider() {
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        // Err only means another thread installed one first: fine either way.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
-}
-
 fn build_http(entry: &CloudEntry, options: &SessionOptions) -> Result<reqwest::Client, CloudError> {
-    ensure_crypto_provider();
+    flightdeck_http::ensure_crypto_provider();
     let fail = |why: String| {
         CloudError::new(
             ErrorClass::Permanent,
@@ -166,6 +158,9 @@ fn build_http(entry: &CloudEntry, options: &SessionOptions) -> Result<reqwest::C
         .user_agent(concat!("flightdeck/", env!("CARGO_PKG_VERSION")))
         .timeout(options.request_timeout)
         .connect_timeout(options.connect_timeout);
+    if entry.cacert.is_none() && entry.verify {
+        b = b.use_preconfigured_tls(flightdeck_http::platform_tls().map_err(fail)?);
+    }
     if let Some(path) = &entry.cacert {
         let pem = std::fs::read(path)
             .map_err(|e| fail(format!("cannot read cacert {}: {e}", path.display())))?;

@@ -67,20 +67,15 @@ pub struct Api {
     stream: reqwest::Client,
 }
 
-fn ensure_crypto_provider() {
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        // Err only means another thread installed one first: fine either way.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
-}
-
 impl Api {
     pub fn new(conn: Connection) -> anyhow::Result<Self> {
-        ensure_crypto_provider();
+        flightdeck_http::ensure_crypto_provider();
         let base = Url::parse(&conn.url)
             .with_context(|| format!("the server URL {:?} is not a URL", conn.url))?;
+        let tls = flightdeck_http::platform_tls().map_err(anyhow::Error::msg)?;
         let builder = || {
             reqwest::Client::builder()
+                .use_preconfigured_tls(tls.clone())
                 .user_agent(concat!("flightdeck/", env!("CARGO_PKG_VERSION")))
                 .redirect(flightdeck_http::no_redirects())
                 .connect_timeout(CONNECT_TIMEOUT)
