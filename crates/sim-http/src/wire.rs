@@ -128,7 +128,20 @@ impl TagFilter {
     }
 
     pub(crate) fn matches(&self, tags: &[String]) -> bool {
-        let has = |t: &String| tags.contains(t);
+        self.matches_by(|t| tags.iter().any(|x| x == t))
+    }
+
+    /// Whether a rendered object, by its `"tags"` (strings; none if absent), passes.
+    pub(crate) fn matches_object(&self, item: &Value) -> bool {
+        let tags = item
+            .get("tags")
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice);
+        self.matches_by(|t| tags.iter().any(|x| x.as_str() == Some(t)))
+    }
+
+    fn matches_by(&self, has: impl Fn(&str) -> bool) -> bool {
+        let has = |t: &String| has(t);
         self.all.iter().all(has)
             && (self.any.is_empty() || self.any.iter().any(has))
             && (self.not_all.is_empty() || !self.not_all.iter().all(has))

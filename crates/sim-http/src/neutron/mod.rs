@@ -198,10 +198,10 @@ fn render_group(app: &App, g: &SecurityGroup, ex: &mut Extras, now: Timestamp) -
         "id": g.id,
         "name": g.name,
         "stateful": true,
-        "security_group_rules": rules,
         "tags": g.tags,
     });
     if let Some(m) = v.as_object_mut() {
+        m.insert("security_group_rules".into(), Value::Array(rules));
         standard(app, m, ex.created(&g.id, now), &fields);
         m.insert("revision_number".into(), json!(g.rules.len()));
     }
@@ -214,10 +214,7 @@ pub(super) fn list_body(app: &App, key: &str, items: Vec<Value>, q: &Query) -> R
     let tags = TagFilter::from_query(q);
     let items: Vec<Value> = items
         .into_iter()
-        .filter(|i| {
-            let t: Vec<String> = wire::strings(i, "tags").unwrap_or_default();
-            tags.matches(&t) && wire::attributes_match(i, q, &[])
-        })
+        .filter(|i| tags.matches_object(i) && wire::attributes_match(i, q, &[]))
         .collect();
     let (page, next) = match wire::paginate(items, q, |v| v.get("id").and_then(Value::as_str)) {
         Ok(p) => p,
@@ -229,7 +226,8 @@ pub(super) fn list_body(app: &App, key: &str, items: Vec<Value>, q: &Query) -> R
         }
     };
     let mut body = Map::new();
-    body.insert(key.into(), json!(page));
+    // `Value::Array`, not `json!`: the macro copies a value it is given.
+    body.insert(key.into(), Value::Array(page));
     if let Some(last) = next {
         let href = format!(
             "{}/network/v2.0/{}?{}",

@@ -141,10 +141,7 @@ pub(super) fn list_body(
     let tags = TagFilter::from_query(q);
     let items: Vec<Value> = items
         .into_iter()
-        .filter(|i| {
-            let t: Vec<String> = wire::strings(i, "tags").unwrap_or_default();
-            tags.matches(&t) && wire::attributes_match(i, q, &[])
-        })
+        .filter(|i| tags.matches_object(i) && wire::attributes_match(i, q, &[]))
         .collect();
     let (page, next) = match wire::paginate(items, q, |v| v.get("id").and_then(Value::as_str)) {
         Ok(p) => p,
@@ -156,8 +153,10 @@ pub(super) fn list_body(
         .into_iter()
         .collect();
     let mut body = Map::new();
-    body.insert(key.into(), json!(page));
-    body.insert(format!("{key}_links"), json!(links));
+    // `Value::Array`, not `json!`: the macro copies a value it is given, every object
+    // of the page again.
+    body.insert(key.into(), Value::Array(page));
+    body.insert(format!("{key}_links"), Value::Array(links));
     wire::json(StatusCode::OK, &Value::Object(body))
 }
 
