@@ -8,7 +8,7 @@
 use flightdeck_cloud::Timestamp;
 use serde_json::{Value, json};
 
-use super::api::{self, Answer};
+use super::answers::{self, Answer};
 use super::store::{Kind, at, deleting, name_of, obj_at, rfc3339, str_at};
 use super::workload;
 use crate::State;
@@ -30,7 +30,7 @@ pub(crate) fn evict(
     let eviction: Value = match serde_json::from_slice(body) {
         Ok(v @ Value::Object(_)) => v,
         _ => {
-            return api::fail(
+            return answers::fail(
                 400,
                 "BadRequest",
                 "the body of the request was in an unknown format - accepted media types include: application/json",
@@ -40,12 +40,12 @@ pub(crate) fn evict(
     if let Some(kind) = eviction.get("kind").and_then(Value::as_str)
         && kind != "Eviction"
     {
-        return api::fail(400, "BadRequest", &format!("kind {kind} is not Eviction"));
+        return answers::fail(400, "BadRequest", &format!("kind {kind} is not Eviction"));
     }
     if let Some(v) = eviction.get("apiVersion").and_then(Value::as_str)
         && !matches!(v, "policy/v1" | "policy/v1beta1")
     {
-        return api::fail(
+        return answers::fail(
             400,
             "BadRequest",
             &format!("no kind \"Eviction\" is registered for version \"{v}\""),
@@ -54,7 +54,7 @@ pub(crate) fn evict(
     if let Some(n) = str_at(&eviction, &["metadata", "name"])
         && n != name
     {
-        return api::fail(
+        return answers::fail(
             400,
             "BadRequest",
             "name in URL does not match name in Eviction object",
@@ -62,17 +62,17 @@ pub(crate) fn evict(
     }
     let grace = at(&eviction, &["deleteOptions", "gracePeriodSeconds"]).and_then(Value::as_u64);
     let Some(store) = st.kube.store(cluster) else {
-        return api::unavailable();
+        return answers::unavailable();
     };
     let Some(pod) = store.get(Kind::Pod, ns, name).cloned() else {
-        return api::not_found(Kind::Pod, name);
+        return answers::not_found(Kind::Pod, name);
     };
     let phase = str_at(&pod, &["status", "phase"]).unwrap_or("Pending");
     let ignores_budgets = deleting(&pod) || matches!(phase, "Pending" | "Succeeded" | "Failed");
     if !ignores_budgets {
         let pdbs = workload::pdbs_for_pod(store, &pod);
         if pdbs.len() > 1 {
-            return api::fail_with(
+            return answers::fail_with(
                 500,
                 "InternalError",
                 &format!("Internal error occurred: {MESSAGE_MULTIPLE}"),
@@ -85,7 +85,7 @@ pub(crate) fn evict(
                 .and_then(Value::as_i64)
                 .unwrap_or(0);
             if allowed < 0 {
-                return api::fail(403, "Forbidden", "pdb disruptions allowed is negative");
+                return answers::fail(403, "Forbidden", "pdb disruptions allowed is negative");
             }
             if allowed == 0 {
                 let n = |f: &str| at(pdb, &["status", f]).and_then(Value::as_i64).unwrap_or(0);
@@ -94,7 +94,7 @@ pub(crate) fn evict(
                     n("desiredHealthy"),
                     n("currentHealthy")
                 );
-                return api::fail_with(
+                return answers::fail_with(
                     429,
                     "TooManyRequests",
                     MESSAGE_BUDGET,
@@ -112,5 +112,5 @@ pub(crate) fn evict(
         }
     }
     let touched = workload::delete_pod(st, now, cluster, ns, name, grace).or(Some(pod));
-    (api::status_response(201, "", "", None), touched)
+    (answers::status_response(201, "", "", None), touched)
 }

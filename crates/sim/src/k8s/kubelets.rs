@@ -23,11 +23,12 @@ use flightdeck_cloud::{Node, Ownership, Timestamp};
 use flightdeck_spec::FaultKind;
 use serde_json::{Value, json};
 
-use super::api::{Answer, fail, is_watch, json_response, query, served_response, unavailable};
+use super::answers::{Answer, fail, json_response, served_response, unavailable};
 use super::discovery;
 use super::read::{
     BOOKMARK_START, bookmark_line, expired_line, wants_bookmarks, watch_answer, watch_since,
 };
+use super::routes::{SERVICE, is_watch, query};
 use super::store::rfc3339;
 use super::workload::node_object;
 use super::{INFRA_CLUSTER, KubeRequest};
@@ -78,7 +79,7 @@ fn nodes(st: &mut State, now: Timestamp, cluster: &str) -> Option<Vec<Node>> {
             out.get_or_insert_with(Vec::new).extend(ns);
         }
     }
-    out.map(|fresh| crate::stale::answer(st, super::api::SERVICE, "GET nodes", cluster, now, fresh))
+    out.map(|fresh| crate::stale::answer(st, SERVICE, "GET nodes", cluster, now, fresh))
 }
 
 /// A node as the API server shows it.

@@ -4,7 +4,9 @@
 //! KubeVirt VMs.
 //!
 //! - [`store`]: objects, the cluster-wide `resourceVersion` and the watch log.
-//! - [`api`]: paths, verbs, selectors and status bodies; [`discovery`] and [`patch`].
+//! - [`api`]: one request answered: [`routes`] (paths, verbs, what calls are counted
+//!   under), [`answers`] (responses and `Status` bodies), [`read`] (lists and watches),
+//!   [`writes`] (create, update, delete) with [`validate`], [`discovery`] and [`patch`].
 //! - [`eviction`]: the Eviction subresource against PodDisruptionBudgets.
 //! - [`kubevirt`]: virt-controller: VMs → VMIs, scheduling, deletion, evacuation.
 //! - [`workload`]: guest nodes, DaemonSet and mirror pods, the `web` app's ReplicaSet
@@ -19,6 +21,7 @@
 //! tags (the [`crate::World`] and [`crate::Mutation::target_tags`]) these labels read as
 //! flightdeck's tag strings (`flightdeck-cluster=<name>`, ...).
 
+mod answers;
 mod api;
 mod discovery;
 mod eviction;
@@ -26,10 +29,13 @@ mod kubelets;
 mod kubevirt;
 mod patch;
 mod read;
+mod routes;
 mod select;
 mod store;
+mod validate;
 mod watch_query;
 mod workload;
+mod writes;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -501,13 +507,13 @@ impl SimCloud {
     /// [`SimCloud::mutations`]. Never panics, whatever the request.
     pub fn kube_request(&self, cluster: &str, req: KubeRequest) -> KubeResponse {
         let mut st = self.lock();
-        let route = api::route(cluster, &req);
-        let operation = api::operation(&req.method, &route);
-        let entered = self.enter(&mut st, api::SERVICE, operation);
-        let mutating = api::mutation_kind(&req.method, &route);
-        let before = mutating.map(|_| api::target(&st, cluster, &route, None));
+        let route = routes::route(cluster, &req);
+        let operation = routes::operation(&req.method, &route);
+        let entered = self.enter(&mut st, routes::SERVICE, operation);
+        let mutating = routes::mutation_kind(&req.method, &route);
+        let before = mutating.map(|_| routes::target(&st, cluster, &route, None));
         let (response, touched) = match entered {
-            Err(e) => (api::refused(&e), None),
+            Err(e) => (answers::refused(&e), None),
             Ok(now) if kubelets::plays(&st, cluster) => {
                 kubelets::handle(&mut st, now, cluster, &req)
             }
@@ -516,13 +522,13 @@ impl SimCloud {
         let now = self.clock.now();
         if let (Some(kind), Some(before)) = (mutating, before) {
             let target = if touched.is_some() && before.name.is_empty() {
-                api::target(&st, cluster, &route, touched.as_ref())
+                routes::target(&st, cluster, &route, touched.as_ref())
             } else {
                 before
             };
             st.log.mutation(Mutation {
                 at: now,
-                service: api::SERVICE,
+                service: routes::SERVICE,
                 operation: operation.into(),
                 kind,
                 target_id: target.id,
@@ -550,13 +556,13 @@ impl SimCloud {
         let mut st = self.lock();
         let now = self.clock.now();
         st.run_due(now);
-        if crate::faults::drops_stream(&mut st, api::SERVICE, now) {
-            return api::fail(503, "ServiceUnavailable", "the watch's connection dropped").0;
+        if crate::faults::drops_stream(&mut st, routes::SERVICE, now) {
+            return answers::fail(503, "ServiceUnavailable", "the watch's connection dropped").0;
         }
-        let route = api::route(cluster, req);
-        let watching = req.method.eq_ignore_ascii_case("GET") && api::watches(&route);
+        let route = routes::route(cluster, req);
+        let watching = req.method.eq_ignore_ascii_case("GET") && routes::watches(&route);
         if !watching {
-            return api::fail(400, "BadRequest", "only a watch goes on").0;
+            return answers::fail(400, "BadRequest", "only a watch goes on").0;
         }
         if kubelets::plays(&st, cluster) {
             kubelets::handle(&mut st, now, cluster, req).0

@@ -11,7 +11,7 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Value, json};
 
 use super::KubeResponse;
-use super::api::{Answer, fail, served_response, unavailable};
+use super::answers::{Answer, api_version_of, fail, served_response, unavailable};
 use super::select::{fields_match, labels_match, parse_field_selector, parse_label_selector};
 use super::store::Resource;
 use crate::State;
@@ -164,15 +164,6 @@ pub(crate) fn watch_answer(body: Vec<u8>) -> Answer {
         },
         None,
     )
-}
-
-/// The `apiVersion` of `res` at `version` of its group.
-pub(crate) fn api_version_of(res: &Resource, version: &str) -> String {
-    if res.group.is_empty() {
-        version.to_string()
-    } else {
-        format!("{}/{version}", res.group)
-    }
 }
 
 /// A stored object as answered: its own fields with `apiVersion` and `kind` set, keys in
