@@ -7,8 +7,8 @@
 
 use serde_json::{Value, json};
 
+use super::objects::KUBE_VERSION;
 use super::store::{RESOURCES, Resource};
-use super::workload::KUBE_VERSION;
 
 const VERBS: &[&str] = &[
     "create", "delete", "get", "list", "patch", "update", "watch",

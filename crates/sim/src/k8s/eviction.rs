@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::answers::{self, Answer};
 use super::store::{Kind, at, deleting, name_of, obj_at, rfc3339, str_at};
-use super::workload;
+use super::{disruption, pods};
 use crate::State;
 
 /// The message of the 429 when a budget allows no disruption.
@@ -70,7 +70,7 @@ pub(crate) fn evict(
     let phase = str_at(&pod, &["status", "phase"]).unwrap_or("Pending");
     let ignores_budgets = deleting(&pod) || matches!(phase, "Pending" | "Succeeded" | "Failed");
     if !ignores_budgets {
-        let pdbs = workload::pdbs_for_pod(store, &pod);
+        let pdbs = disruption::pdbs_for_pod(store, &pod);
         if pdbs.len() > 1 {
             return answers::fail_with(
                 500,
@@ -111,6 +111,6 @@ pub(crate) fn evict(
             }
         }
     }
-    let touched = workload::delete_pod(st, now, cluster, ns, name, grace).or(Some(pod));
+    let touched = pods::delete_pod(st, now, cluster, ns, name, grace).or(Some(pod));
     (answers::status_response(201, "", "", None), touched)
 }

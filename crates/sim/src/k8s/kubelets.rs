@@ -25,12 +25,12 @@ use serde_json::{Value, json};
 
 use super::answers::{Answer, fail, json_response, served_response, unavailable};
 use super::discovery;
+use super::objects::node_object;
 use super::read::{
     BOOKMARK_START, bookmark_line, expired_line, wants_bookmarks, watch_answer, watch_since,
 };
 use super::routes::{SERVICE, is_watch, query};
 use super::store::rfc3339;
-use super::workload::node_object;
 use super::{INFRA_CLUSTER, KubeRequest};
 use crate::{State, faults};
 

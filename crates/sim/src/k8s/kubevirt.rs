@@ -17,7 +17,8 @@ use serde_json::{Value, json};
 use super::store::{Kind, at, deleting, labels_of, name_of, obj_at, rfc3339, set_at, str_at};
 use super::{
     API_UP_AFTER_MS, Event, LABEL_CLUSTER, LABEL_MACHINE, VMI_DELETE_MS, VMI_MIGRATION_MS,
-    VMI_PLACE_MS, VMI_SCHEDULING_MS, VMI_START_MS, VmiDeletion, VmiRef, after, uid_of, workload,
+    VMI_PLACE_MS, VMI_SCHEDULING_MS, VMI_START_MS, VmiDeletion, VmiRef, after, guests, objects,
+    uid_of,
 };
 use crate::faults::SimFault;
 use crate::{Event as SimEvent, State};
@@ -81,7 +82,7 @@ fn schedulable_nodes(st: &State, except: Option<&str>) -> Vec<(String, usize)> {
     infra
         .list(Kind::Node, None)
         .filter(|n| at(n, &["spec", "unschedulable"]).and_then(Value::as_bool) != Some(true))
-        .filter(|n| workload::node_is_ready(n))
+        .filter(|n| objects::node_is_ready(n))
         .map(|n| name_of(n).to_string())
         .filter(|n| Some(n.as_str()) != except)
         .map(|n| {
@@ -300,7 +301,7 @@ pub(crate) fn step(st: &mut State, t: Timestamp, r: &VmiRef) {
             });
             st.kube.running_since.insert(r.uid.clone(), t);
             if let Some(cluster) = cluster_of(&vmi) {
-                workload::ensure(st, t, &cluster);
+                guests::ensure(st, t, &cluster);
                 let latency = st.config.latencies.node_register;
                 after(st, t, latency, Event::NodeRegister(r.clone()));
                 if is_control_plane(&vmi) {
@@ -389,7 +390,7 @@ pub(crate) fn start_deletion(
         return Some(vmi);
     }
     let cluster = cluster_of(&vmi).unwrap_or_default();
-    let (guest_node, pods_left) = workload::guest_pods_left(st, &cluster, name);
+    let (guest_node, pods_left) = guests::guest_pods_left(st, &cluster, name);
     st.kube.record_deletion(VmiDeletion {
         at: now,
         cluster,
@@ -425,7 +426,7 @@ pub(crate) fn gone(st: &mut State, t: Timestamp, r: &VmiRef) {
     st.kube.running_since.remove(&r.uid);
     st.kube.evacuation_since.remove(&r.uid);
     if let Some(cluster) = cluster_of(&vmi) {
-        workload::guest_gone(st, t, &cluster, &r.name);
+        guests::guest_gone(st, t, &cluster, &r.name);
     }
 }
 

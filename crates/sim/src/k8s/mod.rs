@@ -9,8 +9,11 @@
 //!   [`writes`] (create, update, delete) with [`validate`], [`discovery`] and [`patch`].
 //! - [`eviction`]: the Eviction subresource against PodDisruptionBudgets.
 //! - [`kubevirt`]: virt-controller: VMs → VMIs, scheduling, deletion, evacuation.
-//! - [`workload`]: guest nodes, DaemonSet and mirror pods, the `web` app's ReplicaSet
-//!   controller and scheduler, and PDB status.
+//! - [`workload`]: the workload clusters' controller pass: guest nodes registering,
+//!   DaemonSet and mirror pods, the `web` app's ReplicaSet controller and scheduler;
+//!   with [`guests`] (a new workload cluster, a guest's end), [`pods`] (pod startup and
+//!   graceful deletion), [`disruption`] (PDB status) and [`objects`] (Nodes and pods as
+//!   JSON).
 //!
 //! Everything happens in virtual time under the one [`State`] lock: a request changes
 //! the store at once; what controllers and kubelets do later is a timer transition.
@@ -24,10 +27,14 @@
 mod answers;
 mod api;
 mod discovery;
+mod disruption;
 mod eviction;
+mod guests;
 mod kubelets;
 mod kubevirt;
+mod objects;
 mod patch;
+mod pods;
 mod read;
 mod routes;
 mod select;
@@ -401,7 +408,7 @@ pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
             ns,
             name,
             uid,
-        } => workload::pod_start(st, t, &cluster, &ns, &name, &uid),
+        } => pods::pod_start(st, t, &cluster, &ns, &name, &uid),
         Event::PodGone {
             cluster,
             ns,
@@ -456,7 +463,7 @@ pub(crate) fn init(st: &mut State, now: Timestamp) {
     let nodes = st.config.infra_nodes.clone();
     for name in nodes.iter().take(store::KUBE_OBJECTS_MAX / 4) {
         let uid = st.kube.uid();
-        let obj = workload::node_object(name, None, false, true, now);
+        let obj = objects::node_object(name, None, false, true, now);
         st.kube.infra.create(Kind::Node, "", obj, uid, now);
     }
 }
@@ -594,7 +601,7 @@ pub(crate) fn snapshot(st: &State) -> KubeWorld {
     use store::{at, deleting, labels_of, name_of, str_at};
     let node_view = |n: &Value| KubeNodeView {
         name: name_of(n).to_string(),
-        ready: workload::node_is_ready(n),
+        ready: objects::node_is_ready(n),
         unschedulable: at(n, &["spec", "unschedulable"]).and_then(Value::as_bool) == Some(true),
     };
     let infra = &st.kube.infra;
@@ -657,9 +664,9 @@ pub(crate) fn snapshot(st: &State) -> KubeWorld {
                     uid: uid_of(p).to_string(),
                     node: str_at(p, &["spec", "nodeName"]).map(str::to_string),
                     phase: str_at(p, &["status", "phase"]).unwrap_or("").to_string(),
-                    ready: workload::pod_is_ready(p),
-                    daemonset: workload::is_daemonset_pod(p),
-                    mirror: workload::is_mirror_pod(p),
+                    ready: objects::pod_is_ready(p),
+                    daemonset: objects::is_daemonset_pod(p),
+                    mirror: objects::is_mirror_pod(p),
                     deleting: deleting(p),
                 })
                 .collect(),

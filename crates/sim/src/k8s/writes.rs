@@ -11,10 +11,10 @@ use super::answers::{
 };
 use super::kubevirt;
 use super::patch;
+use super::pods;
 use super::routes::{Route, query, route_version};
 use super::store::{Kind, RESOURCES, Resource, Store, at, name_of, obj_at, set_at, str_at};
 use super::validate::{parse_object, valid_name, validate_meta};
-use super::workload;
 use super::{DEFAULT_GRACE_SECONDS, KUBE_OBJECTS_MAX, KubeRequest, uid_of};
 use crate::State;
 
@@ -370,7 +370,7 @@ pub(crate) fn delete(
         status_response(200, "", "", Some(d))
     };
     match res.kind {
-        Kind::Pod => match workload::delete_pod(st, now, cluster, ns, name, grace) {
+        Kind::Pod => match pods::delete_pod(st, now, cluster, ns, name, grace) {
             Some(pod) => (
                 json_response(200, &present(pod.clone(), res, version)),
                 Some(pod),
