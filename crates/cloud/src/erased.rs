@@ -74,6 +74,7 @@ macro_rules! erased_calls {
             ) -> CallFuture<'a, ()>;
             fn list_nodes<'a>(&'a self, owner: &'a Ownership) -> CallFuture<'a, Option<Vec<Node>>>;
             fn nodes_stale_since(&self, owner: &Ownership) -> Option<Timestamp>;
+            fn forget_node_watches(&self);
         }
 
         impl<P: Provider> ErasedProvider for P {
@@ -118,6 +119,9 @@ macro_rules! erased_calls {
             }
             fn nodes_stale_since(&self, owner: &Ownership) -> Option<Timestamp> {
                 <P as GuestCluster>::nodes_stale_since(self, owner)
+            }
+            fn forget_node_watches(&self) {
+                <P as GuestCluster>::forget_node_watches(self)
             }
         }
 
@@ -192,6 +196,9 @@ impl GuestCluster for DynProvider {
     }
     fn nodes_stale_since(&self, owner: &Ownership) -> Option<Timestamp> {
         self.0.nodes_stale_since(owner)
+    }
+    fn forget_node_watches(&self) {
+        self.0.forget_node_watches()
     }
 }
 

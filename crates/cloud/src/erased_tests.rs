@@ -99,6 +99,7 @@ impl GuestCluster for Counting {
     fn nodes_stale_since(&self, _owner: &Ownership) -> Option<Timestamp> {
         None
     }
+    fn forget_node_watches(&self) {}
 }
 
 impl Templates for Counting {

@@ -123,6 +123,12 @@ pub trait GuestCluster {
     /// healthy), `Some(t)` when it comes from a watch that has been broken since `t`.
     /// The planner treats a list older than its freshness limit as blind (F10).
     fn nodes_stale_since(&self, owner: &Ownership) -> Option<crate::Timestamp>;
+
+    /// Drops whatever is kept of the workload clusters' nodes between reads (their node
+    /// watches), as a controller that restarts starts without any: the next read of each
+    /// cluster's nodes lists them again. A provider that reads nodes afresh each time
+    /// keeps nothing to drop.
+    fn forget_node_watches(&self);
 }
 
 /// Everything the engine needs. A cloud without some capability answers its calls with a

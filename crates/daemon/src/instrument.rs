@@ -290,6 +290,9 @@ impl<P: GuestCluster + Send + Sync, H: CallHook> GuestCluster for Instrumented<P
     fn nodes_stale_since(&self, owner: &Ownership) -> Option<flightdeck_cloud::Timestamp> {
         self.inner.nodes_stale_since(owner)
     }
+    fn forget_node_watches(&self) {
+        self.inner.forget_node_watches()
+    }
 }
 
 impl<P: Templates + Send + Sync, H: CallHook> Templates for Instrumented<P, H> {

@@ -420,6 +420,9 @@ impl<W: WorkloadClients> GuestCluster for KubeVirtCloud<W> {
     fn nodes_stale_since(&self, owner: &Ownership) -> Option<flightdeck_cloud::Timestamp> {
         self.guest.nodes_stale_since(owner)
     }
+    fn forget_node_watches(&self) {
+        self.guest.forget_node_watches()
+    }
 }
 
 impl<W: WorkloadClients> GuestDrain for KubeVirtCloud<W> {

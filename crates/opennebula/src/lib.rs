@@ -10,6 +10,7 @@
 //! #         -> flightdeck_cloud::provider::Result<Option<Vec<flightdeck_cloud::Node>>> { Ok(None) }
 //! #     fn nodes_stale_since(&self, _: &flightdeck_cloud::Ownership)
 //! #         -> Option<flightdeck_cloud::Timestamp> { None }
+//! #     fn forget_node_watches(&self) {}
 //! # }
 //! use flightdeck_opennebula::{HttpOptions, OpenNebulaCloud};
 //! // $ONE_XMLRPC and $ONE_AUTH (or ~/.one/one_auth), as OpenNebula's CLI reads them.

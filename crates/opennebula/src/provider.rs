@@ -342,6 +342,9 @@ impl<T: Transport, G: GuestCluster + Send + Sync> GuestCluster for OpenNebulaClo
     fn nodes_stale_since(&self, owner: &Ownership) -> Option<flightdeck_cloud::Timestamp> {
         self.guest.nodes_stale_since(owner)
     }
+    fn forget_node_watches(&self) {
+        self.guest.forget_node_watches()
+    }
 }
 
 /// OpenNebula has no KubeVirt: the default methods answer so.

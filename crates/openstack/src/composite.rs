@@ -161,4 +161,7 @@ impl<G: GuestCluster + Send + Sync, C: OpenStackApis> GuestCluster for OpenStack
     fn nodes_stale_since(&self, owner: &Ownership) -> Option<flightdeck_cloud::Timestamp> {
         self.guest.nodes_stale_since(owner)
     }
+    fn forget_node_watches(&self) {
+        self.guest.forget_node_watches()
+    }
 }

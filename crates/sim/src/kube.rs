@@ -223,4 +223,6 @@ impl GuestCluster for SimCloud {
     fn nodes_stale_since(&self, _owner: &Ownership) -> Option<Timestamp> {
         None
     }
+    /// The simulator answers nodes from its world at every read: nothing is kept.
+    fn forget_node_watches(&self) {}
 }

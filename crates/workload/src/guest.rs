@@ -229,6 +229,15 @@ impl<W: WorkloadClients> GuestCluster for KubeGuest<W> {
         tracing::debug!(cluster = %owner.cluster, %at, why, "nodes come from a broken watch");
         Some(at)
     }
+
+    fn forget_node_watches(&self) {
+        if let Some(w) = &self.watches {
+            w.forget_all();
+        }
+        if let Some(p) = &self.pumped {
+            p.forget_all();
+        }
+    }
 }
 
 impl<W: WorkloadClients> GuestDrain for KubeGuest<W> {

@@ -259,6 +259,12 @@ impl PumpedWatches {
         cell.try_lock().map_or(0, |w| w.seen.out_of_order)
     }
 
+    /// Drops every cluster's watch, as a restarted controller has none: the next read
+    /// of a cluster's nodes starts a new watch, which lists them first.
+    pub fn forget_all(&self) {
+        lock(&self.watches).clear();
+    }
+
     /// Drops the watches nobody read for [`IDLE_MAX`], at most once per
     /// minute: a deleted cluster leaves nothing behind.
     fn forget_idle(&self) {

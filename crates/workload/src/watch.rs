@@ -169,6 +169,15 @@ impl NodeWatches {
             .map_or(0, |seen| lock(seen).out_of_order)
     }
 
+    /// Drops every cluster's watch, as a restarted controller has none: each running
+    /// task takes itself for unread and ends at its next housekeeping; the next read
+    /// starts a new watch, which lists the nodes first.
+    pub fn forget_all(&self) {
+        for (_, seen) in lock(&self.seen).drain() {
+            lock(&seen).read_at = Timestamp(0);
+        }
+    }
+
     /// Drops what is kept for clusters nobody read for [`IDLE_MAX`] and whose watch has
     /// ended, so a deleted cluster leaves nothing behind. Sweeps at most once per
     /// [`SWEEP_EVERY`].

@@ -39,6 +39,20 @@ fn server(n: u32, machine: &str) -> Server {
     }
 }
 
+/// A simulated cloud whose workload cluster has `servers`' nodes, registered.
+fn cloud_with(servers: &[Server]) -> Arc<SimCloud> {
+    let clock = SimClock::new(Timestamp::SIM_EPOCH);
+    let sim = Arc::new(SimCloud::new(SimConfig::default(), 3, clock));
+    sim.mirror_servers(
+        CLUSTER,
+        servers,
+        &[],
+        Some("10.244.0.0/16".parse().expect("cidr")),
+    );
+    wait_s(&sim, 120);
+    sim
+}
+
 fn wait_s(sim: &SimCloud, s: u64) {
     sim.clock().advance(flightdeck_spec::Duration::from_secs(s));
     sim.advance();
@@ -141,15 +155,8 @@ async fn in_the_simulators_runs_nodes_are_listed_once_then_watched() {
 /// A node that goes NotReady is seen NotReady at the next read, and Ready again after.
 #[tokio::test]
 async fn a_watched_node_that_goes_not_ready_is_seen_at_the_next_read() {
-    let clock = SimClock::new(Timestamp::SIM_EPOCH);
-    let sim = Arc::new(SimCloud::new(SimConfig::default(), 3, clock.clone()));
-    sim.mirror_servers(
-        CLUSTER,
-        &[server(1, "cp-1"), server(2, "workers-1")],
-        &[],
-        Some("10.244.0.0/16".parse().expect("cidr")),
-    );
-    wait_s(&sim, 120);
+    let sim = cloud_with(&[server(1, "cp-1"), server(2, "workers-1")]);
+    let clock = sim.clock().clone();
     let guest = simulated_nodes(sim.clone(), ProviderIdFormat::OpenStack);
     let ready = |nodes: &Option<Vec<Node>>| -> Vec<bool> {
         let mut v: Vec<(String, bool)> = nodes
@@ -179,4 +186,27 @@ async fn a_watched_node_that_goes_not_ready_is_seen_at_the_next_read() {
         [true, true]
     );
     assert_eq!(node_calls(&sim), (1, 1), "all of it through one watch");
+}
+
+/// A controller that restarts has no watch: the scenario runner, which keeps the
+/// provider across an engine restart, drops its watches with the engine, and the next
+/// read lists the nodes again, as a restarted flightdeck would.
+#[tokio::test]
+async fn after_a_restart_the_nodes_are_listed_again() {
+    let sim = cloud_with(&[server(1, "cp-1")]);
+    let guest = simulated_nodes(sim.clone(), ProviderIdFormat::OpenStack);
+    guest.list_nodes(&owner()).await.expect("read");
+    wait_s(&sim, 10);
+    guest.list_nodes(&owner()).await.expect("read");
+    assert_eq!(node_calls(&sim), (1, 1), "watched, not listed again");
+
+    guest.forget_node_watches();
+    wait_s(&sim, 10);
+    let nodes = guest.list_nodes(&owner()).await.expect("read");
+    assert_eq!(names(&nodes), ["demo-cp-1"]);
+    assert_eq!(
+        node_calls(&sim),
+        (2, 2),
+        "a new watch: one more list and one more watch request"
+    );
 }

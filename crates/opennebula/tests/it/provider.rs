@@ -42,6 +42,8 @@ impl GuestCluster for OneNode {
     fn nodes_stale_since(&self, _owner: &Ownership) -> Option<Timestamp> {
         None
     }
+
+    fn forget_node_watches(&self) {}
 }
 
 #[tokio::test]

@@ -89,9 +89,12 @@ impl<P: Provider + 'static> Driver<'_, P> {
     }
 
     /// Drops the engine (losing everything it held in memory) and builds a new one from
-    /// the store; with `with_store` the store itself is closed and reopened first.
+    /// the store; with `with_store` the store itself is closed and reopened first. The
+    /// provider outlives the engine here, as it would not in a real restart: what it
+    /// keeps between reads (the node watches) is dropped with the engine.
     pub(super) fn restart_engine(&mut self, with_store: bool) -> Result<(), RunError> {
         self.engine_generation += 1;
+        self.provider.forget_node_watches();
         // A stand-in on a scratch store lets the old engine, the only holder of the real
         // store, be dropped before the store is reopened. It never runs.
         let scratch = Arc::new(Store::in_memory()?);
