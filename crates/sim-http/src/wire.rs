@@ -238,6 +238,11 @@ pub(crate) fn paginate<T>(
     }
 }
 
+/// A rendered object's `"id"`, for [`paginate`].
+pub(crate) fn value_id(v: &Value) -> Option<&str> {
+    v.get("id").and_then(Value::as_str)
+}
+
 /// Why a page could not be cut.
 #[derive(Clone, Debug)]
 pub(crate) enum Paging {

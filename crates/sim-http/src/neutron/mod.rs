@@ -216,7 +216,7 @@ pub(super) fn list_body(app: &App, key: &str, items: Vec<Value>, q: &Query) -> R
         .into_iter()
         .filter(|i| tags.matches_object(i) && wire::attributes_match(i, q, &[]))
         .collect();
-    let (page, next) = match wire::paginate(items, q, |v| v.get("id").and_then(Value::as_str)) {
+    let (page, next) = match wire::paginate(items, q, wire::value_id) {
         Ok(p) => p,
         Err(Paging::BadMarker(m)) => return bad(&format!("Marker {m} could not be found.")),
         Err(Paging::BadLimit(l)) => {

@@ -159,7 +159,7 @@ async fn list(app: &App, mv: Mv, raw: Option<&str>, detail: bool) -> Response {
     let links = next.map(|last| {
         let path = if detail { "servers/detail" } else { "servers" };
         let href = format!("{}/compute/v2.1/{path}?{}", app.base, q.next_page(&last));
-        [Next { rel: "next", href }]
+        [view::Link { rel: "next", href }]
     });
     let shared = view::Shared::new(app, mv);
     if detail {
@@ -176,13 +176,7 @@ async fn list(app: &App, mv: Mv, raw: Option<&str>, detail: bool) -> Response {
 struct Servers<T> {
     servers: Vec<T>,
     #[serde(rename = "servers_links", skip_serializing_if = "Option::is_none")]
-    links: Option<[Next; 1]>,
-}
-
-#[derive(serde::Serialize)]
-struct Next {
-    rel: &'static str,
-    href: String,
+    links: Option<[view::Link; 1]>,
 }
 
 async fn show(

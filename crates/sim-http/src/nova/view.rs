@@ -21,12 +21,11 @@ use crate::wire::{TimeStyle, iso, stable_hex};
 // `addresses` names the simulator's one network.
 const _: () = assert!(matches!(crate::NETWORK_NAME.as_bytes(), b"private"));
 
-/// What every server of one answer shares: the project's and user's ids, the host id,
-/// and the base URL of links.
+/// What every server of one answer shares: the user's id, the host id, and the app
+/// (the project's id, the base URL of links).
 pub(super) struct Shared<'a> {
     app: &'a App,
     mv: Mv,
-    tenant_id: String,
     user_id: String,
     host_id: String,
 }
@@ -37,7 +36,6 @@ impl<'a> Shared<'a> {
         Shared {
             app,
             mv,
-            tenant_id: app.project_id.clone(),
             user_id: stable_hex(&format!("user/{}", o.user)),
             host_id: stable_hex(&format!("host/{}", o.project)),
         }
@@ -66,10 +64,11 @@ pub(super) struct Null;
 #[derive(Serialize)]
 pub(super) struct Empty {}
 
+/// One of a resource's `links`, or a list's next page.
 #[derive(Serialize)]
 pub(super) struct Link {
-    rel: &'static str,
-    href: String,
+    pub(super) rel: &'static str,
+    pub(super) href: String,
 }
 
 /// A resource's `self` and `bookmark` links.
@@ -272,7 +271,7 @@ fn detail<'a>(sh: &'a Shared<'a>, s: &'a Server) -> Detail<'a> {
         id: &s.id,
         name: &s.name,
         status: status_str(s),
-        tenant_id: &sh.tenant_id,
+        tenant_id: &app.project_id,
         user_id: &sh.user_id,
         metadata: Empty {},
         host_id: if building { "" } else { &sh.host_id },

@@ -143,7 +143,7 @@ pub(super) fn list_body(
         .into_iter()
         .filter(|i| tags.matches_object(i) && wire::attributes_match(i, q, &[]))
         .collect();
-    let (page, next) = match wire::paginate(items, q, |v| v.get("id").and_then(Value::as_str)) {
+    let (page, next) = match wire::paginate(items, q, wire::value_id) {
         Ok(p) => p,
         Err(Paging::BadMarker(m)) => return not_found("Marker", &m),
         Err(Paging::BadLimit(l)) => return bad(&format!("Invalid input for limit: {l}")),

@@ -91,15 +91,7 @@ fn check_kind_and_namespace(obj: &Value, res: &Resource, ns: &str) -> Result<(),
             ));
         }
     }
-    let body_ns = str_at(obj, &["metadata", "namespace"]).unwrap_or("");
-    if res.namespaced && !body_ns.is_empty() && body_ns != ns {
-        return Err(fail(
-            400,
-            "BadRequest",
-            "the namespace of the provided object does not match the namespace sent on the request",
-        ));
-    }
-    Ok(())
+    same_namespace(res, obj, ns)
 }
 
 /// The new object's name (`metadata.name`, or `metadata.generateName` with a random
@@ -269,14 +261,7 @@ fn check_update(
             ),
         ));
     }
-    let body_ns = str_at(incoming, &["metadata", "namespace"]).unwrap_or("");
-    if res.namespaced && !body_ns.is_empty() && body_ns != ns {
-        return Err(fail(
-            400,
-            "BadRequest",
-            "the namespace of the provided object does not match the namespace sent on the request",
-        ));
-    }
+    same_namespace(res, incoming, ns)?;
     let current_rv = str_at(current, &["metadata", "resourceVersion"]).unwrap_or("");
     match str_at(incoming, &["metadata", "resourceVersion"]) {
         Some(rv) if !rv.is_empty() && rv != current_rv => return Err(conflict(res.kind, name)),
@@ -490,4 +475,17 @@ fn stored(st: &State, cluster: &str, kind: Kind, ns: &str, name: &str) -> Result
         .and_then(|s| s.get(kind, ns, name))
         .cloned()
         .ok_or_else(|| not_found(kind, name))
+}
+
+/// A namespaced object's body names no namespace, or the request's.
+fn same_namespace(res: &Resource, obj: &Value, ns: &str) -> Result<(), Answer> {
+    let body_ns = str_at(obj, &["metadata", "namespace"]).unwrap_or("");
+    if res.namespaced && !body_ns.is_empty() && body_ns != ns {
+        return Err(fail(
+            400,
+            "BadRequest",
+            "the namespace of the provided object does not match the namespace sent on the request",
+        ));
+    }
+    Ok(())
 }
