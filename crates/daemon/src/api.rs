@@ -27,7 +27,10 @@ use crate::types::{
 use crate::views;
 
 /// The most events one answer holds.
-const EVENTS_LIMIT_MAX: usize = 10_000;
+pub const EVENTS_LIMIT_MAX: usize = 10_000;
+/// The most events of the history a follow stream starts with: a stream's history is
+/// held until its reader takes it.
+pub const FOLLOW_LIMIT_MAX: usize = 1_000;
 /// The largest spec an apply takes (the same limit as a spec file).
 pub const APPLY_BODY_MAX: usize = flightdeck_spec::load::SPEC_FILE_MAX_BYTES as usize;
 
@@ -36,6 +39,11 @@ pub struct ApiState {
     pub ready: AtomicBool,
     /// Turns true at shutdown: follow streams end, so the server can stop.
     pub stop: tokio::sync::watch::Receiver<bool>,
+    /// Applies parsed at once (`--max-applies`): a large spec is parsed off the async
+    /// workers, and only this many at a time.
+    pub applies: tokio::sync::Semaphore,
+    /// Event streams open per token (`--max-streams-per-token`).
+    pub streams: crate::streams::Streams,
 }
 
 type S = State<Arc<ApiState>>;
@@ -74,6 +82,7 @@ pub fn router(state: Arc<ApiState>) -> (axum::Router, utoipa::openapi::OpenApi) 
         .routes(routes!(cluster_events))
         .routes(routes!(all_events))
         .routes(routes!(sim_faults, start_fault))
+        .routes(routes!(stop_fault))
         .routes(routes!(sim_objects))
         .routes(routes!(whoami))
         .routes(routes!(openapi_doc))
@@ -136,91 +145,129 @@ struct DeleteQuery {
 #[utoipa::path(post, path = "/api/v1/clusters", tag = "clusters", params(ApplyQuery),
     request_body(content = String, description = "YAML or JSON cluster documents", content_type = "application/yaml"),
     responses((status = 200, body = ApplyResult), (status = 422, body = ApiError),
-        (status = 409, body = ApiError), (status = 403, body = ApiError)))]
-async fn apply(State(s): S, Query(q): Query<ApplyQuery>, body: String) -> Response {
-    let source = q.source.unwrap_or_else(|| "request body".into());
-    let docs = match flightdeck_spec::load_documents(&body, &source) {
-        Ok(d) => d,
-        Err(e) => return spec_failure(e).into_response(),
+        (status = 409, body = ApiError), (status = 403, body = ApiError),
+        (status = 400, body = ApiError), (status = 408, body = ApiError),
+        (status = 413, body = ApiError), (status = 415, body = ApiError)))]
+async fn apply(
+    State(s): S,
+    Query(q): Query<ApplyQuery>,
+    headers: axum::http::HeaderMap,
+    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
+) -> Response {
+    if let Err(f) = crate::contract::spec_content_type(&headers) {
+        return f.into_response();
+    }
+    let body = match body {
+        Ok(b) => b,
+        Err(e) => return crate::contract::body_failure(e).into_response(),
     };
-    let mut specs = Vec::new();
-    for (i, d) in docs.into_iter().enumerate() {
-        match d {
-            flightdeck_spec::Document::Cluster(c) => {
-                if let Some(path) = flightdeck_spec::userdata::unresolved(&c) {
-                    return Failure::unprocessable(format!(
-                        "{source}: document {}: {path}: names a file the daemon cannot read; `flightdeck apply -f FILE` sends its content",
-                        i + 1
-                    ))
-                    .into_response();
-                }
-                if let Some(Err((field, problem))) =
-                    c.spec.workload.as_ref().map(|w| w.check_absolute())
-                {
-                    return Failure::unprocessable(format!(
-                        "{source}: document {}: {field}: {problem}",
-                        i + 1
-                    ))
-                    .into_response();
-                }
-                if specs
-                    .iter()
-                    .any(|x: &flightdeck_spec::Cluster| x.name() == c.name())
-                {
-                    return Failure::unprocessable(format!(
-                        "{source}: document {}: cluster {} is defined twice",
-                        i + 1,
-                        c.name()
-                    ))
-                    .into_response();
-                }
-                specs.push(*c);
-            }
-            flightdeck_spec::Document::Scenario(_) => {
-                return Failure::unprocessable(format!(
-                    "{source}: document {}: a Scenario cannot be applied; run it with `flightdeck sim run`",
-                    i + 1
-                ))
-                .into_response();
-            }
+    let source = q.source.unwrap_or_else(|| "request body".into());
+    // A large spec takes seconds to parse: off the async workers, a few at a time, so
+    // the rest of the API keeps answering.
+    let Ok(_turn) = s.applies.acquire().await else {
+        return Failure::unavailable("the daemon is stopping").into_response();
+    };
+    let parsed = tokio::task::spawn_blocking(move || parse_apply(&body, &source)).await;
+    let specs = match parsed {
+        Ok(Ok(specs)) => specs,
+        Ok(Err(f)) => return f.into_response(),
+        Err(e) => {
+            return Failure::internal(format!("parsing the spec failed: {e}")).into_response();
         }
-    }
-    if specs.is_empty() {
-        return Failure::unprocessable(format!("{source}: holds no kind: Cluster document"))
-            .into_response();
-    }
+    };
     match s.fleet.apply(specs, q.adopt).await {
         Ok(items) => Json(ApplyResult { items }).into_response(),
         Err(f) => f.into_response(),
     }
 }
 
+/// The clusters of an apply's body, every one checked; or why not.
+fn parse_apply(body: &[u8], source: &str) -> Result<Vec<flightdeck_spec::Cluster>, Failure> {
+    let text = std::str::from_utf8(body).map_err(|e| {
+        Failure::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "{source}: the body is not UTF-8 text (at byte {}): a spec is YAML or JSON",
+                e.valid_up_to()
+            ),
+        )
+    })?;
+    let docs = flightdeck_spec::load_documents(text, source).map_err(spec_failure)?;
+    let mut specs: Vec<flightdeck_spec::Cluster> = Vec::new();
+    for (i, d) in docs.into_iter().enumerate() {
+        let at =
+            |what: String| Failure::unprocessable(format!("{source}: document {}: {what}", i + 1));
+        let c = match d {
+            flightdeck_spec::Document::Cluster(c) => c,
+            flightdeck_spec::Document::Scenario(_) => {
+                return Err(at(
+                    "a Scenario cannot be applied; run it with `flightdeck sim run`".into(),
+                ));
+            }
+        };
+        if let Some(path) = flightdeck_spec::userdata::unresolved(&c) {
+            return Err(at(format!(
+                "{path}: names a file the daemon cannot read; `flightdeck apply -f FILE` sends its content"
+            )));
+        }
+        if let Some(Err((field, problem))) = c.spec.workload.as_ref().map(|w| w.check_absolute()) {
+            return Err(at(format!("{field}: {problem}")));
+        }
+        if specs.iter().any(|x| x.name() == c.name()) {
+            return Err(at(format!("cluster {} is defined twice", c.name())));
+        }
+        specs.push(*c);
+    }
+    if specs.is_empty() {
+        return Err(Failure::unprocessable(format!(
+            "{source}: holds no kind: Cluster document"
+        )));
+    }
+    Ok(specs)
+}
+
 fn spec_failure(e: flightdeck_spec::load::SpecError) -> Failure {
-    let mut f = Failure::unprocessable(e.to_string());
-    f.problems.push(Problem {
-        source: e.source.clone(),
-        document: e.document + 1,
-        path: e.path.clone(),
-        line: e.line,
-        column: e.column,
-        message: e.message.clone(),
+    let problems: Vec<Problem> = e
+        .all()
+        .map(|p| Problem {
+            source: p.source.clone(),
+            document: p.document + 1,
+            path: p.path.clone(),
+            line: p.line,
+            column: p.column,
+            message: p.message.clone(),
+        })
+        .collect();
+    // One problem is the message itself; several are summed up, each in `problems`.
+    let mut f = Failure::unprocessable(match problems.len() {
+        1 => e.to_string(),
+        n => format!("{}: the spec has {n} problems", e.source),
     });
+    f.problems = problems;
     f
 }
 
-/// One cluster: spec, status (machines, members, conditions) and memory.
+/// One cluster: spec, status (machines, members, conditions) and memory. A viewer sees
+/// each userData's size and digest, not its content.
 #[utoipa::path(get, path = "/api/v1/clusters/{name}", tag = "clusters",
     params(("name" = String, Path, description = "The cluster's name")),
     responses((status = 200, body = ClusterDetail), (status = 404, body = ApiError)))]
 async fn get_cluster(
     State(s): S,
     Path(name): Path<String>,
+    role: Option<axum::Extension<crate::auth::Role>>,
 ) -> Result<Json<ClusterDetail>, Failure> {
-    s.fleet
+    let d = s
+        .fleet
         .published
         .view(&name)
-        .map(|d| Json(fresh(&s, d)))
-        .ok_or_else(|| Failure::not_found(&name))
+        .ok_or_else(|| Failure::not_found(&name))?;
+    let d = fresh(&s, d);
+    // User data can hold secrets: only the admin reads its content.
+    Ok(Json(match role.map(|r| r.0) {
+        Some(crate::auth::Role::Admin) => d,
+        _ => views::without_user_data(d),
+    }))
 }
 
 /// Starts deleting a cluster (F12). It shows `Deleting` until the cloud confirms that
@@ -284,8 +331,32 @@ struct EventsQuery {
     /// Keep the answer open and send new events as they happen (server-sent events).
     #[serde(default)]
     follow: bool,
-    /// The most events of the history sent (default 100).
+    /// The most events of the history sent (default 100; at most 10,000, or 1,000 with
+    /// `follow=true`).
     limit: Option<usize>,
+}
+
+impl EventsQuery {
+    /// The history's length, or a 422 naming `limit` when it is above the cap.
+    fn limit(&self) -> Result<usize, Failure> {
+        let max = if self.follow {
+            FOLLOW_LIMIT_MAX
+        } else {
+            EVENTS_LIMIT_MAX
+        };
+        match self.limit {
+            None => Ok(100.min(max)),
+            Some(n) if n <= max => Ok(n),
+            Some(n) => Err(Failure::unprocessable(format!(
+                "limit: {n} is above the most {} holds ({max})",
+                if self.follow {
+                    "a follow stream's history"
+                } else {
+                    "one answer"
+                }
+            ))),
+        }
+    }
 }
 
 /// A cluster's events, oldest first; with `follow=true`, a stream of server-sent events
@@ -293,13 +364,18 @@ struct EventsQuery {
 #[utoipa::path(get, path = "/api/v1/clusters/{name}/events", tag = "events",
     params(("name" = String, Path, description = "The cluster's name"), EventsQuery),
     responses((status = 200, body = EventList, description = "JSON, or text/event-stream with follow=true"),
-        (status = 404, body = ApiError)))]
+        (status = 404, body = ApiError), (status = 422, body = ApiError),
+        (status = 429, body = ApiError)))]
 async fn cluster_events(
     State(s): S,
     Path(name): Path<String>,
     Query(q): Query<EventsQuery>,
+    role: Option<axum::Extension<crate::auth::Role>>,
 ) -> Response {
-    let limit = q.limit.unwrap_or(100).min(EVENTS_LIMIT_MAX);
+    let limit = match q.limit() {
+        Ok(l) => l,
+        Err(f) => return f.into_response(),
+    };
     let known = s.fleet.published.view(&name).is_some();
     let stored: Vec<flightdeck_plan::Event> = match s.fleet.store.events(&name) {
         Ok(e) => e,
@@ -310,16 +386,24 @@ async fn cluster_events(
     }
     let skip = stored.len().saturating_sub(limit);
     let history: Vec<EventView> = stored.iter().skip(skip).map(views::event).collect();
-    events_answer(&s, history, Some(name), q.follow)
+    events_answer(&s, history, Some(name), q.follow, role.map(|r| r.0))
 }
 
 /// Every cluster's recent events, oldest first; with `follow=true`, a stream.
 #[utoipa::path(get, path = "/api/v1/events", tag = "events", params(EventsQuery),
-    responses((status = 200, body = EventList, description = "JSON, or text/event-stream with follow=true")))]
-async fn all_events(State(s): S, Query(q): Query<EventsQuery>) -> Response {
-    let limit = q.limit.unwrap_or(100).min(EVENTS_LIMIT_MAX);
+    responses((status = 200, body = EventList, description = "JSON, or text/event-stream with follow=true"),
+        (status = 422, body = ApiError), (status = 429, body = ApiError)))]
+async fn all_events(
+    State(s): S,
+    Query(q): Query<EventsQuery>,
+    role: Option<axum::Extension<crate::auth::Role>>,
+) -> Response {
+    let limit = match q.limit() {
+        Ok(l) => l,
+        Err(f) => return f.into_response(),
+    };
     let history = s.fleet.published.recent_events(None, limit);
-    events_answer(&s, history, None, q.follow)
+    events_answer(&s, history, None, q.follow, role.map(|r| r.0))
 }
 
 fn now_ms(s: &ApiState) -> u64 {
@@ -335,6 +419,7 @@ fn events_answer(
     history: Vec<EventView>,
     cluster: Option<String>,
     follow: bool,
+    role: Option<crate::auth::Role>,
 ) -> Response {
     if !follow {
         return Json(EventList {
@@ -343,9 +428,19 @@ fn events_answer(
         })
         .into_response();
     }
+    // Held by the stream: the token's place is given back when the stream ends.
+    let place = match s.streams.open(role) {
+        Ok(p) => p,
+        Err(f) => return f.into_response(),
+    };
     // Subscribed before the history is sent, so nothing falls between the two.
     let rx = s.fleet.published.follow();
-    Sse::new(follow_stream(history, rx, cluster, s.stop.clone()))
+    let stream = follow_stream(history, rx, cluster, s.stop.clone());
+    let stream = futures_util::StreamExt::map(stream, move |e| {
+        let _ = &place;
+        e
+    });
+    Sse::new(stream)
         .keep_alive(KeepAlive::default())
         .into_response()
 }
@@ -388,8 +483,12 @@ fn follow_stream(
                         return Some((Ok(sse(&e)), (rx, cluster, None, stop)));
                     }
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                        let note = SseEvent::default()
-                            .comment(format!("{n} events were missed: this follower fell behind"));
+                        // A follower that fell a whole buffer behind is not kept: it
+                        // would only read a stream with holes. The CLI follows again.
+                        let note = SseEvent::default().event("dropped").data(format!(
+                            "{n} events were missed: this follower fell behind and is dropped; follow again"
+                        ));
+                        stop = dropped();
                         return Some((Ok(note), (rx, cluster, last, stop)));
                     }
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
@@ -398,6 +497,11 @@ fn follow_stream(
         },
     );
     futures_util::StreamExt::chain(first, live)
+}
+
+/// A stop signal already given: the stream it is handed to ends at its next turn.
+fn dropped() -> tokio::sync::watch::Receiver<bool> {
+    tokio::sync::watch::channel(true).1
 }
 
 /// The embedded simulator's fault kinds and the faults it holds.
@@ -448,6 +552,24 @@ async fn start_fault(State(s): S, Json(req): Json<FaultRequest>) -> Response {
         Ok(v) => {
             tracing::info!(kind = %v.kind, cluster = %v.cluster, "simulator fault started");
             (StatusCode::CREATED, Json(v)).into_response()
+        }
+        Err(f) => f.into_response(),
+    }
+}
+
+/// Stops a fault of the embedded simulator before its end: it strikes no more, and what
+/// it held (members offline, locked templates, a drained node) is given back at once.
+#[utoipa::path(delete, path = "/api/v1/sim/faults/{id}", tag = "simulator",
+    params(("id" = String, Path, description = "The fault's id (`FaultView.id`)")),
+    responses((status = 200, body = FaultView), (status = 404, body = ApiError)))]
+async fn stop_fault(State(s): S, Path(id): Path<String>) -> Response {
+    let Some(sim) = &s.fleet.sim else {
+        return no_sim().into_response();
+    };
+    match sim.stop(&id) {
+        Ok(v) => {
+            tracing::info!(kind = %v.kind, cluster = %v.cluster, id = %id, "simulator fault stopped");
+            Json(v).into_response()
         }
         Err(f) => f.into_response(),
     }

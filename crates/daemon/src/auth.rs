@@ -20,7 +20,7 @@ pub const VIEWER_TOKEN_FILE: &str = "viewer.token";
 /// Bytes of randomness in a token.
 const TOKEN_BYTES: usize = 32;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Role {
     Viewer,
     Admin,
@@ -132,21 +132,16 @@ pub async fn authorize(
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
     let Some(presented) = presented else {
-        return Failure::new(
-            StatusCode::UNAUTHORIZED,
-            format!(
-                "missing bearer token: send `Authorization: Bearer <token>`; the admin token is in {}",
-                tokens.admin_file.display()
-            ),
-        )
-        .into_response();
+        return unauthorized(
+            "missing bearer token: send `Authorization: Bearer <token>`; the daemon keeps its tokens in admin.token and viewer.token in its state directory",
+            "Bearer realm=\"flightdeck\"",
+        );
     };
     match tokens.role_of(presented) {
-        None => Failure::new(
-            StatusCode::UNAUTHORIZED,
+        None => unauthorized(
             "the bearer token is not one of this flightdeck's tokens",
-        )
-        .into_response(),
+            "Bearer realm=\"flightdeck\", error=\"invalid_token\"",
+        ),
         Some(Role::Viewer) if !is_read(req.method()) => Failure::new(
             StatusCode::FORBIDDEN,
             format!(
@@ -161,4 +156,14 @@ pub async fn authorize(
             next.run(req).await
         }
     }
+}
+
+/// A 401 with the challenge RFC 6750 asks for; it names no path of the daemon's host.
+fn unauthorized(message: &str, challenge: &'static str) -> Response {
+    let mut r = Failure::new(StatusCode::UNAUTHORIZED, message).into_response();
+    r.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        axum::http::HeaderValue::from_static(challenge),
+    );
+    r
 }

@@ -62,6 +62,9 @@ pub struct BackendConfig {
     /// This replica's claims, when it is one of several: each reconcile's cloud calls
     /// name the replica and the claim they act under.
     pub claims: Option<Arc<dyn Claims>>,
+    /// On the embedded simulator: each reconcile's and dry run's calls say which
+    /// cluster they are for, so that a fault aimed at one cluster strikes only its calls.
+    pub simulated: bool,
 }
 
 /// Spawns the backend task over `engine`.
@@ -120,9 +123,37 @@ impl Default for Generations {
 
 type Timed = std::pin::Pin<Box<dyn std::future::Future<Output = (Finished, Duration)> + Send>>;
 
-fn timed(r: Reconcile, caller: Option<String>, guard: Option<flightdeck_http::SendGuard>) -> Timed {
+/// `calls`, labelled for the embedded simulator as made for `cluster` (when given).
+#[cfg(feature = "sim")]
+fn for_cluster<F>(cluster: Option<String>, calls: F) -> BoxFuture<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+{
+    match cluster {
+        Some(c) => Box::pin(async move { flightdeck_sim::caller::for_cluster(&c, calls).await }),
+        None => Box::pin(calls),
+    }
+}
+
+#[cfg(not(feature = "sim"))]
+fn for_cluster<F>(_cluster: Option<String>, calls: F) -> BoxFuture<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+{
+    Box::pin(calls)
+}
+
+type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+
+fn timed(
+    r: Reconcile,
+    caller: Option<String>,
+    guard: Option<flightdeck_http::SendGuard>,
+    cluster: Option<String>,
+) -> Timed {
     Box::pin(async move {
         let started = Instant::now();
+        let r = for_cluster(cluster, r);
         let f = match (caller, guard) {
             (Some(c), Some(g)) => {
                 flightdeck_http::as_caller(c, flightdeck_http::with_send_guard(g, r)).await
@@ -148,9 +179,10 @@ impl<P: Provider + 'static> Backend<P> {
                     let claims = self.config.claims.as_ref();
                     let caller = claims.and_then(|c| c.caller(&name));
                     let guard = claims.and_then(|c| c.send_guard(&name));
+                    let label = self.config.simulated.then(|| name.clone());
                     let g = self.generations.entry(name).or_default();
                     g.started = g.spec;
-                    in_flight.push(timed(r, caller, guard));
+                    in_flight.push(timed(r, caller, guard, label));
                 }
             }
             self.flush_events();
@@ -272,6 +304,7 @@ impl<P: Provider + 'static> Backend<P> {
                 }
                 Some(preview) => {
                     let spec_name = name.clone();
+                    let preview = for_cluster(self.config.simulated.then_some(name), preview);
                     tokio::spawn(async move {
                         let answer = match tokio::time::timeout(PLAN_TIMEOUT, preview).await {
                             Err(_) => Err(Failure::gateway(format!(
@@ -323,6 +356,8 @@ impl<P: Provider + 'static> Backend<P> {
                 tracing::info!(cluster = %name, backend = %self.config.label, "cluster taken up");
                 let now = self.engine.clock().now().millis();
                 self.created.entry(name.to_string()).or_insert(now);
+                self.generations
+                    .insert(name.to_string(), Generations::default());
             }
             Some(old) if after.is_some_and(|s| *s != old) => {
                 self.generations.entry(name.to_string()).or_default().spec += 1;
@@ -338,6 +373,14 @@ impl<P: Provider + 'static> Backend<P> {
         let held = |c: &flightdeck_engine::ClusterRecord| {
             c.memory.identity == flightdeck_plan::IdentityCheck::Pending
         };
+        // A cluster being deleted takes no spec, not even the one it has: API.md's 409.
+        if self
+            .engine
+            .cluster(&name)
+            .is_some_and(|c| c.memory.deletion_requested.is_some())
+        {
+            return Err(engine_failure(EngineError::Deleting(name)));
+        }
         let result = match self.engine.cluster(&name) {
             None => "created",
             Some(c) if c.spec == spec && adopt && held(c) => "adopting",
@@ -354,6 +397,10 @@ impl<P: Provider + 'static> Backend<P> {
             let g = self.generations.entry(name.clone()).or_default();
             if result == "configured" {
                 g.spec += 1;
+            } else {
+                // A new cluster (a new UID) starts at generation 1, whatever an earlier
+                // cluster of its name reached.
+                *g = Generations::default();
             }
         }
         if result == "created" {

@@ -263,6 +263,7 @@ impl Fleet {
                 speed,
                 concurrency: self.options.concurrency,
                 claims: self.options.claims.clone(),
+                simulated: r.is_sim(),
             },
             self.published.clone(),
             self.shutdown.clone(),
@@ -493,6 +494,18 @@ async fn ask<T>(
         .map_err(|_| Failure::unavailable(format!("backend {} stopped", b.label)))?
 }
 
+/// The cluster whose reconcile (or dry run) makes the call being made, when the call
+/// itself does not say (a call by ID): the backend labels each one.
+#[cfg(feature = "sim")]
+fn reconcile_cluster() -> Option<String> {
+    flightdeck_sim::caller::cluster()
+}
+
+#[cfg(not(feature = "sim"))]
+fn reconcile_cluster() -> Option<String> {
+    None
+}
+
 /// What runs before each cloud call of a backend.
 enum Hook {
     None,
@@ -503,7 +516,11 @@ impl CallHook for Hook {
     fn before(&self, call: &CallInfo) -> impl std::future::Future<Output = ()> + Send {
         let wait = match self {
             Hook::None => None,
-            Hook::Latency(l) => call.cluster.as_deref().and_then(|c| l.wait_for(c)),
+            Hook::Latency(l) => call
+                .cluster
+                .clone()
+                .or_else(reconcile_cluster)
+                .and_then(|c| l.wait_for(&c, call.service)),
         };
         async move {
             if let Some(w) = wait {

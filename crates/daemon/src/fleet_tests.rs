@@ -172,3 +172,89 @@ async fn a_replica_drives_only_the_clusters_it_holds_and_stores_the_others_specs
     let _ = stop.send(true);
     fleet.stopped().await;
 }
+
+fn two_clusters() -> Vec<flightdeck_spec::Cluster> {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/two-clusters.yaml"
+    ))
+    .expect("the example specs");
+    flightdeck_spec::load_documents(&text, "examples/two-clusters.yaml")
+        .expect("valid specs")
+        .into_iter()
+        .map(|d| match d {
+            flightdeck_spec::Document::Cluster(c) => *c,
+            flightdeck_spec::Document::Scenario(_) => panic!("the example is clusters"),
+        })
+        .collect()
+}
+
+/// Issue 38: a fault aimed at one cluster struck every cluster. Each reconcile's calls
+/// say which cluster they are for, so an `api.errorRate` on every service of `alpha`
+/// fails all of alpha's changes and none of beta's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fault_aimed_at_one_cluster_fails_its_reconciles_calls_and_no_other_cluster_s() {
+    let store = Arc::new(Store::in_memory().expect("store"));
+    let sim = SimHost::start(12, 50.0)
+        .map_err(|f| f.message)
+        .expect("simulator");
+    let (stop, stopped) = watch::channel(false);
+    let fleet = Fleet::start(
+        store,
+        Some(sim.clone()),
+        Arc::new(Published::new(Metrics::new())),
+        FleetOptions {
+            concurrency: 4,
+            claims: None,
+        },
+        stopped,
+    )
+    .await
+    .expect("fleet");
+    let fault: crate::types::FaultRequest = serde_json::from_value(serde_json::json!({
+        "kind": "api.errorRate", "cluster": "alpha", "rate": 1.0
+    }))
+    .expect("request");
+    sim.inject(&fault, "openstack")
+        .map_err(|f| f.message)
+        .expect("started");
+    fleet.apply(two_clusters(), false).await.expect("applied");
+
+    let of = |m: &flightdeck_sim::Mutation| {
+        m.target_tags
+            .iter()
+            .find_map(|t| t.strip_prefix(flightdeck_cloud::ownership::TAG_CLUSTER))
+            .map(str::to_string)
+    };
+    let struck = || {
+        sim.cloud
+            .fault_effects()
+            .get(&flightdeck_spec::FaultKind::ApiErrorRate)
+            .copied()
+            .unwrap_or(0)
+    };
+    let deadline = std::time::Instant::now() + WAIT_MAX;
+    let mutations = loop {
+        let m = sim.cloud.mutations();
+        let members = m
+            .iter()
+            .any(|m| of(m).as_deref() == Some("beta") && m.ok && m.operation.contains("members"));
+        if members && struck() > 0 {
+            break m;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "beta got members and alpha's calls were struck within {WAIT_MAX:?}: {m:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    // Alpha's calls all fail, its first list already: it changes nothing.
+    for m in &mutations {
+        let cluster = of(m);
+        assert_eq!(cluster.as_deref(), Some("beta"), "{m:?}");
+        assert!(m.ok, "{m:?}");
+        assert_eq!(m.caller.as_deref(), Some("cluster=beta"), "{m:?}");
+    }
+    let _ = stop.send(true);
+    fleet.stopped().await;
+}

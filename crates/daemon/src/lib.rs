@@ -14,11 +14,13 @@ pub mod auth;
 mod backend;
 pub mod claims;
 pub mod connect;
+mod contract;
 pub mod error;
 mod fleet;
 #[cfg(test)]
 mod fleet_tests;
 pub mod instrument;
+pub mod listen;
 pub mod metrics;
 mod plan_view;
 mod published;
@@ -33,6 +35,7 @@ mod sim_host;
 mod sim_host;
 #[cfg(feature = "sim")]
 mod sim_objects;
+mod streams;
 mod tls;
 pub mod types;
 mod views;

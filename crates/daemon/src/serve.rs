@@ -38,6 +38,8 @@ pub struct ServeOptions {
     /// Keep state in etcd as one replica among several, instead of in the embedded
     /// store under `state_dir` (which then holds only the tokens and the API address).
     pub replicas: Option<ReplicaOptions>,
+    /// The bounds on the API's connections, streams and applies.
+    pub limits: crate::listen::Limits,
 }
 
 /// `$FLIGHTDECK_STATE_DIR`, else `$XDG_STATE_HOME/flightdeck`, else
@@ -61,6 +63,7 @@ fn check_options(o: &ServeOptions) -> anyhow::Result<()> {
             o.sim_speed
         );
     }
+    o.limits.check()?;
     if o.concurrency == 0 || o.concurrency > 1024 {
         bail!("--concurrency must be 1 to 1024, got {}", o.concurrency);
     }
@@ -147,7 +150,7 @@ pub async fn serve_until(
     } else {
         "http"
     };
-    let url = format!("{scheme}://{}", listener.local_addr()?);
+    let url = format!("{scheme}://{}", reachable(listener.local_addr()?));
     let (store, member) = match &options.replicas {
         None => (Arc::new(open_store(dir)?), None),
         Some(r) => {
@@ -188,6 +191,8 @@ pub async fn serve_until(
         fleet: fleet.clone(),
         ready: AtomicBool::new(true),
         stop: stop_rx.clone(),
+        applies: tokio::sync::Semaphore::new(options.limits.applies),
+        streams: crate::streams::Streams::new(options.limits.streams_per_token),
     });
     let (api, doc) = router(state.clone());
     let _ = crate::OPENAPI.set(
@@ -200,7 +205,11 @@ pub async fn serve_until(
             tokens.clone(),
             authorize,
         ))
-        .layer(axum::extract::DefaultBodyLimit::max(APPLY_BODY_MAX));
+        .layer(axum::extract::DefaultBodyLimit::max(APPLY_BODY_MAX))
+        .layer(axum::middleware::from_fn_with_state(
+            crate::contract::Tls(options.tls.is_some()),
+            crate::contract::answer_contract,
+        ));
     let tls = match &options.tls {
         Some((cert, key)) => Some(crate::tls::config(cert, key)?),
         None => None,
@@ -221,30 +230,19 @@ pub async fn serve_until(
         "flightdeck serve: API at {url}/api/v1 · admin token in {} · {sim_note}",
         tokens.admin_file.display()
     );
+    if options.listen.ip().is_unspecified() {
+        eprintln!(
+            "flightdeck serve: listening on every address ({}); {} names the loopback one for the CLI on this machine",
+            options.listen, URL_FILE
+        );
+    }
     let mut stop = stop_rx.clone();
     let shutdown_state = state.clone();
     let stopped = async move {
         let _ = stop.changed().await;
         shutdown_state.ready.store(false, Ordering::Relaxed);
     };
-    let server = async move {
-        match tls {
-            Some(config) => {
-                let listener = crate::tls::TlsListener {
-                    tcp: listener,
-                    acceptor: tokio_rustls::TlsAcceptor::from(config),
-                };
-                axum::serve(listener, app)
-                    .with_graceful_shutdown(stopped)
-                    .await
-            }
-            None => {
-                axum::serve(listener, app)
-                    .with_graceful_shutdown(stopped)
-                    .await
-            }
-        }
-    };
+    let server = crate::listen::serve(listener, tls, app, options.limits.clone(), stopped);
     let signals = tokio::spawn(async move {
         until.await;
         eprintln!(
@@ -252,7 +250,7 @@ pub async fn serve_until(
         );
         let _ = stop_tx.send(true);
     });
-    server.await.context("the API server failed")?;
+    server.await;
     fleet.stopped().await;
     if let Some(t) = turns {
         let _ = t.await;
@@ -271,6 +269,21 @@ pub async fn serve_until(
     Ok(())
 }
 
+/// The address a client on this machine reaches the API at: the loopback address of
+/// the same family when the daemon listens on every address (0.0.0.0 or ::), which no
+/// client can connect to.
+fn reachable(bound: SocketAddr) -> SocketAddr {
+    match bound.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => {
+            SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, bound.port()))
+        }
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, bound.port()))
+        }
+        _ => bound,
+    }
+}
+
 async fn wait_for_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     let term = signal(SignalKind::terminate());
@@ -285,5 +298,20 @@ async fn wait_for_signal() {
         _ => {
             let _ = tokio::signal::ctrl_c().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_url_written_for_the_cli_names_an_address_it_can_reach() {
+        let any4: SocketAddr = "0.0.0.0:7443".parse().expect("addr");
+        assert_eq!(reachable(any4).to_string(), "127.0.0.1:7443");
+        let any6: SocketAddr = "[::]:7443".parse().expect("addr");
+        assert_eq!(reachable(any6).to_string(), "[::1]:7443");
+        let one: SocketAddr = "192.0.2.7:7443".parse().expect("addr");
+        assert_eq!(reachable(one), one);
     }
 }

@@ -51,6 +51,10 @@ impl SimHost {
         match *self {}
     }
 
+    pub fn stop(&self, _id: &str) -> Result<FaultView, Failure> {
+        match *self {}
+    }
+
     pub fn provide_router(&self, _spec: &flightdeck_spec::Cluster) {
         match *self {}
     }

@@ -207,6 +207,10 @@ pub struct FaultRequest {
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FaultView {
+    /// Which fault it is: `DELETE /api/v1/sim/faults/{id}` stops it (0 from a daemon
+    /// that gave none).
+    #[serde(default)]
+    pub id: u64,
     pub kind: String,
     pub cluster: String,
     /// The cloud it was injected into: `openstack`, `opennebula` or `kubevirt`.

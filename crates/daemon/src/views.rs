@@ -96,6 +96,28 @@ pub fn detail(summary: ClusterSummary, record: &ClusterRecord) -> ClusterDetail 
     }
 }
 
+/// The view a viewer gets: each userData of the spec without its content (it can hold
+/// secrets), with its size in bytes and its digest in its place.
+pub fn without_user_data(mut d: ClusterDetail) -> ClusterDetail {
+    fn strip(u: &mut serde_json::Value) {
+        let Some(u) = u.as_object_mut() else {
+            return;
+        };
+        if let Some(content) = u.remove("content") {
+            let size = content.as_str().map_or(0, str::len);
+            u.insert("size".into(), size.into());
+        }
+    }
+    let spec = &mut d.spec["spec"];
+    strip(&mut spec["controlPlane"]["machine"]["userData"]);
+    if let Some(pools) = spec["nodePools"].as_array_mut() {
+        for p in pools {
+            strip(&mut p["machine"]["userData"]);
+        }
+    }
+    d
+}
+
 pub fn event(e: &Event) -> EventView {
     EventView {
         at: e.at.millis(),

@@ -398,6 +398,12 @@ function instanceWord(cloud) {
   return kind === 'opennebula' ? 'VM' : kind === 'kubevirt' ? 'VMI' : 'Server';
 }
 
+// Only OpenStack puts the control plane behind a load balancer with members
+// (OpenNebula's and KubeVirt's endpoints have none): elsewhere no Member line is drawn.
+function hasMembers(cloud) {
+  return cloud.replace(/^sim\//, '').split(':')[0] === 'openstack';
+}
+
 function drawTree(section, d) {
   const c = d.summary;
   const st = d.status || {};
@@ -418,7 +424,7 @@ function drawTree(section, d) {
     h('ul', {},
       leaf(word, m.serverStatus, [m.serverId ? `id ${m.serverId}` : 'not created yet', m.address ? `address ${m.address}` : ''].filter(Boolean).join(', ')),
       leaf('Node', m.node || '-', m.node ? '' : 'not joined yet'),
-      members ? leaf('Member', memberText(m.member), m.member ? `id ${m.member.id}` : 'not a load balancer member yet') : null));
+      members || m.member ? leaf('Member', memberText(m.member), m.member ? `id ${m.member.id}` : 'not a load balancer member yet') : null));
   const set = (label, count, s, members) => h('li', {},
     h('span', { class: 'label', text: label }), ' ',
     h('span', { class: `st ${count && count.ready >= count.desired ? 'ok' : 'warn'}`, text: count ? `${setText(count)} ready` : '-' }),
@@ -430,7 +436,7 @@ function drawTree(section, d) {
       h('li', {}, h('span', { class: 'label', text: `Cluster/${c.name}` }), ' ', phaseBadge(c.phase, c.ready),
         h('ul', {},
           lb ? leaf('LoadBalancer', `${lb.provisioningStatus}/${lb.operatingStatus}`, `id ${lb.id}${lb.vipAddress ? `, vip ${lb.vipAddress}` : ''}`) : null,
-          set(`ControlPlane/${(st.controlPlane && st.controlPlane.name) || c.controlPlane.name}`, c.controlPlane, st.controlPlane, true),
+          set(`ControlPlane/${(st.controlPlane && st.controlPlane.name) || c.controlPlane.name}`, c.controlPlane, st.controlPlane, hasMembers(c.cloud)),
           c.pools.map((p) => set(`NodePool/${p.name}`, p, (st.nodePools || []).find((x) => x.name === p.name), false))))));
 }
 

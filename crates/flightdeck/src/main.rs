@@ -174,6 +174,29 @@ pub struct DaemonArgs {
     /// Reconciles in flight at most, per cloud.
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
+    /// A client gets this long to finish its TLS handshake; it holds up no other.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    handshake_timeout: flightdeck_spec::Duration,
+    /// A request's headers must arrive within this, counted from when the connection is
+    /// ready for one: also how long a kept-alive connection may sit idle.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+    header_timeout: flightdeck_spec::Duration,
+    /// A request body that sends nothing, or a client that takes nothing of an answer
+    /// (an event stream's reader included), for this long is cut.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+    idle_timeout: flightdeck_spec::Duration,
+    /// Connections open at once, from every address; more are closed at once.
+    #[arg(long, default_value_t = 1024, value_name = "N")]
+    max_connections: usize,
+    /// Connections open at once from one client address.
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    max_connections_per_address: usize,
+    /// Event streams (`events --follow`) open at once per token; more are answered 429.
+    #[arg(long, default_value_t = 32, value_name = "N")]
+    max_streams_per_token: usize,
+    /// Applies parsed at once; more wait their turn.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    max_applies: usize,
     /// Where the state lives: `embedded` (the default: a file under --state-dir), or
     /// `etcd://HOST:PORT[,HOST:PORT…]` to run as one replica among several that share
     /// the clusters (needs a flightdeck built with `--features etcd`, and --no-sim).
@@ -294,9 +317,10 @@ enum SimCommand {
     /// converge. Exits 0 only if no seed failed.
     Swarm(SwarmArgs),
     /// Start a fault in the daemon's embedded simulator, e.g. `sim fault nova.bootError
-    /// --cluster demo --for 2m`.
-    Fault(client::FaultArgs),
-    /// List the fault kinds of the daemon's embedded simulator and the active faults.
+    /// --cluster demo --for 2m`, or stop one before its end (`sim fault --stop ID`).
+    Fault(Box<client::FaultArgs>),
+    /// List the fault kinds of the daemon's embedded simulator and the active faults,
+    /// with their ids.
     Faults(client::FaultsArgs),
 }
 
@@ -570,6 +594,16 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<ExitCode> {
         concurrency: args.concurrency,
         replicas,
         tls: args.tls_cert.zip(args.tls_key),
+        limits: flightdeck_daemon::listen::Limits {
+            handshake: args.handshake_timeout.to_std(),
+            header: args.header_timeout.to_std(),
+            idle: args.idle_timeout.to_std(),
+            connections: args.max_connections,
+            per_address: args.max_connections_per_address,
+            streams_per_token: args.max_streams_per_token,
+            applies: args.max_applies,
+            ..Default::default()
+        },
     })
     .await?;
     Ok(ExitCode::SUCCESS)
@@ -628,7 +662,7 @@ fn main() -> ExitCode {
             ) => Err(anyhow::anyhow!(
                 "this flightdeck was built without the simulator (cargo feature `sim`)"
             )),
-            Command::Sim(SimCommand::Fault(args)) => client::fault(args).await,
+            Command::Sim(SimCommand::Fault(args)) => client::fault(*args).await,
             Command::Sim(SimCommand::Faults(args)) => client::faults(args).await,
         }
     });

@@ -5,9 +5,14 @@
 //! - **bounded bodies**: an answer is read up to a limit and no further
 //!   ([`read_body`]), so a broken or hostile server cannot take the process's memory;
 //! - **TLS set up once**: the platform's verifier over the ring provider
-//!   ([`platform_tls`]), read from the system's CA store once per process.
+//!   ([`platform_tls`]), read from the system's CA store once per process; a client
+//!   given its own CA file adds it to the platform's roots ([`tls_trusting`]).
 
+use std::path::Path;
 use std::sync::{Arc, OnceLock};
+
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
 
 /// Installs ring as the process's rustls provider unless one is already installed.
 pub fn ensure_crypto_provider() {
@@ -21,25 +26,82 @@ pub fn ensure_crypto_provider() {
 /// ring provider, TLS 1.2 and 1.3, HTTP/1.1 by ALPN), built once per process and
 /// handed to each client with `use_preconfigured_tls`. Building it reads the system's
 /// CA store, about 2 ms, which every client built paid before; a root added to the
-/// system later is trusted after a restart. A client given its own CA bundle, or told
-/// not to verify, builds its own instead.
+/// system later is trusted after a restart. A client given its own CA file takes
+/// [`tls_trusting`] instead; one told not to verify builds its own.
 pub fn platform_tls() -> Result<rustls::ClientConfig, String> {
     static TLS: OnceLock<Result<rustls::ClientConfig, String>> = OnceLock::new();
     TLS.get_or_init(|| {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let verifier = rustls_platform_verifier::Verifier::new(provider.clone())
             .map_err(|e| format!("cannot set up TLS from the system's CA store: {e}"))?;
-        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| format!("cannot set up TLS: {e}"))?
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(verifier))
-            .with_no_client_auth();
-        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-        Ok(tls)
+        client_tls(provider, verifier)
     })
     .clone()
 }
+
+/// [`platform_tls`] that also trusts the CA certificates of the PEM file `ca_file` (a
+/// clouds.yaml `cacert`, the CLI's `--ca-file`): the platform's roots stay trusted, as
+/// a CA bundle given to reqwest's `tls_certs_merge` would leave them. Built anew on
+/// each call: such a client is made once per cloud or per command.
+pub fn tls_trusting(ca_file: &Path) -> Result<rustls::ClientConfig, CaFileError> {
+    let pem = std::fs::read(ca_file).map_err(CaFileError::Unreadable)?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| CaFileError::NotPem(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(CaFileError::NoCertificate);
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    // A certificate that cannot be a root is refused here, not ignored: the user named
+    // this file to be trusted.
+    let verifier =
+        rustls_platform_verifier::Verifier::new_with_extra_roots(certs, provider.clone())
+            .map_err(|e| CaFileError::Refused(e.to_string()))?;
+    client_tls(provider, verifier).map_err(CaFileError::Refused)
+}
+
+fn client_tls(
+    provider: Arc<rustls::crypto::CryptoProvider>,
+    verifier: rustls_platform_verifier::Verifier,
+) -> Result<rustls::ClientConfig, String> {
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("cannot set up TLS: {e}"))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tls)
+}
+
+/// Why a CA file gives nothing to trust. Its text is a predicate, to follow the file's
+/// name: "the CA file ca.pem {error}".
+#[derive(Debug)]
+pub enum CaFileError {
+    /// It could not be read.
+    Unreadable(std::io::Error),
+    /// A `-----BEGIN CERTIFICATE-----` block in it is not PEM.
+    NotPem(String),
+    /// It holds no `-----BEGIN CERTIFICATE-----` block.
+    NoCertificate,
+    /// A certificate in it cannot be a root, or TLS cannot be set up with it.
+    Refused(String),
+}
+
+impl std::fmt::Display for CaFileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CaFileError::Unreadable(e) => write!(f, "cannot be read: {e}"),
+            CaFileError::NotPem(e) => write!(f, "is not PEM: {e}"),
+            CaFileError::NoCertificate => {
+                f.write_str("holds no certificate (no -----BEGIN CERTIFICATE----- block)")
+            }
+            CaFileError::Refused(e) => write!(f, "cannot be trusted: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for CaFileError {}
 
 /// The redirect policy of every cloud client: none is followed.
 pub fn no_redirects() -> reqwest::redirect::Policy {

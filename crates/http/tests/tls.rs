@@ -97,3 +97,39 @@ fn the_shared_tls_is_built_once_and_speaks_http_1_1() {
         "the second call hands out the configuration made by the first"
     );
 }
+
+#[tokio::test]
+async fn a_ca_file_is_trusted_beside_the_system_roots() {
+    let url = server_of_an_unknown_ca().await;
+    let ca_file = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/test-ca.crt");
+    let tls = flightdeck_http::tls_trusting(std::path::Path::new(ca_file)).expect("CA file");
+    assert_eq!(tls.alpn_protocols, vec![b"http/1.1".to_vec()]);
+    let client = reqwest::Client::builder()
+        .use_preconfigured_tls(tls)
+        .build()
+        .expect("client");
+    let answer = client.get(&url).send().await.expect("reached");
+    assert_eq!(answer.text().await.expect("body"), "ok");
+}
+
+#[test]
+fn a_ca_file_without_a_certificate_is_refused_with_the_reason() {
+    let dir = std::env::temp_dir().join(format!("fd-http-ca-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let key_only = dir.join("key-only.pem");
+    std::fs::write(&key_only, KEY).expect("write");
+    let why = |path: &std::path::Path| match flightdeck_http::tls_trusting(path) {
+        Ok(_) => panic!("{} is trusted", path.display()),
+        Err(e) => e.to_string(),
+    };
+    assert_eq!(
+        why(&key_only),
+        "holds no certificate (no -----BEGIN CERTIFICATE----- block)"
+    );
+    assert!(
+        why(&dir.join("missing.pem")).starts_with("cannot be read: "),
+        "{}",
+        why(&dir.join("missing.pem"))
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -158,17 +158,22 @@ fn build_http(entry: &CloudEntry, options: &SessionOptions) -> Result<reqwest::C
         .user_agent(concat!("flightdeck/", env!("CARGO_PKG_VERSION")))
         .timeout(options.request_timeout)
         .connect_timeout(options.connect_timeout);
-    if entry.cacert.is_none() && entry.verify {
-        b = b.use_preconfigured_tls(flightdeck_http::platform_tls().map_err(fail)?);
-    }
-    if let Some(path) = &entry.cacert {
-        let pem = std::fs::read(path)
-            .map_err(|e| fail(format!("cannot read cacert {}: {e}", path.display())))?;
-        let certs = reqwest::Certificate::from_pem_bundle(&pem)
-            .map_err(|e| fail(format!("cacert {} is not PEM: {e}", path.display())))?;
-        b = b.tls_certs_merge(certs);
-    }
-    if !entry.verify {
+    // A `cacert` is read even with `verify: false`, so that a wrong path is found now
+    // rather than the day verification is turned back on.
+    let cacert_tls = match &entry.cacert {
+        Some(path) => Some(
+            flightdeck_http::tls_trusting(path)
+                .map_err(|e| fail(format!("cacert {} {e}", path.display())))?,
+        ),
+        None => None,
+    };
+    if entry.verify {
+        let tls = match cacert_tls {
+            Some(tls) => tls,
+            None => flightdeck_http::platform_tls().map_err(fail)?,
+        };
+        b = b.use_preconfigured_tls(tls);
+    } else {
         tracing::warn!(cloud = %entry.name, "TLS certificate verification is off (verify: false)");
         b = b.tls_danger_accept_invalid_certs(true);
     }

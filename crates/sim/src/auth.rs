@@ -81,7 +81,9 @@ pub(crate) fn ensure_token(
 /// One Keystone token issue: counted, and struck by the faults aimed at Keystone.
 fn issue(st: &mut State, clock: &SimClock) -> Result<()> {
     st.log.count(KEYSTONE, ISSUE_OP);
-    faults::before_call(st, clock, KEYSTONE, ISSUE_OP)
+    // The token is renewed for the call that needed it: the same label says whose.
+    let mut call = faults::CallFor::labelled();
+    faults::before_call(st, clock, KEYSTONE, ISSUE_OP, &mut call)
 }
 
 impl SimCloud {

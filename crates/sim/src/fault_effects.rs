@@ -82,6 +82,27 @@ fn start(st: &mut State, t: Timestamp, i: usize) {
     faults::note(st, i, changed);
 }
 
+/// Fault `i` is stopped at `t`, before its end: it is active no more from `t` on (one
+/// not started yet never starts), its scheduled start and end are dropped, and its end
+/// is applied now. False when it had already ended.
+pub(crate) fn stop(st: &mut State, t: Timestamp, i: usize) -> bool {
+    let Some(rec) = st.faults.get_mut(i) else {
+        return false;
+    };
+    if rec.fault.end.is_some_and(|end| end <= t) {
+        return false;
+    }
+    let started = rec.fault.start <= t;
+    rec.fault.end = Some(if started { t } else { rec.fault.start });
+    st.timers.retain(
+        |_, e| !matches!(e, crate::Event::Fault(Event::Start(j) | Event::End(j)) if *j == i),
+    );
+    if started {
+        end(st, t, i);
+    }
+    true
+}
+
 /// Fault `i` ends at `t`: what its start took is given back.
 fn end(st: &mut State, t: Timestamp, i: usize) {
     let Some(kind) = st.faults.get(i).map(|r| r.fault.kind) else {

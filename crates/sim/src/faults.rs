@@ -1,7 +1,8 @@
 //! Fault injection: when each fault is active and what it does to calls and objects.
 //!
 //! API faults (`api.errorRate`, `api.latency`) act on each call of their service while
-//! active. `nova.bootError`, `net.noRegistration` and `nova.dropSecurityGroup` are
+//! active; aimed at one cluster, only on the calls that say they are for it
+//! ([`crate::caller`]), and an unaimed one draws as it did before calls said anything. `nova.bootError`, `net.noRegistration` and `nova.dropSecurityGroup` are
 //! decided per server when it is requested. The Octavia faults act on members: see
 //! [`crate::members`] for how stuck members complete. `neutron.ruleLost`,
 //! `router.staleRoute` and the start of `nova.dropSecurityGroup` change the world once,
@@ -48,10 +49,12 @@ pub struct SimFault {
     /// `router.staleRoute`: stale routes per cluster (default 1). `neutron.maxRoutes`:
     /// the route limit (absent: no effect).
     pub count: Option<u32>,
-    /// Every fault but the API ones hits only objects tagged
-    /// `flightdeck-cluster=<cluster>` (`router.staleRoute`: that cluster's pod network;
-    /// `neutron.maxRoutes`: route calls for that cluster's pod network; `observer.*`:
-    /// that cluster's node list); `None` hits all.
+    /// The faults on objects hit only objects tagged `flightdeck-cluster=<cluster>`
+    /// (`router.staleRoute`: that cluster's pod network; `neutron.maxRoutes`: route
+    /// calls for that cluster's pod network; `observer.*`: that cluster's node list).
+    /// The faults on calls (`api.*`, `one.rpcError`) hit only calls that say they are
+    /// for it ([`crate::caller`]'s `cluster=`, or the workload cluster whose API is
+    /// called); a call that does not say is left alone. `None` hits all.
     pub cluster: Option<String>,
     /// `one.lockTemplate`: the lock level (default USE).
     pub level: Option<LockLevelSpec>,
@@ -141,12 +144,56 @@ impl SimFault {
         self.service.is_none_or(|s| s.as_str() == service)
     }
 
+    /// Whether the fault strikes a call for `call`'s cluster: any call when it is aimed
+    /// at none, else only a call that says it is for that cluster. Asks `call` only when
+    /// aimed, so an unaimed fault's draws are what they were before calls said anything.
+    fn strikes_call(&self, call: &mut CallFor<'_>) -> bool {
+        self.cluster
+            .as_deref()
+            .is_none_or(|c| call.cluster() == Some(c))
+    }
+
     /// The fraction of servers (or calls) a per-request fault hits.
     fn effective_rate(&self) -> f64 {
         match self.kind {
             FaultKind::DropSecurityGroup if self.count.is_some() => self.rate.unwrap_or(0.0),
             _ => self.rate.unwrap_or(1.0),
         }
+    }
+}
+
+/// The cluster a call is for, looked up only when a fault aimed at one asks: what the
+/// call names itself (the workload cluster whose API it calls), else its caller label.
+pub(crate) struct CallFor<'a> {
+    named: Option<&'a str>,
+    label: Option<Option<String>>,
+}
+
+impl<'a> CallFor<'a> {
+    /// A call that names no cluster itself: its caller label may.
+    pub(crate) fn labelled() -> Self {
+        CallFor {
+            named: None,
+            label: None,
+        }
+    }
+
+    /// A call to `cluster`'s own API (`None`: a shared one, such as KubeVirt's infra
+    /// cluster): that is whose it is, else its caller label says.
+    pub(crate) fn to(cluster: Option<&'a str>) -> Self {
+        CallFor {
+            named: cluster,
+            label: None,
+        }
+    }
+
+    fn cluster(&mut self) -> Option<&str> {
+        if let Some(named) = self.named {
+            return Some(named);
+        }
+        self.label
+            .get_or_insert_with(crate::caller::cluster)
+            .as_deref()
     }
 }
 
@@ -168,10 +215,15 @@ pub(crate) enum Event {
     End(usize),
 }
 
-pub(crate) fn inject(st: &mut State, fault: SimFault) {
+/// Which fault a cloud holds: what [`crate::SimCloud::inject`] answers and
+/// [`crate::SimCloud::stop_fault`] takes. Only good for the cloud that answered it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FaultId(pub(crate) usize);
+
+pub(crate) fn inject(st: &mut State, fault: SimFault) -> Option<FaultId> {
     if st.faults.len() >= FAULTS_MAX {
         st.log.faults_ignored += 1;
-        return;
+        return None;
     }
     let index = st.faults.len();
     st.schedule(fault.start, SimEvent::Fault(Event::Start(index)));
@@ -183,6 +235,7 @@ pub(crate) fn inject(st: &mut State, fault: SimFault) {
         chosen: Vec::new(),
         effects: 0,
     });
+    Some(FaultId(index))
 }
 
 /// `count` distinct candidates picked with the fault stream, in pick order. Callers
@@ -249,13 +302,19 @@ pub(crate) fn server_hit(st: &mut State, kind: FaultKind, t: Timestamp, tags: &[
 }
 
 /// Whether a call at `t` is hit by the active faults of `kind` that hit a whole
-/// service (`one.rpcError`), each drawing with its rate.
-pub(crate) fn call_hit(st: &mut State, kind: FaultKind, t: Timestamp) -> bool {
+/// service (`one.rpcError`) and strike `call`, each drawing with its rate.
+pub(crate) fn call_hit(
+    st: &mut State,
+    kind: FaultKind,
+    t: Timestamp,
+    call: &mut CallFor<'_>,
+) -> bool {
     let drawn: Vec<(usize, f64)> = st
         .faults
         .iter()
         .enumerate()
         .filter(|(_, r)| r.fault.kind == kind && r.fault.is_active_at(t))
+        .filter(|(_, r)| r.fault.strikes_call(call))
         .map(|(i, r)| (i, r.fault.rate.unwrap_or(1.0)))
         .collect();
     draw(st, drawn)
@@ -319,24 +378,33 @@ pub(crate) fn note_route_limit(st: &mut State, t: Timestamp, tags: &[String]) {
 /// The default wait an `api.rateLimit` answer asks for.
 const RETRY_AFTER_DEFAULT: Duration = Duration::from_secs(2);
 
-/// The indices of the active faults of `kind` that hit `service` at `now`.
-pub(crate) fn active_on(st: &State, kind: FaultKind, service: &str, now: Timestamp) -> Vec<usize> {
+/// The indices of the active faults of `kind` that hit `service` at `now` and strike
+/// `call`.
+pub(crate) fn active_on(
+    st: &State,
+    kind: FaultKind,
+    service: &str,
+    now: Timestamp,
+    call: &mut CallFor<'_>,
+) -> Vec<usize> {
     st.faults
         .iter()
         .enumerate()
         .filter(|(_, r)| r.fault.kind == kind && r.fault.hits(service) && r.fault.is_active_at(now))
+        .filter(|(_, r)| r.fault.strikes_call(call))
         .map(|(i, _)| i)
         .collect()
 }
 
-/// Applies the API faults of `service` to one call, before it has any effect:
-/// `api.errorRate` may answer 503; `api.rateLimit` may answer 429 with a
-/// `Retry-After`; `api.latency` moves the shared clock on (and the cloud with it)
-/// before the call is performed.
-/// Whether an `api.errorRate` on `service` drops an open stream (a watch going on) at
-/// `now`: each part read of it fails with the fault's rate, as a call would.
-pub(crate) fn drops_stream(st: &mut State, service: &'static str, now: Timestamp) -> bool {
-    for i in active_on(st, FaultKind::ApiErrorRate, service, now) {
+/// Whether an `api.errorRate` on `service` drops an open stream (a watch going on of
+/// `call`) at `now`: each part read of it fails with the fault's rate, as a call would.
+pub(crate) fn drops_stream(
+    st: &mut State,
+    service: &'static str,
+    now: Timestamp,
+    call: &mut CallFor<'_>,
+) -> bool {
+    for i in active_on(st, FaultKind::ApiErrorRate, service, now, call) {
         let rate = st.faults[i].fault.rate.unwrap_or(1.0);
         if st.rng_faults.chance(rate) {
             note(st, i, 1);
@@ -346,14 +414,19 @@ pub(crate) fn drops_stream(st: &mut State, service: &'static str, now: Timestamp
     false
 }
 
+/// Applies the API faults of `service` that strike `call` to it, before it has any
+/// effect: `api.errorRate` may answer 503; `api.rateLimit` may answer 429 with a
+/// `Retry-After`; `api.latency` moves the shared clock on (and the cloud with it)
+/// before the call is performed.
 pub(crate) fn before_call(
     st: &mut State,
     clock: &SimClock,
     service: &'static str,
     operation: &'static str,
+    call: &mut CallFor<'_>,
 ) -> Result<()> {
     let now = flightdeck_cloud::Clock::now(clock);
-    for i in active_on(st, FaultKind::ApiErrorRate, service, now) {
+    for i in active_on(st, FaultKind::ApiErrorRate, service, now, call) {
         let rate = st.faults[i].fault.rate.unwrap_or(1.0);
         if st.rng_faults.chance(rate) {
             note(st, i, 1);
@@ -366,7 +439,7 @@ pub(crate) fn before_call(
             ));
         }
     }
-    for i in active_on(st, FaultKind::ApiRateLimit, service, now) {
+    for i in active_on(st, FaultKind::ApiRateLimit, service, now, call) {
         let fault = &st.faults[i].fault;
         let (rate, after) = (fault.rate.unwrap_or(1.0), fault.retry_after);
         if st.rng_faults.chance(rate) {
@@ -386,7 +459,7 @@ pub(crate) fn before_call(
             ));
         }
     }
-    let delays = active_on(st, FaultKind::ApiLatency, service, now);
+    let delays = active_on(st, FaultKind::ApiLatency, service, now, call);
     let mut extra_ms = 0u64;
     for i in delays {
         if let Some(d) = st.faults[i].fault.latency {

@@ -51,7 +51,7 @@ use flightdeck_cloud::{
 };
 
 pub use auth::{ISSUE_OP as KEYSTONE_ISSUE_OP, TOKEN_LIFETIME_MS};
-pub use faults::{FAULTS_MAX, SimFault};
+pub use faults::{FAULTS_MAX, FaultId, SimFault};
 pub use flightdeck_cloud::{Route, Router};
 pub use k8s::{
     BOOKMARK_START, INFRA_CLUSTER, KUBE_BODY_MAX, KUBE_EVENTS_MAX, KUBE_OBJECTS_MAX,
@@ -516,11 +516,26 @@ impl SimCloud {
     /// Schedules `fault`: it starts at `fault.start` and ends at `fault.end` (never when
     /// `None`). A fault whose start has passed takes effect at the next catch-up. At
     /// most [`FAULTS_MAX`] faults are kept; further ones are ignored (see
-    /// [`SimCloud::faults_ignored`]).
-    pub fn inject(&self, fault: SimFault) {
+    /// [`SimCloud::faults_ignored`]). Answers which fault it is, for
+    /// [`SimCloud::stop_fault`]; `None` when ignored.
+    pub fn inject(&self, fault: SimFault) -> Option<FaultId> {
         let mut st = self.lock();
-        faults::inject(&mut st, fault);
+        let id = faults::inject(&mut st, fault);
         st.unsettled = true;
+        id
+    }
+
+    /// Stops fault `id` now (after catching up): from now on it strikes nothing, and
+    /// what its start took (members taken offline, templates locked, load balancers
+    /// held, a node drained) is given back now, as at its end. One that has not started
+    /// never will. Answers false when the fault had already ended (nothing to stop).
+    pub fn stop_fault(&self, id: FaultId) -> bool {
+        let mut st = self.lock();
+        let now = self.clock.now();
+        st.run_due(now);
+        let stopped = fault_effects::stop(&mut st, now, id.0);
+        st.unsettled |= stopped;
+        stopped
     }
 
     /// How often the scheduled faults of each kind struck: calls they answered, objects
@@ -629,10 +644,21 @@ impl SimCloud {
         service: &'static str,
         operation: &'static str,
     ) -> Result<Timestamp> {
+        self.enter_for(st, service, operation, &mut faults::CallFor::labelled())
+    }
+
+    /// [`SimCloud::enter`] for a call whose cluster `call` says.
+    fn enter_for(
+        &self,
+        st: &mut State,
+        service: &'static str,
+        operation: &'static str,
+        call: &mut faults::CallFor<'_>,
+    ) -> Result<Timestamp> {
         st.run_due(self.clock.now());
         st.log.count(service, operation);
         auth::ensure_token(st, &self.clock, service, operation)?;
-        faults::before_call(st, &self.clock, service, operation)?;
+        faults::before_call(st, &self.clock, service, operation, call)?;
         Ok(self.clock.now())
     }
 

@@ -56,7 +56,8 @@ pub(crate) fn answer<T: Clone + Send + Sync + 'static>(
         kept.pop_front();
     }
     kept.push_back((now, Arc::new(fresh.clone())));
-    let lagging = faults::active_on(st, FaultKind::ApiStaleRead, service, now);
+    let mut call = faults::CallFor::labelled();
+    let lagging = faults::active_on(st, FaultKind::ApiStaleRead, service, now, &mut call);
     let Some((index, lag)) = lagging
         .iter()
         .filter_map(|i| Some((*i, st.faults[*i].fault.latency?)))

@@ -30,10 +30,11 @@ fn machines(c: &Cluster) -> (u64, u64) {
     (cp + pools, cp + pools + surge * sets)
 }
 
-/// The rules of one cluster.
-pub fn check_cluster(c: &Cluster) -> Result<(), (String, String)> {
+/// The rules of one cluster: every one broken, as (field path, problem).
+pub fn check_cluster(c: &Cluster) -> Vec<(String, String)> {
+    let mut out = Vec::new();
     if c.spec.node_pools.len() > POOLS_MAX {
-        return Err((
+        out.push((
             "spec.nodePools".into(),
             format!(
                 "{} node pools; a cluster has at most {POOLS_MAX}",
@@ -43,7 +44,7 @@ pub fn check_cluster(c: &Cluster) -> Result<(), (String, String)> {
     }
     let (wanted, at_once) = machines(c);
     if wanted > MACHINES_MAX {
-        return Err((
+        out.push((
             "spec.nodePools".into(),
             format!("{wanted} machines; a cluster has at most {MACHINES_MAX}"),
         ));
@@ -57,57 +58,71 @@ pub fn check_cluster(c: &Cluster) -> Result<(), (String, String)> {
         1u64.checked_shl(node_prefix - prefix).unwrap_or(u64::MAX)
     };
     if ranges < at_once {
-        return Err((
+        out.push((
             "spec.network.podCIDR".into(),
             format!(
                 "{pod} holds {ranges} node range(s) of /{node_prefix}, but the cluster may have {at_once} machines at once ({wanted} and the surge of each set)"
             ),
         ));
     }
-    Ok(())
+    out
 }
 
 /// The rules across the clusters of one file, given as (document index, cluster):
-/// the document and field of the first one broken.
-pub fn check_file(clusters: &[(usize, &Cluster)]) -> Result<(), (usize, String, String)> {
+/// every one broken, as (document, field path, problem). Each cluster gets at most one
+/// problem per rule (the first earlier cluster it collides with), so the list grows
+/// with the clusters, not with their pairs.
+pub fn check_file(clusters: &[(usize, &Cluster)]) -> Vec<(usize, String, String)> {
+    let mut out = Vec::new();
     let mut total = 0u64;
+    let mut too_many_told = false;
     for (n, &(doc, c)) in clusters.iter().enumerate() {
         total += machines(c).0;
-        if total > FILE_MACHINES_MAX {
-            return Err((
+        if total > FILE_MACHINES_MAX && !too_many_told {
+            too_many_told = true;
+            out.push((
                 doc,
                 "spec".into(),
                 format!("the file asks for more than {FILE_MACHINES_MAX} machines"),
             ));
         }
-        for &(other_doc, other) in &clusters[..n] {
-            if other.name() == c.name() {
-                return Err((
-                    doc,
-                    "metadata.name".into(),
-                    format!(
-                        "cluster {:?} is already defined by document {}",
-                        c.name().as_str(),
-                        other_doc + 1
-                    ),
-                ));
-            }
-            let (a, b) = (c.spec.network.pod_cidr, other.spec.network.pod_cidr);
-            if router(c).is_some() && router(c) == router(other) && (a.covers(&b) || b.covers(&a)) {
-                return Err((
-                    doc,
-                    "spec.network.podCIDR".into(),
-                    format!(
-                        "{a} overlaps {b} of cluster {:?} (document {}), and both route pods on router {:?}",
-                        other.name().as_str(),
-                        other_doc + 1,
-                        router(c).unwrap_or_default()
-                    ),
-                ));
-            }
+        let earlier = &clusters[..n];
+        let a = c.spec.network.pod_cidr;
+        let same_name = earlier.iter().position(|(_, o)| o.name() == c.name());
+        let overlap = earlier.iter().position(|(_, other)| {
+            let b = other.spec.network.pod_cidr;
+            router(c).is_some() && router(c) == router(other) && (a.covers(&b) || b.covers(&a))
+        });
+        let mut found = Vec::new();
+        if let Some(j) = same_name {
+            let (other_doc, _) = earlier[j];
+            let why = format!(
+                "cluster {:?} is already defined by document {}",
+                c.name().as_str(),
+                other_doc + 1
+            );
+            found.push((j, 0, "metadata.name", why));
         }
+        if let Some(j) = overlap {
+            let (other_doc, other) = earlier[j];
+            let why = format!(
+                "{a} overlaps {} of cluster {:?} (document {}), and both route pods on router {:?}",
+                other.spec.network.pod_cidr,
+                other.name().as_str(),
+                other_doc + 1,
+                router(c).unwrap_or_default()
+            );
+            found.push((j, 1, "spec.network.podCIDR", why));
+        }
+        // In the order of the earlier cluster each one collides with.
+        found.sort_by_key(|&(j, rule, _, _)| (j, rule));
+        out.extend(
+            found
+                .into_iter()
+                .map(|(_, _, path, why)| (doc, path.to_string(), why)),
+        );
     }
-    Ok(())
+    out
 }
 
 /// Why `c` and `other` cannot live side by side: their pod CIDRs overlap and both

@@ -505,16 +505,24 @@ impl Cluster {
     }
 
     /// Rules that involve more than one field. Single-field rules are enforced while
-    /// parsing, where the YAML line is known.
+    /// parsing, where the YAML line is known. Returns the first of [`Cluster::problems`].
     pub fn validate(&self) -> Result<(), (String, String)> {
+        first_problem(self.problems())
+    }
+
+    /// Every multi-field rule the cluster breaks, as (field path, problem), in the order
+    /// of the spec's checks. A check that needs an earlier one to pass (a machine's
+    /// template against a broken provider block) is skipped when that one fails.
+    pub fn problems(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
         if self.kind != "Cluster" {
-            return Err((
+            out.push((
                 "kind".into(),
                 format!("expected Cluster, got {:?}", self.kind),
             ));
         }
         if let Some(w) = &self.spec.workload {
-            w.validate()?;
+            out.extend(w.validate().err());
             if self
                 .spec
                 .provider
@@ -522,7 +530,7 @@ impl Cluster {
                 .as_ref()
                 .is_some_and(|k| k.workload_kubeconfig.is_some())
             {
-                return Err((
+                out.push((
                     "spec.workload.kubeconfig".into(),
                     "give the workload cluster's kubeconfig once: here or in spec.provider.kubevirt.workloadKubeconfig".into(),
                 ));
@@ -534,28 +542,34 @@ impl Cluster {
             &provider.opennebula,
             &provider.kubevirt,
         ) {
-            (Some(_), None, None) => self.validate_openstack()?,
+            (Some(_), None, None) => self.validate_openstack(&mut out),
             (None, Some(one), None) => {
-                one.validate()
-                    .map_err(|(f, m)| (format!("spec.provider.opennebula.{f}"), m))?;
-                self.validate_opennebula(one)?;
+                let broken = one.problems();
+                let templates_usable = broken.is_empty();
+                out.extend(
+                    broken
+                        .into_iter()
+                        .map(|(f, m)| (format!("spec.provider.opennebula.{f}"), m)),
+                );
+                self.validate_opennebula(one, templates_usable, &mut out);
             }
             (None, None, Some(kv)) => {
-                kv.validate()
-                    .map_err(|(f, m)| (format!("spec.provider.kubevirt.{f}"), m))?;
-                self.validate_kubevirt()?;
+                out.extend(
+                    kv.problems()
+                        .into_iter()
+                        .map(|(f, m)| (format!("spec.provider.kubevirt.{f}"), m)),
+                );
+                self.validate_kubevirt(&mut out);
             }
-            _ => {
-                return Err((
-                    "spec.provider".into(),
-                    "exactly one provider must be set (openstack, opennebula or kubevirt)".into(),
-                ));
-            }
+            _ => out.push((
+                "spec.provider".into(),
+                "exactly one provider must be set (openstack, opennebula or kubevirt)".into(),
+            )),
         }
         let pod = self.spec.network.pod_cidr;
         let widest = if pod.addr().is_ipv4() { 8 } else { 32 };
         if pod.prefix() < widest {
-            return Err((
+            out.push((
                 "spec.network.podCIDR".into(),
                 format!(
                     "{pod} is wider than /{widest}; the pod network would let almost any \
@@ -563,17 +577,16 @@ impl Cluster {
                 ),
             ));
         }
-        crate::capacity::check_cluster(self)?;
+        out.extend(crate::capacity::check_cluster(self));
         let mut seen = std::collections::BTreeSet::new();
         for (i, pool) in self.spec.node_pools.iter().enumerate() {
             if !seen.insert(pool.name.as_str()) {
-                return Err((
+                out.push((
                     format!("spec.nodePools[{i}].name"),
                     format!("node pool name {:?} is used twice", pool.name.as_str()),
                 ));
-            }
-            if pool.name.as_str() == "cp" {
-                return Err((
+            } else if pool.name.as_str() == "cp" {
+                out.push((
                     format!("spec.nodePools[{i}].name"),
                     "\"cp\" is reserved for the control plane".into(),
                 ));
@@ -581,7 +594,7 @@ impl Cluster {
         }
         if let Some(hm) = &self.spec.api_load_balancer.health_monitor {
             if hm.timeout >= hm.delay {
-                return Err((
+                out.push((
                     "spec.apiLoadBalancer.healthMonitor.timeout".into(),
                     format!(
                         "timeout {} must be shorter than delay {} (Octavia rejects it otherwise)",
@@ -591,7 +604,7 @@ impl Cluster {
             }
             for (field, d) in [("delay", hm.delay), ("timeout", hm.timeout)] {
                 if d.as_millis() % 1000 != 0 || d.as_millis() == 0 {
-                    return Err((
+                    out.push((
                         format!("spec.apiLoadBalancer.healthMonitor.{field}"),
                         format!(
                             "{d} is not a whole number of seconds, which is what Octavia takes"
@@ -600,7 +613,7 @@ impl Cluster {
                 }
             }
             if !(1..=10).contains(&hm.max_retries) {
-                return Err((
+                out.push((
                     "spec.apiLoadBalancer.healthMonitor.maxRetries".into(),
                     format!("must be between 1 and 10, got {}", hm.max_retries),
                 ));
@@ -608,7 +621,7 @@ impl Cluster {
         }
         let f = &self.spec.flight;
         if !(1..=100).contains(&f.churn_limit) {
-            return Err((
+            out.push((
                 "spec.flight.churnLimit".into(),
                 format!("must be between 1 and 100, got {}", f.churn_limit),
             ));
@@ -624,13 +637,13 @@ impl Cluster {
             ("churnWindow", f.churn_window, Duration::from_mins(1)),
         ] {
             if value < min {
-                return Err((
+                out.push((
                     format!("spec.flight.{field}"),
                     format!("{value} is shorter than the minimum of {min}"),
                 ));
             }
         }
-        Ok(())
+        out
     }
 
     /// Every machine template with its field path.
@@ -647,82 +660,82 @@ impl Cluster {
 
     /// Machines made from a flavor (instancetype) and an image, as OpenStack and KubeVirt
     /// make them.
-    fn validate_flavor_and_image(&self, cloud: &str) -> Result<(), (String, String)> {
+    fn validate_flavor_and_image(&self, cloud: &str, out: &mut Vec<(String, String)>) {
         for (path, m) in self.machine_templates() {
             if m.flavor.is_none() {
-                return Err((
+                out.push((
                     format!("{path}.flavor"),
                     format!("{cloud} machines need a flavor"),
                 ));
             }
             if m.image.is_none() {
-                return Err((
+                out.push((
                     format!("{path}.image"),
                     format!("{cloud} machines need an image"),
                 ));
             }
             if m.template.is_some() {
-                return Err((
+                out.push((
                     format!("{path}.template"),
                     format!("templates are OpenNebula's; {cloud} machines take flavor and image"),
                 ));
             }
         }
-        Ok(())
     }
 
-    fn validate_kubevirt(&self) -> Result<(), (String, String)> {
-        self.validate_flavor_and_image("KubeVirt")?;
+    fn validate_kubevirt(&self, out: &mut Vec<(String, String)>) {
+        self.validate_flavor_and_image("KubeVirt", out);
         if self.spec.network.security_group.is_some() {
-            return Err((
+            out.push((
                 "spec.network.securityGroup".into(),
                 "flightdeck manages no security group on KubeVirt".into(),
             ));
         }
         if self.spec.api_load_balancer.health_monitor.is_some() {
-            return Err((
+            out.push((
                 "spec.apiLoadBalancer.healthMonitor".into(),
                 "KubeVirt clusters are reached through a Service; there is no load balancer to monitor".into(),
             ));
         }
-        Ok(())
     }
 
-    fn validate_openstack(&self) -> Result<(), (String, String)> {
-        self.validate_flavor_and_image("OpenStack")?;
+    fn validate_openstack(&self, out: &mut Vec<(String, String)>) {
+        self.validate_flavor_and_image("OpenStack", out);
         if self.spec.network.security_group.is_none() {
-            return Err((
+            out.push((
                 "spec.network.securityGroup".into(),
                 "OpenStack clusters need the name of their security group".into(),
             ));
         }
-        Ok(())
     }
 
+    /// `templates_usable`: whether the provider block's templates can be looked up (a
+    /// machine naming a template is checked against them only then).
     fn validate_opennebula(
         &self,
         one: &crate::opennebula::OpenNebulaProvider,
-    ) -> Result<(), (String, String)> {
+        templates_usable: bool,
+        out: &mut Vec<(String, String)>,
+    ) {
         for (path, m) in self.machine_templates() {
-            let Some(t) = &m.template else {
-                return Err((
+            match &m.template {
+                None => out.push((
                     format!("{path}.template"),
                     "OpenNebula machines need a template (one of spec.provider.opennebula.templates)"
                         .into(),
-                ));
-            };
-            if one.template(t.as_str()).is_none() {
-                return Err((
+                )),
+                Some(t) if templates_usable && one.template(t.as_str()).is_none() => out.push((
                     format!("{path}.template"),
                     format!(
                         "{:?} is not one of spec.provider.opennebula.templates",
                         t.as_str()
                     ),
-                ));
+                )),
+                Some(_) => {}
             }
             for (field, set) in [("flavor", m.flavor.is_some()), ("image", m.image.is_some())] {
                 if set {
-                    return Err((
+                    out.push((
                         format!("{path}.{field}"),
                         format!(
                             "OpenNebula machines are made from templates; {field} is OpenStack's"
@@ -732,23 +745,30 @@ impl Cluster {
             }
         }
         if self.spec.network.security_group.is_some() {
-            return Err((
+            out.push((
                 "spec.network.securityGroup".into(),
                 "flightdeck manages no security group on OpenNebula; put the VM's security groups in the template's NIC".into(),
             ));
         }
         if self.spec.api_load_balancer.health_monitor.is_some() {
-            return Err((
+            out.push((
                 "spec.apiLoadBalancer.healthMonitor".into(),
                 "OpenNebula clusters have no load balancer to monitor; the endpoint is spec.provider.opennebula.endpoint".into(),
             ));
         }
-        Ok(())
     }
 
     /// A stable fingerprint of everything in the spec; a change of it is a spec change.
     pub fn spec_hash(&self) -> u64 {
         let json = serde_json::to_string(&self.spec).unwrap_or_default();
         crate::fnv1a(json.as_bytes())
+    }
+}
+
+/// The first of `problems` as an error, for callers that stop at one.
+pub(crate) fn first_problem(problems: Vec<(String, String)>) -> Result<(), (String, String)> {
+    match problems.into_iter().next() {
+        Some(p) => Err(p),
+        None => Ok(()),
     }
 }

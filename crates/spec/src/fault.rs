@@ -8,6 +8,14 @@ use crate::names::{Name, Text};
 
 /// The most an `api.staleRead` may lag a list: the simulator keeps its answers that long.
 pub const STALE_READ_LAG_MAX: Duration = Duration::from_mins(10);
+/// The longest a fault may last (`duration`).
+pub const FAULT_DURATION_MAX: Duration = Duration::from_mins(24 * 60);
+/// The most extra time an `api.latency` puts on each call: longer is an outage.
+pub const API_LATENCY_MAX: Duration = Duration::from_mins(60);
+/// The longest wait an `api.rateLimit` answer may ask for (`retryAfter`).
+pub const RETRY_AFTER_MAX: Duration = Duration::from_mins(60);
+/// The most objects a fault's `count` may name (and the highest route limit).
+pub const FAULT_COUNT_MAX: u32 = 1_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum FaultKind {
@@ -210,6 +218,75 @@ impl FaultKind {
     }
 }
 
+/// How a fault kind can be aimed at one cluster (its `cluster`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClusterAim {
+    /// By what it acts on: objects tagged with the cluster's name, the cluster's own
+    /// lists, its pod network or its workload cluster.
+    Objects,
+    /// By the calls it strikes: only a call that says which cluster it is for (its
+    /// caller label's `cluster=`, or the workload cluster whose API it calls) is struck.
+    /// The daemon labels each reconcile's calls; a scenario's calls carry no label.
+    Calls,
+    /// Not at all: what it strikes is shared by every cluster of the cloud (the reason).
+    Shared(&'static str),
+}
+
+/// Where a fault is started: what `cluster` and `service` may be differs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultSite {
+    /// In a scenario of this duration: its calls carry no cluster, and an API fault
+    /// names the service it hits.
+    Scenario(Duration),
+    /// In a running simulator, by a user (`POST /api/v1/sim/faults`): the daemon's calls
+    /// say their cluster, and an API fault without `service` hits every service, one
+    /// without `rate` every call.
+    Live,
+}
+
+impl FaultKind {
+    /// How the kind can be aimed at one cluster.
+    pub fn cluster_aim(self) -> ClusterAim {
+        match self {
+            FaultKind::ApiErrorRate
+            | FaultKind::ApiLatency
+            | FaultKind::ApiRateLimit
+            | FaultKind::ApiStaleRead
+            | FaultKind::OneRpcError => ClusterAim::Calls,
+            FaultKind::KeystoneRevokeTokens => ClusterAim::Shared(
+                "Keystone's tokens are the project's, and every cluster of the cloud calls with them",
+            ),
+            FaultKind::OneLockTemplate => ClusterAim::Shared(
+                "an OpenNebula template is shared by every cluster that registers the same content (F1), so its lock holds them all",
+            ),
+            FaultKind::OneImageError => ClusterAim::Shared(
+                "an OpenNebula image is shared by every cluster that names the same content (F1), so an image in ERROR fails them all",
+            ),
+            FaultKind::KubevirtDrainInfraNode => ClusterAim::Shared(
+                "an infra node runs every cluster's VMs, and its drain evicts them all",
+            ),
+            FaultKind::MemberStuckPending
+            | FaultKind::MemberOffline
+            | FaultKind::BootError
+            | FaultKind::NoRegistration
+            | FaultKind::RuleLost
+            | FaultKind::DropSecurityGroup
+            | FaultKind::StaleRoute
+            | FaultKind::MaxRoutes
+            | FaultKind::EmptyNodeList
+            | FaultKind::AllNotReady
+            | FaultKind::OneVmBootFailure
+            | FaultKind::K8sPdbBlocks
+            | FaultKind::OperatorDeleteMachine
+            | FaultKind::ServerError
+            | FaultKind::LbPendingUpdate
+            | FaultKind::MemberStuckDeleting
+            | FaultKind::TagFilterIgnored
+            | FaultKind::K8sWatchReorder => ClusterAim::Objects,
+        }
+    }
+}
+
 /// A cloud service that faults can target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -248,13 +325,15 @@ pub struct Fault {
     /// `api.errorRate`, `nova.bootError`: fraction of calls or servers hit, 0 < rate ≤ 1.
     #[serde(default)]
     pub rate: Option<f64>,
-    /// `api.latency`: extra time per call; `api.staleRead`: how far behind the lists are.
+    /// `api.latency`: extra time per call (at most [`API_LATENCY_MAX`]); `api.staleRead`:
+    /// how far behind the lists are (at most [`STALE_READ_LAG_MAX`]).
     #[serde(default)]
     pub latency: Option<Duration>,
-    /// `octavia.memberOffline`: how many existing members go offline (default 1).
+    /// `octavia.memberOffline`: how many existing members go offline (default 1);
+    /// 1 ≤ count ≤ [`FAULT_COUNT_MAX`].
     #[serde(default)]
     pub count: Option<u32>,
-    /// `octavia.*`, `nova.bootError`: only this cluster's objects are hit; absent hits
+    /// Only this cluster's objects (or calls, see [`ClusterAim`]) are hit; absent hits
     /// every cluster's.
     #[serde(default)]
     pub cluster: Option<Name>,
@@ -332,8 +411,17 @@ impl Fault {
     /// Checks the fault's parameters against its kind; `duration` is the scenario's.
     /// Returns the field (relative to the fault) and the problem.
     pub fn validate(&self, duration: Duration) -> Result<(), (String, String)> {
+        self.validate_at(FaultSite::Scenario(duration))
+    }
+
+    /// Checks the fault's parameters against its kind and their ranges, for a fault
+    /// started at `site`. Returns the field (relative to the fault) and the problem,
+    /// which names the value refused.
+    pub fn validate_at(&self, site: FaultSite) -> Result<(), (String, String)> {
         let f = self;
-        if f.at > duration {
+        if let FaultSite::Scenario(duration) = site
+            && f.at > duration
+        {
             return Err((
                 "at".into(),
                 format!("{} is after the scenario ends ({})", f.at, duration),
@@ -395,8 +483,16 @@ impl Fault {
             ));
         }
         let kind = f.kind.as_str();
-        if needs_service != f.service.is_some() {
-            return Err(("service".into(), presence(kind, needs_service)));
+        // Live, an API fault without a service hits every service of its cluster, and
+        // one without a rate every call.
+        let scenario = matches!(site, FaultSite::Scenario(_));
+        let (takes_service, needs_rate) = (needs_service, needs_rate && scenario);
+        let needs_service = takes_service && scenario;
+        if needs_service && f.service.is_none() {
+            return Err(("service".into(), presence(kind, true)));
+        }
+        if !takes_service && f.service.is_some() {
+            return Err(("service".into(), presence(kind, false)));
         }
         if needs_rate && f.rate.is_none() {
             return Err(("rate".into(), presence(kind, true)));
@@ -404,54 +500,99 @@ impl Fault {
         if !takes_rate && f.rate.is_some() {
             return Err(("rate".into(), presence(kind, false)));
         }
-        if let Some(rate) = f.rate
-            && !(rate > 0.0 && rate <= 1.0)
-        {
-            return Err(("rate".into(), format!("must be in (0, 1], got {rate}")));
-        }
         if needs_latency != f.latency.is_some() {
             return Err(("latency".into(), presence(kind, needs_latency)));
-        }
-        if f.kind == FaultKind::ApiStaleRead
-            && let Some(lag) = f.latency
-            && (lag > STALE_READ_LAG_MAX || lag.as_millis() == 0)
-        {
-            return Err((
-                "latency".into(),
-                format!(
-                    "api.staleRead lags lists by more than 0 and at most {STALE_READ_LAG_MAX}, got {lag}"
-                ),
-            ));
         }
         if !takes_count && f.count.is_some() {
             return Err(("count".into(), presence(kind, false)));
         }
-        if f.count == Some(0) {
-            return Err(("count".into(), "must be at least 1".into()));
-        }
-        let takes_cluster = !matches!(
-            f.kind,
-            FaultKind::ApiErrorRate
-                | FaultKind::ApiLatency
-                | FaultKind::OneRpcError
-                | FaultKind::OneLockTemplate
-                | FaultKind::OneImageError
-                | FaultKind::KubevirtDrainInfraNode
-                | FaultKind::ApiRateLimit
-                | FaultKind::KeystoneRevokeTokens
-                | FaultKind::ApiStaleRead
-        );
-        if !takes_cluster && f.cluster.is_some() {
-            return Err((
-                "cluster".into(),
-                format!("{kind} hits a whole service; it takes no cluster"),
-            ));
-        }
-        self.validate_aim()?;
         if f.retry_after.is_some() && f.kind != FaultKind::ApiRateLimit {
             return Err(("retryAfter".into(), presence(kind, false)));
         }
+        self.validate_ranges()?;
+        self.validate_cluster(site)?;
+        self.validate_aim()
+    }
+
+    /// Every number a fault takes within its range; the problem names the field's value.
+    fn validate_ranges(&self) -> Result<(), (String, String)> {
+        let kind = self.kind.as_str();
+        if let Some(d) = self.duration
+            && (d == Duration::ZERO || d > FAULT_DURATION_MAX)
+        {
+            return Err((
+                "duration".into(),
+                format!("a fault lasts more than 0 and at most {FAULT_DURATION_MAX}, got {d}"),
+            ));
+        }
+        // NaN fails both comparisons, and infinities the second.
+        if let Some(rate) = self.rate
+            && !(rate > 0.0 && rate <= 1.0)
+        {
+            return Err((
+                "rate".into(),
+                format!(
+                    "rate is a fraction of calls or objects, in (0, 1]: more than 0 and at most 1, got {rate}"
+                ),
+            ));
+        }
+        let latency_max = match self.kind {
+            FaultKind::ApiStaleRead => STALE_READ_LAG_MAX,
+            _ => API_LATENCY_MAX,
+        };
+        if let Some(lag) = self.latency
+            && (lag == Duration::ZERO || lag > latency_max)
+        {
+            let what = match self.kind {
+                FaultKind::ApiStaleRead => "lags lists by",
+                _ => "adds to each call",
+            };
+            return Err((
+                "latency".into(),
+                format!("{kind} {what} more than 0 and at most {latency_max}, got {lag}"),
+            ));
+        }
+        if let Some(count) = self.count
+            && !(1..=FAULT_COUNT_MAX).contains(&count)
+        {
+            return Err((
+                "count".into(),
+                format!("count must be from 1 to {FAULT_COUNT_MAX}, got {count}"),
+            ));
+        }
+        if let Some(after) = self.retry_after
+            && (after < Duration::from_secs(1) || after > RETRY_AFTER_MAX)
+        {
+            return Err((
+                "retryAfter".into(),
+                format!(
+                    "Retry-After counts whole seconds: at least 1s and at most {RETRY_AFTER_MAX}, got {after}"
+                ),
+            ));
+        }
         Ok(())
+    }
+
+    /// `cluster` only where the kind can be aimed at one cluster at `site` (see
+    /// [`FaultKind::cluster_aim`]).
+    fn validate_cluster(&self, site: FaultSite) -> Result<(), (String, String)> {
+        let kind = self.kind.as_str();
+        if self.cluster.is_none() {
+            return Ok(());
+        }
+        match (self.kind.cluster_aim(), site) {
+            (ClusterAim::Objects, _) | (ClusterAim::Calls, FaultSite::Live) => Ok(()),
+            (ClusterAim::Calls, FaultSite::Scenario(_)) => Err((
+                "cluster".into(),
+                format!(
+                    "{kind} strikes calls, and a scenario's calls do not say which cluster they are for: it hits the whole service and takes no cluster"
+                ),
+            )),
+            (ClusterAim::Shared(why), _) => Err((
+                "cluster".into(),
+                format!("{kind} cannot be aimed at one cluster: {why}"),
+            )),
+        }
     }
 
     /// `pool` and `machine` aim within one cluster, at one of the two, and only for the
@@ -487,6 +628,10 @@ impl Fault {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[path = "fault_tests.rs"]
+mod tests;
 
 pub(crate) fn presence(kind: &str, needed: bool) -> String {
     if needed {

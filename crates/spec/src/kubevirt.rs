@@ -69,19 +69,20 @@ fn default_drain_timeout() -> Duration {
 }
 
 impl KubeVirtProvider {
-    /// Rules across the block; returns the field path (below `spec.provider.kubevirt`)
-    /// and the problem.
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    /// Rules across the block, every one broken: the field path (below
+    /// `spec.provider.kubevirt`) and the problem.
+    pub fn problems(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
         if let Some(k) = &self.workload_kubeconfig
             && k.file.is_some() == k.secret.is_some()
         {
-            return Err((
+            out.push((
                 "workloadKubeconfig".into(),
                 "give exactly one of file and secret".into(),
             ));
         }
         if self.drain_timeout < Duration::from_mins(1) {
-            return Err((
+            out.push((
                 "drainTimeout".into(),
                 format!(
                     "{} is shorter than a minute: no guest could be drained gracefully",
@@ -89,6 +90,6 @@ impl KubeVirtProvider {
                 ),
             ));
         }
-        Ok(())
+        out
     }
 }

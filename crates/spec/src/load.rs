@@ -22,6 +22,10 @@ pub enum Document {
 
 /// A spec that could not be read. `path` is the field path inside the document (for
 /// example `spec.network.podCIDR`); `line` is where the YAML parser placed the problem.
+///
+/// A file is checked whole: this is its first error, and each error holds the file's
+/// next one in `next`, in document order (after [`ERRORS_MAX`], a last one says that
+/// checking stopped). [`SpecError::all`] walks them; `Display` shows each, one a line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SpecError {
     pub source: String,
@@ -30,10 +34,31 @@ pub struct SpecError {
     pub line: Option<usize>,
     pub column: Option<usize>,
     pub message: String,
+    /// The file's next error. A chain rather than a list keeps the error small enough
+    /// to return by value (clippy's `result_large_err`).
+    pub next: Option<Box<SpecError>>,
 }
 
-impl fmt::Display for SpecError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+/// The most errors one file reports: a file with more is checked no further.
+pub const ERRORS_MAX: usize = 64;
+
+impl SpecError {
+    /// Every error of the file: this one, then each `next`.
+    pub fn all(&self) -> impl Iterator<Item = &SpecError> {
+        std::iter::successors(Some(self), |e| e.next.as_deref())
+    }
+
+    /// The first of `errors` with the rest chained behind it, or `None` when there are
+    /// none.
+    fn chain(errors: Vec<SpecError>) -> Option<SpecError> {
+        errors.into_iter().rev().fold(None, |next, mut e| {
+            e.next = next.map(Box::new);
+            Some(e)
+        })
+    }
+
+    /// `source:line:col: document N: path: message`, leaving out what this error lacks.
+    fn fmt_one(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.source)?;
         if let Some(line) = self.line {
             write!(f, ":{line}")?;
@@ -49,19 +74,24 @@ impl fmt::Display for SpecError {
     }
 }
 
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.all().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            e.fmt_one(f)?;
+        }
+        Ok(())
+    }
+}
+
 impl std::error::Error for SpecError {}
 
 /// Reads every document of the file at `path`.
 pub fn load_file(path: &Path) -> Result<Vec<Document>, SpecError> {
     let source = path.display().to_string();
-    let io_err = |message: String| SpecError {
-        source: source.clone(),
-        document: 0,
-        path: String::new(),
-        line: None,
-        column: None,
-        message,
-    };
+    let io_err = |message: String| plain(&source, 0, "", message);
     let meta = std::fs::metadata(path).map_err(|e| io_err(format!("cannot read: {e}")))?;
     if meta.len() > SPEC_FILE_MAX_BYTES {
         return Err(io_err(format!(
@@ -72,120 +102,150 @@ pub fn load_file(path: &Path) -> Result<Vec<Document>, SpecError> {
     let text = std::fs::read_to_string(path).map_err(|e| io_err(format!("cannot read: {e}")))?;
     let mut docs = load_documents(&text, &source)?;
     let base = path.parent().unwrap_or(Path::new("."));
+    let mut errors = Vec::new();
     for (i, d) in docs.iter_mut().enumerate() {
         if let Document::Cluster(c) = d {
             if let Some(w) = c.spec.workload.as_mut() {
                 w.resolve(base);
             }
-            crate::userdata::resolve_cluster(c, base).map_err(|(field, message)| SpecError {
-                source: source.clone(),
-                document: i,
-                path: field,
-                line: None,
-                column: None,
-                message,
-            })?;
+            if let Err((field, message)) = crate::userdata::resolve_cluster(c, base)
+                && errors.len() < ERRORS_MAX
+            {
+                errors.push(plain(&source, i, &field, message));
+            }
         }
     }
-    Ok(docs)
+    match SpecError::chain(errors) {
+        Some(e) => Err(e),
+        None => Ok(docs),
+    }
 }
 
 /// Parses YAML text holding one or more `---`-separated documents. `source` names the
-/// text in errors (usually the file path).
+/// text in errors (usually the file path). Every document is checked: the error holds
+/// every problem found (see [`SpecError`]).
 pub fn load_documents(text: &str, source: &str) -> Result<Vec<Document>, SpecError> {
     // Pass one finds each document's kind; pass two parses it as that type, which keeps
     // the parser's line numbers and the field paths in errors.
     if let Err((line, column, why)) = crate::yaml_shape::check(text) {
         return Err(SpecError {
-            source: source.to_string(),
-            document: 0,
-            path: String::new(),
             line: Some(line),
             column: Some(column),
-            message: why,
+            ..plain(source, 0, "", why)
         });
     }
+    let mut errors = Vec::new();
     let mut kinds = Vec::new();
     for (i, doc) in yaml_serde::Deserializer::from_str(text).enumerate() {
+        if errors.len() >= ERRORS_MAX {
+            break;
+        }
         if i >= DOCUMENTS_MAX {
-            return Err(located(
+            errors.push(located(
                 text,
                 source,
                 i,
                 "",
                 format!("more than {DOCUMENTS_MAX} documents"),
             ));
+            break;
         }
         let probe = match Option::<Probe>::deserialize(doc) {
             Ok(p) => p,
             Err(e) if e.to_string().contains("expected struct Probe") => {
-                return Err(located(
+                errors.push(located(
                     text,
                     source,
                     i,
                     "",
                     "a document must be a mapping with apiVersion, kind, metadata and spec".into(),
                 ));
+                kinds.push(None);
+                continue;
             }
-            Err(e) => return Err(yaml_error(source, i, "", &e)),
-        };
-        let Some(probe) = probe else {
-            kinds.push(None);
-            continue;
-        };
-        let kind = match probe.kind {
-            Some(KindValue::Text(k)) => k,
-            Some(KindValue::Other) => {
-                return Err(located(text, source, i, "kind", "must be a string".into()));
+            Err(e) => {
+                // YAML the parser cannot read: it cannot tell where the next document
+                // begins either (it answers every later one with this same error).
+                errors.push(yaml_error(source, i, "", &e));
+                break;
             }
-            None => {
-                return Err(located(
+        };
+        let kind = match probe.map(|p| p.kind) {
+            None => None,
+            Some(Some(KindValue::Text(k))) => Some(k),
+            Some(Some(KindValue::Other)) => {
+                errors.push(located(text, source, i, "kind", "must be a string".into()));
+                None
+            }
+            Some(None) => {
+                errors.push(located(
                     text,
                     source,
                     i,
                     "kind",
                     "missing field `kind` (Cluster or Scenario)".into(),
                 ));
+                None
             }
         };
-        kinds.push(Some(kind));
+        kinds.push(kind);
     }
 
     let mut docs = Vec::new();
     let mut doc_index = Vec::new();
-    for (i, doc) in yaml_serde::Deserializer::from_str(text).enumerate() {
+    let documents = yaml_serde::Deserializer::from_str(text).take(kinds.len());
+    for (i, doc) in documents.enumerate() {
+        if errors.len() >= ERRORS_MAX {
+            break;
+        }
         let Some(Some(kind)) = kinds.get(i) else {
             continue;
         };
-        let parsed = match kind.as_str() {
-            "Cluster" => {
-                let c: Cluster = typed(doc, source, i)?;
-                c.validate()
-                    .map_err(|(path, msg)| located(text, source, i, &path, msg))?;
-                Document::Cluster(Box::new(c))
-            }
-            "Scenario" => {
-                let s: Scenario = typed(doc, source, i)?;
-                s.validate()
-                    .map_err(|(path, msg)| located(text, source, i, &path, msg))?;
-                Document::Scenario(Box::new(s))
-            }
+        let (parsed, problems) = match kind.as_str() {
+            "Cluster" => match typed::<Cluster>(doc, source, i) {
+                Ok(c) => {
+                    let problems = c.problems();
+                    (Document::Cluster(Box::new(c)), problems)
+                }
+                Err(e) => {
+                    errors.push(e);
+                    continue;
+                }
+            },
+            "Scenario" => match typed::<Scenario>(doc, source, i) {
+                Ok(s) => {
+                    let problems = s.problems();
+                    (Document::Scenario(Box::new(s)), problems)
+                }
+                Err(e) => {
+                    errors.push(e);
+                    continue;
+                }
+            },
             other => {
-                return Err(located(
+                errors.push(located(
                     text,
                     source,
                     i,
                     "kind",
                     format!("unknown kind {other:?}; flightdeck reads Cluster and Scenario"),
                 ));
+                continue;
             }
         };
-        docs.push(parsed);
-        doc_index.push(i);
+        if problems.is_empty() {
+            docs.push(parsed);
+            doc_index.push(i);
+        }
+        let room = ERRORS_MAX.saturating_sub(errors.len());
+        for (path, msg) in problems.into_iter().take(room) {
+            errors.push(located(text, source, i, &path, msg));
+        }
     }
-    if docs.is_empty() {
+    if docs.is_empty() && errors.is_empty() {
         return Err(plain(source, 0, "", "the file holds no documents".into()));
     }
+    // The rules across clusters, over the clusters that are valid on their own.
     let clusters: Vec<(usize, &Cluster)> = docs
         .iter()
         .enumerate()
@@ -194,9 +254,29 @@ pub fn load_documents(text: &str, source: &str) -> Result<Vec<Document>, SpecErr
             Document::Scenario(_) => None,
         })
         .collect();
-    crate::capacity::check_file(&clusters)
-        .map_err(|(i, path, msg)| located(text, source, i, &path, msg))?;
-    Ok(docs)
+    let room = ERRORS_MAX.saturating_sub(errors.len());
+    for (i, path, msg) in crate::capacity::check_file(&clusters)
+        .into_iter()
+        .take(room)
+    {
+        errors.push(located(text, source, i, &path, msg));
+    }
+    // Each document's errors together, in the order they were found within it.
+    errors.sort_by_key(|e| e.document);
+    if errors.len() >= ERRORS_MAX
+        && let Some(last) = errors.last()
+    {
+        let stop = SpecError {
+            message: format!("stopped after {ERRORS_MAX} errors; the rest is not checked"),
+            path: String::new(),
+            ..last.clone()
+        };
+        errors.push(stop);
+    }
+    match SpecError::chain(errors) {
+        Some(e) => Err(e),
+        None => Ok(docs),
+    }
 }
 
 fn typed<'de, T: Deserialize<'de>>(
@@ -245,6 +325,7 @@ fn yaml_error(source: &str, document: usize, path: &str, e: &yaml_serde::Error) 
         line: location.as_ref().map(|l| l.line()),
         column: location.as_ref().map(|l| l.column()),
         message,
+        next: None,
     }
 }
 
@@ -266,5 +347,6 @@ fn plain(source: &str, document: usize, path: &str, message: String) -> SpecErro
         line: None,
         column: None,
         message,
+        next: None,
     }
 }

@@ -117,13 +117,14 @@ pub fn content_addressed_name(name: &str, content: &str) -> String {
 }
 
 impl OpenNebulaProvider {
-    /// Rules across the block; returns the field path (below `spec.provider.opennebula`)
-    /// and the problem.
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    /// Rules across the block, every one broken: the field path (below
+    /// `spec.provider.opennebula`) and the problem.
+    pub fn problems(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
         let mut names = std::collections::BTreeSet::new();
         for (i, image) in self.images.iter().enumerate() {
             if !names.insert(image.name.as_str()) {
-                return Err((
+                out.push((
                     format!("images[{i}].name"),
                     format!("image name {:?} is used twice", image.name.as_str()),
                 ));
@@ -132,7 +133,7 @@ impl OpenNebulaProvider {
         let mut templates = std::collections::BTreeSet::new();
         for (i, t) in self.templates.iter().enumerate() {
             if !templates.insert(t.name.as_str()) {
-                return Err((
+                out.push((
                     format!("templates[{i}].name"),
                     format!("template name {:?} is used twice", t.name.as_str()),
                 ));
@@ -140,7 +141,7 @@ impl OpenNebulaProvider {
             if let Some(image) = &t.image
                 && !names.contains(image.as_str())
             {
-                return Err((
+                out.push((
                     format!("templates[{i}].image"),
                     format!(
                         "names image {:?}, which is not one of spec.provider.opennebula.images",
@@ -150,12 +151,12 @@ impl OpenNebulaProvider {
             }
         }
         if self.templates.is_empty() {
-            return Err((
+            out.push((
                 "templates".into(),
                 "at least one template is needed to make machines from".into(),
             ));
         }
-        Ok(())
+        out
     }
 
     pub fn template(&self, name: &str) -> Option<&TemplateSpec> {

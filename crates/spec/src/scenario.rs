@@ -266,49 +266,64 @@ pub struct FinalExpectation {
 }
 
 impl Scenario {
-    /// Rules spanning several fields; returns the field path and the problem.
+    /// Rules spanning several fields; returns the field path and the problem: the first
+    /// of [`Scenario::problems`].
     pub fn validate(&self) -> Result<(), (String, String)> {
+        crate::cluster::first_problem(self.problems())
+    }
+
+    /// Every rule spanning several fields that the scenario breaks, as (field path,
+    /// problem). Each fault and each workload step reports its own; a fault reports
+    /// the first thing wrong with it.
+    pub fn problems(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
         if self.kind != "Scenario" {
-            return Err((
+            out.push((
                 "kind".into(),
                 format!("expected Scenario, got {:?}", self.kind),
             ));
         }
         let s = &self.spec;
         if s.clusters.is_empty() {
-            return Err((
+            out.push((
                 "spec.clusters".into(),
                 "a scenario needs at least one cluster".into(),
             ));
         }
         for (i, c) in s.clusters.iter().enumerate() {
             if c.file.is_some() == c.inline.is_some() {
-                return Err((
+                out.push((
                     format!("spec.clusters[{i}]"),
                     "give exactly one of `file` and `inline`".into(),
                 ));
             }
             if let Some(inline) = &c.inline {
-                inline
-                    .validate()
-                    .map_err(|(path, msg)| (format!("spec.clusters[{i}].inline.{path}"), msg))?;
+                out.extend(
+                    inline
+                        .problems()
+                        .into_iter()
+                        .map(|(path, msg)| (format!("spec.clusters[{i}].inline.{path}"), msg)),
+                );
             }
         }
         if s.faults.len() > SCENARIO_STEPS_MAX || s.workload.len() > SCENARIO_STEPS_MAX {
-            return Err((
+            // Checking each of too many steps is work the bound exists to refuse.
+            out.push((
                 "spec".into(),
                 format!("at most {SCENARIO_STEPS_MAX} faults and workload steps are allowed"),
             ));
+            return out;
         }
         for (i, f) in s.faults.iter().enumerate() {
-            f.validate(s.duration)
-                .map_err(|(field, msg)| (format!("spec.faults[{i}].{field}"), msg))?;
+            if let Err((field, msg)) = f.validate(s.duration) {
+                out.push((format!("spec.faults[{i}].{field}"), msg));
+            }
         }
-        s.expect.validate(s)?;
+        s.expect.problems(s, &mut out);
         for (i, w) in s.workload.iter().enumerate() {
             let at = |field: &str| format!("spec.workload[{i}].{field}");
             if w.at > s.duration {
-                return Err((
+                out.push((
                     at("at"),
                     format!("{} is after the scenario ends ({})", w.at, s.duration),
                 ));
@@ -335,69 +350,71 @@ impl Scenario {
                 ("machine", machine, w.machine.is_some()),
             ] {
                 if wanted != present {
-                    return Err((
+                    out.push((
                         at(field),
                         presence(&format!("{:?}", w.action).to_lowercase(), wanted),
                     ));
                 }
             }
             if w.action == WorkloadAction::Upgrade && w.pool.is_some() && w.machine.is_none() {
-                return Err((
+                out.push((
                     at("machine"),
                     "upgrading a node pool needs its new machine".into(),
                 ));
-            }
-            if w.action == WorkloadAction::Upgrade && w.version.is_none() && w.machine.is_none() {
-                return Err((
+            } else if w.action == WorkloadAction::Upgrade
+                && w.version.is_none()
+                && w.machine.is_none()
+            {
+                out.push((
                     at("version"),
                     "upgrade needs a version, a machine, or both".into(),
                 ));
             }
         }
-        Ok(())
+        out
     }
 }
 
 impl Expectations {
     /// `convergeAfter` lies within the run and after every fault; counted faults are
-    /// fault kinds.
-    fn validate(&self, s: &ScenarioSpec) -> Result<(), (String, String)> {
+    /// fault kinds. Adds each rule broken to `out`.
+    fn problems(&self, s: &ScenarioSpec, out: &mut Vec<(String, String)>) {
         if let Some(after) = self.converge_after {
             if after > s.duration {
-                return Err((
+                out.push((
                     "spec.expect.convergeAfter".into(),
                     format!("{after} is after the scenario ends ({})", s.duration),
                 ));
-            }
-            for (i, f) in s.faults.iter().enumerate() {
-                let end = f
-                    .duration
-                    .map(|d| Duration::from_millis(f.at.as_millis().saturating_add(d.as_millis())));
-                if end.is_none_or(|end| end > after) {
-                    return Err((
-                        format!("spec.faults[{i}]"),
-                        format!(
-                            "{} is still active at convergeAfter ({after}); give it a duration that ends by then",
-                            f.kind.as_str()
-                        ),
-                    ));
+            } else {
+                for (i, f) in s.faults.iter().enumerate() {
+                    let end = f.duration.map(|d| {
+                        Duration::from_millis(f.at.as_millis().saturating_add(d.as_millis()))
+                    });
+                    if end.is_none_or(|end| end > after) {
+                        out.push((
+                            format!("spec.faults[{i}]"),
+                            format!(
+                                "{} is still active at convergeAfter ({after}); give it a duration that ends by then",
+                                f.kind.as_str()
+                            ),
+                        ));
+                    }
                 }
             }
         }
         for (i, c) in self.faults.iter().enumerate() {
             if c.cluster.is_some() {
-                return Err((
+                out.push((
                     format!("spec.expect.faults[{i}].cluster"),
                     "faults are counted over the whole cloud; give no cluster".into(),
                 ));
             }
             if !FaultKind::ALL.iter().any(|k| k.as_str() == c.what) {
-                return Err((
+                out.push((
                     format!("spec.expect.faults[{i}].what"),
                     format!("{:?} is not a fault kind", c.what),
                 ));
             }
         }
-        Ok(())
     }
 }

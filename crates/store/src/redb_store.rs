@@ -96,6 +96,20 @@ impl redb::StorageBackend for MemoryDisk {
     }
 }
 
+/// Makes the store file readable and writable by its owner only, as its backups are: it
+/// holds every cluster's spec. A new file is created so (redb starts a database in an
+/// empty file), an older one made so.
+fn owner_only(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+}
+
 /// The embedded backend: one redb file (or an in-memory image).
 pub struct RedbStore {
     pub(crate) db: Database,
@@ -120,6 +134,8 @@ impl RedbStore {
             std::fs::create_dir_all(dir)
                 .map_err(|e| err(format!("cannot create directory: {e}")))?;
         }
+        owner_only(path)
+            .map_err(|e| err(format!("cannot make it readable by its owner only: {e}")))?;
         guarded(&shown, || {
             let mut db = Database::create(path).map_err(|e| match e {
                 redb::DatabaseError::Storage(redb::StorageError::Corrupted(m)) => {
@@ -353,5 +369,35 @@ impl Backend for RedbStore {
 
     fn commit(&self, writes: &[Write]) -> Result<(), StoreError> {
         self.guarded(|| self.commit_unguarded(writes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path)
+            .expect("metadata")
+            .permissions()
+            .mode()
+            & 0o777
+    }
+
+    #[test]
+    fn the_store_file_is_readable_by_its_owner_only_new_or_old() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(STORE_FILE);
+        drop(RedbStore::open(dir.path()).expect("open"));
+        assert_eq!(mode(&path), 0o600, "a new store");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        drop(RedbStore::open(dir.path()).expect("open again"));
+        assert_eq!(
+            mode(&path),
+            0o600,
+            "a store an older flightdeck left readable"
+        );
     }
 }

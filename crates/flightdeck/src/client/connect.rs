@@ -1,6 +1,7 @@
-//! Where the daemon is and which token to show it. Each setting comes from the first
-//! source that has it: flags, then the environment, then the config file, then the local
-//! daemon's own files in the default state directory.
+//! Where the daemon is, which token to show it and which CA to trust it by. Each setting
+//! comes from the first source that has it: flags, then the environment, then the config
+//! file, then (server and token) the local daemon's own files in the default state
+//! directory.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -17,7 +18,7 @@ pub const ADMIN_TOKEN_FILE: &str = "admin.token";
 pub const NO_DAEMON: &str =
     "no flightdeck daemon found: start `flightdeck serve`, or set --server / FLIGHTDECK_SERVER";
 
-/// `--server` and `--token-file`.
+/// `--server`, `--token-file` and `--ca-file`.
 #[derive(Args, Clone, Debug, Default)]
 pub struct ServerArgs {
     /// The daemon's base URL, e.g. http://127.0.0.1:7443 (else $FLIGHTDECK_SERVER, the
@@ -28,9 +29,13 @@ pub struct ServerArgs {
     /// file's `tokenFile:`, or the local daemon's admin.token).
     #[arg(long, value_name = "PATH")]
     pub token_file: Option<PathBuf>,
+    /// A PEM file of CA certificates to trust for an https:// server, besides the
+    /// system's (else $FLIGHTDECK_CA_FILE or the config file's `caFile:`).
+    #[arg(long, value_name = "PATH")]
+    pub ca_file: Option<PathBuf>,
 }
 
-/// `--server`, `--token-file` and `--state-dir`.
+/// `--server`, `--token-file`, `--ca-file` and `--state-dir`.
 #[derive(Args, Clone, Debug, Default)]
 pub struct ConnectArgs {
     #[command(flatten)]
@@ -67,6 +72,10 @@ pub struct Connection {
     pub token: Option<Token>,
     /// Where the token came from (a file or a variable's name, never the token).
     pub token_from: Option<String>,
+    /// A PEM file of CA certificates trusted besides the system's, and where that
+    /// setting came from (`--ca-file`, `$FLIGHTDECK_CA_FILE` or the config file). It is
+    /// read when the client is built ([`super::http::Api::new`]).
+    pub ca_file: Option<(PathBuf, String)>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -74,14 +83,17 @@ pub struct Connection {
 struct ConfigFile {
     server: Option<String>,
     token_file: Option<PathBuf>,
+    ca_file: Option<PathBuf>,
 }
 
-/// The config file's settings, with `tokenFile` resolved against the file's directory.
+/// The config file's settings, with `tokenFile` and `caFile` resolved against the file's
+/// directory.
 #[derive(Debug, Default)]
 struct Config {
     path: PathBuf,
     server: Option<String>,
     token_file: Option<PathBuf>,
+    ca_file: Option<PathBuf>,
 }
 
 /// Reads the process environment; tests pass their own.
@@ -116,8 +128,10 @@ pub fn resolve_with(
     let flags = &args.server;
     let env_server = var(env, "FLIGHTDECK_SERVER");
     let env_token = var(env, "FLIGHTDECK_TOKEN");
+    let env_ca_file = var(env, "FLIGHTDECK_CA_FILE");
     let needs_config = (flags.server.is_none() && args.state_dir.is_none() && env_server.is_none())
-        || (flags.token_file.is_none() && args.state_dir.is_none() && env_token.is_none());
+        || (flags.token_file.is_none() && args.state_dir.is_none() && env_token.is_none())
+        || (flags.ca_file.is_none() && env_ca_file.is_none());
     let config = if needs_config {
         load_config(env)?
     } else {
@@ -141,11 +155,22 @@ pub fn resolve_with(
     if let Some(t) = &token {
         check_token(t, token_from.as_deref().unwrap_or("the token"))?;
     }
+    // A state directory holds no CA, so `--state-dir` does not stop the config file's.
+    let ca_file = if let Some(path) = &flags.ca_file {
+        Some((path.clone(), "--ca-file".to_string()))
+    } else if let Some(path) = env_ca_file {
+        Some((PathBuf::from(path), "$FLIGHTDECK_CA_FILE".to_string()))
+    } else {
+        config
+            .as_ref()
+            .and_then(|c| Some((c.ca_file.clone()?, c.path.display().to_string())))
+    };
     Ok(Connection {
         url,
         url_from,
         token,
         token_from,
+        ca_file,
     })
 }
 
@@ -287,10 +312,12 @@ fn load_config(env: Env<'_>) -> anyhow::Result<Option<Config>> {
     let file = parse_config(&text).with_context(|| format!("config file {}", path.display()))?;
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let token_file = file.token_file.map(|t| expand_path(&t, &base, env));
+    let ca_file = file.ca_file.map(|c| expand_path(&c, &base, env));
     Ok(Some(Config {
         path,
         server: file.server.filter(|s| !s.trim().is_empty()),
         token_file,
+        ca_file,
     }))
 }
 

@@ -43,6 +43,14 @@ fn instance_word(cloud: &str) -> &'static str {
     }
 }
 
+/// Whether a cloud puts its control plane behind a load balancer with members: only
+/// OpenStack's Octavia does (OpenNebula's and KubeVirt's endpoints have none), so only
+/// there does a machine without a member lack something.
+fn has_members(cloud: &str) -> bool {
+    let kind = cloud.strip_prefix("sim/").unwrap_or(cloud);
+    kind.split(':').next().unwrap_or(kind) == "openstack"
+}
+
 fn join_details(parts: Vec<String>) -> String {
     parts
         .into_iter()
@@ -83,7 +91,7 @@ fn machine_node(m: &MachineStatus, instance: &str, members: bool) -> Node {
         Some(n) => Node::new("Node", n.clone(), ""),
         None => Node::new("Node", "-", "not joined yet"),
     });
-    if members {
+    if members || m.member.is_some() {
         node.children.push(match &m.member {
             Some(x) => Node::new(
                 "Member",
@@ -156,7 +164,7 @@ fn cluster_tree(s: &ClusterSummary, status: Option<&ClusterStatus>) -> Node {
         Some(&s.control_plane),
         cp,
         instance,
-        true,
+        has_members(&s.cloud),
     ));
     let pools = status
         .map(|st| st.node_pools.as_slice())

@@ -354,6 +354,10 @@ fn print_message(m: &Message, output: Option<DocFormat>) -> anyhow::Result<()> {
                 },
             }
         }
+        // The daemon ends a stream that fell a whole buffer behind, and says so.
+        Message::Event { kind, data } if kind == "dropped" => {
+            eprintln!("flightdeck: {}", data.trim());
+        }
         Message::Event { .. } => {}
     }
     Ok(())

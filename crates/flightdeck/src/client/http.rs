@@ -1,5 +1,6 @@
 //! Calls to the daemon: the bearer token on every request, no redirects, a timeout for
-//! everything but follow streams, and errors that say what the daemon answered.
+//! everything but follow streams, and errors that say what the daemon answered (or, for
+//! a refused certificate, what to do: see `trust.rs`).
 
 use std::fmt;
 use std::time::Duration;
@@ -9,6 +10,7 @@ use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
 use serde::de::DeserializeOwned;
 
 use super::connect::{ConnectArgs, Connection, resolve};
+use super::trust;
 use super::types::ApiError;
 
 /// How long a normal call may take.
@@ -34,7 +36,10 @@ impl ApiFailure {
 impl fmt::Display for ApiFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.body.error)?;
-        for p in &self.body.problems {
+        // A daemon whose message already holds a problem (as `flightdeck serve` once
+        // put its first one) must not have it shown twice.
+        let said = |p: &super::types::Problem| self.body.error.lines().any(|l| tells(l, p));
+        for p in self.body.problems.iter().filter(|p| !said(p)) {
             write!(f, "\n{}", problem_line(p))?;
         }
         if let Some(h) = &self.hint {
@@ -45,6 +50,17 @@ impl fmt::Display for ApiFailure {
 }
 
 impl std::error::Error for ApiFailure {}
+
+/// Whether `line` of a message tells problem `p`: it names its source and ends with its
+/// path and message, as a spec error reads (`SOURCE:LINE:COL: document N: PATH: MESSAGE`).
+fn tells(line: &str, p: &super::types::Problem) -> bool {
+    let tail = if p.path.is_empty() {
+        format!(": {}", p.message)
+    } else {
+        format!(": {}: {}", p.path, p.message)
+    };
+    line.starts_with(&p.source) && line.ends_with(&tail)
+}
 
 /// `SOURCE:LINE: PATH: MESSAGE`, leaving out what the problem does not have.
 pub fn problem_line(p: &super::types::Problem) -> String {
@@ -72,7 +88,7 @@ impl Api {
         flightdeck_http::ensure_crypto_provider();
         let base = Url::parse(&conn.url)
             .with_context(|| format!("the server URL {:?} is not a URL", conn.url))?;
-        let tls = flightdeck_http::platform_tls().map_err(anyhow::Error::msg)?;
+        let tls = trust::client_tls(&conn)?;
         let builder = || {
             reqwest::Client::builder()
                 .use_preconfigured_tls(tls.clone())
@@ -172,11 +188,19 @@ impl Api {
         if e.is_timeout() {
             return anyhow!("the flightdeck daemon at {url} did not answer in time");
         }
+        if let Some(problem) = trust::certificate_error(e) {
+            let host = self.base.host_str().unwrap_or_default();
+            let advice = trust::advice(problem, host, self.conn.ca_file.as_ref());
+            return anyhow!("cannot trust the flightdeck daemon at {url} (from {from}): {advice}");
+        }
         if e.is_connect() {
             let why = root_cause(e);
-            return anyhow!(
-                "cannot reach the flightdeck daemon at {url} (from {from}): {why}; is `flightdeck serve` running?"
-            );
+            if trust::is_refused(e) {
+                return anyhow!(
+                    "cannot reach the flightdeck daemon at {url} (from {from}): {why}; is `flightdeck serve` running?"
+                );
+            }
+            return anyhow!("cannot reach the flightdeck daemon at {url} (from {from}): {why}");
         }
         anyhow!(
             "the call to the flightdeck daemon at {url} failed: {}",

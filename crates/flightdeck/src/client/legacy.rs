@@ -53,6 +53,7 @@ fn offline_check(args: &DeleteArgs) -> anyhow::Result<()> {
         ("--wait", args.wait),
         ("--server", args.server.server.is_some()),
         ("--token-file", args.server.token_file.is_some()),
+        ("--ca-file", args.server.ca_file.is_some()),
     ];
     if let Some((flag, _)) = daemon_flags.iter().find(|(_, set)| *set) {
         return Err(anyhow!(

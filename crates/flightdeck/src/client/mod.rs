@@ -30,6 +30,7 @@ mod legacy;
 mod out;
 mod render;
 mod sse;
+mod trust;
 mod types;
 mod verbs;
 
@@ -152,19 +153,28 @@ pub struct EventsArgs {
 pub struct FaultArgs {
     /// The fault kind, e.g. neutron.ruleLost, nova.bootError, api.latency (`flightdeck
     /// sim faults` lists them).
-    pub kind: String,
+    #[arg(required_unless_present = "stop")]
+    pub kind: Option<String>,
     /// The cluster it hits.
-    #[arg(long)]
-    pub cluster: String,
+    #[arg(long, required_unless_present = "stop")]
+    pub cluster: Option<String>,
+    /// Stop the active fault with this id (`flightdeck sim faults` lists them) instead
+    /// of starting one.
+    #[arg(long, value_name = "ID", conflicts_with_all = [
+        "kind", "cluster", "duration", "latency", "rate", "count", "service", "level",
+        "template", "node",
+    ])]
+    pub stop: Option<u64>,
     /// How long it lasts, e.g. 2m (default: until the daemon stops).
     #[arg(long = "for", value_name = "DURATION", value_parser = crate::parse_duration)]
     pub duration: Option<flightdeck_spec::Duration>,
     /// api.latency: the extra time per call, e.g. 60s.
     #[arg(long, value_name = "DURATION", value_parser = crate::parse_duration)]
     pub latency: Option<flightdeck_spec::Duration>,
-    /// The share of calls hit, from 0 to 1.
+    /// The share of calls or objects hit: more than 0, at most 1.
     #[arg(long, value_name = "R")]
     pub rate: Option<f64>,
+    /// How many objects it takes (members, rules, machines...): 1 to 1000.
     #[arg(long, value_name = "N")]
     pub count: Option<u32>,
     /// The API service hit, e.g. nova.

@@ -1,7 +1,8 @@
-//! Unit tests of the client: connection settings, rendering, SSE parsing and the CLI's
-//! forms. Nothing here needs a running daemon.
+//! Unit tests of the client: connection settings, rendering, SSE parsing, certificate
+//! advice and the CLI's forms. Nothing here needs a running daemon.
 
 mod cli;
 mod connect;
 mod render;
 mod sse;
+mod trust;

@@ -15,7 +15,7 @@ use super::types::{
     ApplyResult, ClusterDetail, ClusterList, ClusterSummary, EventView, FaultKinds, FaultRequest,
     FaultView, PlanView,
 };
-use super::{DescribeArgs, FaultArgs, FaultsArgs, Format, GetArgs};
+use super::{DescribeArgs, DocFormat, FaultArgs, FaultsArgs, Format, GetArgs};
 use crate::Output;
 
 /// The largest spec file `apply` sends.
@@ -205,14 +205,17 @@ fn resumed_text(api: &Api, name: &str, v: serde_json::Value) -> anyhow::Result<S
 }
 
 fn fault_request(args: &FaultArgs) -> anyhow::Result<FaultRequest> {
+    let (Some(kind), Some(cluster)) = (&args.kind, &args.cluster) else {
+        bail!("a fault to start needs its KIND and --cluster (or --stop ID to stop one)");
+    };
     if let Some(r) = args.rate
-        && !(r.is_finite() && (0.0..=1.0).contains(&r))
+        && !(r.is_finite() && r > 0.0 && r <= 1.0)
     {
-        bail!("--rate must be a number from 0 to 1, got {r}");
+        bail!("--rate is a fraction of calls or objects, more than 0 and at most 1, got {r}");
     }
     Ok(FaultRequest {
-        kind: args.kind.clone(),
-        cluster: args.cluster.clone(),
+        kind: kind.clone(),
+        cluster: cluster.clone(),
         duration: args.duration.map(|d| d.to_string()),
         service: args.service.clone(),
         rate: args.rate,
@@ -225,6 +228,9 @@ fn fault_request(args: &FaultArgs) -> anyhow::Result<FaultRequest> {
 }
 
 pub async fn fault(args: FaultArgs) -> anyhow::Result<ExitCode> {
+    if let Some(id) = args.stop {
+        return stop_fault(id, args.output, &args.connect).await;
+    }
     let request = fault_request(&args)?;
     let api = connect(&args.connect)?;
     let rb = api
@@ -237,12 +243,33 @@ pub async fn fault(args: FaultArgs) -> anyhow::Result<ExitCode> {
     }
     let f: FaultView = api.typed(v, "fault")?;
     outln!(
-        "fault {} started for cluster/{} ({}), {}",
+        "fault {} {} started for cluster/{} ({}), {}",
+        f.id,
         f.kind,
         f.cluster,
         f.cloud,
         until(&f)
     );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `sim fault --stop ID`: `DELETE /api/v1/sim/faults/{id}`.
+async fn stop_fault(
+    id: u64,
+    output: Option<DocFormat>,
+    connect_args: &ConnectArgs,
+) -> anyhow::Result<ExitCode> {
+    let api = connect(connect_args)?;
+    let url = api.endpoint(&["sim", "faults", &id.to_string()]);
+    let response = api.send(api.request(Method::DELETE, url)).await?;
+    if let Some(f) = output {
+        let text = response.text().await.map_err(|e| api.transport_error(&e))?;
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
+            print_doc(&v, f.into())?;
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+    outln!("fault {id} stopped");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -281,6 +308,7 @@ pub fn faults_text(k: &FaultKinds) -> String {
         .iter()
         .map(|f| {
             vec![
+                f.id.to_string(),
                 f.kind.clone(),
                 f.cluster.clone(),
                 f.cloud.clone(),
@@ -289,8 +317,10 @@ pub fn faults_text(k: &FaultKinds) -> String {
             ]
         })
         .collect();
-    let table =
-        super::render::Table::render(&["KIND", "CLUSTER", "CLOUD", "STARTED", "ENDS"], &rows);
+    let table = super::render::Table::render(
+        &["ID", "KIND", "CLUSTER", "CLOUD", "STARTED", "ENDS"],
+        &rows,
+    );
     for line in table.lines() {
         out.push_str(&format!("  {line}\n"));
     }

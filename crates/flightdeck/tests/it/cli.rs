@@ -119,6 +119,74 @@ fn an_invalid_spec_is_rejected_naming_the_field_and_line() {
 }
 
 #[test]
+fn an_invalid_spec_lists_every_error_once_each_with_its_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = std::fs::read_to_string(repo().join("examples/openstack.yaml")).expect("example");
+    // Two independent bad fields in document 1 (lines 30 and 39), and a value no field
+    // takes in document 2 (line 53: the example is 42 lines, then `---`).
+    let first = text.replacen("maxRetries: 3", "maxRetries: 0", 1).replacen(
+        "memberTimeout: 5m",
+        "memberTimeout: 1s",
+        1,
+    );
+    let second =
+        text.replacen("name: demo", "name: other", 1)
+            .replacen("replicas: 3", "replicas: 2", 1);
+    let path = dir.path().join("bad.yaml");
+    std::fs::write(&path, format!("{first}---\n{second}")).expect("write");
+    for cmd in ["up", "plan", "validate"] {
+        let out = flightdeck(&[cmd, "-f", path.to_str().expect("utf-8")]);
+        assert_eq!(out.status.code(), Some(2), "{cmd} must fail");
+        let err = String::from_utf8_lossy(&out.stderr);
+        for (at, field) in [
+            (
+                "bad.yaml:30:",
+                "document 1: spec.apiLoadBalancer.healthMonitor.maxRetries:",
+            ),
+            ("bad.yaml:39:", "document 1: spec.flight.memberTimeout:"),
+            ("bad.yaml:53:", "document 2: spec.controlPlane.replicas:"),
+        ] {
+            assert_eq!(err.matches(field).count(), 1, "{cmd}: {field} once: {err}");
+            assert!(
+                err.lines().any(|l| l.contains(at) && l.contains(field)),
+                "{cmd}: {field} on its line: {err}"
+            );
+        }
+        let errors = err.lines().filter(|l| l.contains("bad.yaml:")).count();
+        assert_eq!(errors, 3, "{cmd}: one line per error: {err}");
+    }
+    // A scenario's errors, as `sim run` reads it.
+    let scenario = dir.path().join("bad-scenario.yaml");
+    std::fs::write(
+        &scenario,
+        "apiVersion: flightdeck.dev/v1alpha1
+kind: Scenario
+metadata: {name: s}
+spec:
+  duration: 10m
+  clusters: [{file: x.yaml}]
+  workload:
+    - {at: 20m, action: delete, cluster: a}
+    - {at: 1m, action: scale, cluster: a}
+",
+    )
+    .expect("write");
+    let out = flightdeck(&["sim", "run", scenario.to_str().expect("utf-8")]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for (at, field) in [
+        ("bad-scenario.yaml:8:", "spec.workload[0].at:"),
+        ("bad-scenario.yaml:9:", "spec.workload[1].replicas:"),
+    ] {
+        assert_eq!(err.matches(field).count(), 1, "{field} once: {err}");
+        assert!(
+            err.lines().any(|l| l.contains(at) && l.contains(field)),
+            "{err}"
+        );
+    }
+}
+
+#[test]
 fn sim_run_seed_001_reports_a_passing_run_as_json() {
     let out = flightdeck(&[
         "sim",

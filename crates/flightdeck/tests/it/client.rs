@@ -142,6 +142,60 @@ fn apply_sends_the_spec_with_the_token_and_prints_each_problem() {
     assert_eq!(req.body, "kind: Cluster\n");
 }
 
+/// `apply -f` against a daemon that refuses the spec with `answer_body`: its stderr.
+fn apply_refused(answer_body: &str) -> String {
+    let home = tempfile::tempdir().expect("tempdir");
+    let spec = home.path().join("bad.yaml");
+    std::fs::write(&spec, "kind: Cluster\n").expect("write");
+    let (url, _seen) = stand_in(vec![answer(
+        "422 Unprocessable Entity",
+        "application/json",
+        answer_body,
+    )]);
+    let spec_arg = spec.to_str().expect("utf-8");
+    let out = flightdeck(home.path(), &["apply", "-f", spec_arg, "--server", &url]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    err
+}
+
+#[test]
+fn apply_prints_each_problem_of_a_bad_spec_once() {
+    let problem = |document: usize, path: &str, line: usize, message: &str| {
+        serde_json::json!({"source": "bad.yaml", "document": document, "path": path,
+            "line": line, "column": 5, "message": message})
+    };
+    // Every problem of the file, under a one-line summary.
+    let every = serde_json::json!({
+        "error": "bad.yaml: the spec has 3 problems",
+        "problems": [
+            problem(1, "spec.flight.churnLimit", 16, "must be between 1 and 100, got 0"),
+            problem(1, "spec.flight.resyncPeriod", 17, "1s is shorter than the minimum of 10s"),
+            problem(2, "spec.controlPlane.replicas", 25, "control-plane replicas must be 1, 3 or 5"),
+        ],
+    });
+    let err = apply_refused(&every.to_string());
+    assert_eq!(
+        err,
+        "flightdeck: bad.yaml: the spec has 3 problems\n\
+         bad.yaml:16: spec.flight.churnLimit: must be between 1 and 100, got 0\n\
+         bad.yaml:17: spec.flight.resyncPeriod: 1s is shorter than the minimum of 10s\n\
+         bad.yaml:25: spec.controlPlane.replicas: control-plane replicas must be 1, 3 or 5\n"
+    );
+    // A daemon whose message is the problem itself: shown once, not again below it.
+    let itself = serde_json::json!({
+        "error": "bad.yaml:7:15: document 1: spec.controlPlane.replicas: control-plane replicas must be 1, 3 or 5, got 2",
+        "problems": [problem(1, "spec.controlPlane.replicas", 7,
+            "control-plane replicas must be 1, 3 or 5, got 2")],
+    });
+    let err = apply_refused(&itself.to_string());
+    assert_eq!(err.matches("control-plane replicas").count(), 1, "{err}");
+    assert!(
+        err.starts_with("flightdeck: bad.yaml:7:15: document 1:"),
+        "{err}"
+    );
+}
+
 #[test]
 fn get_clusters_prints_a_table_from_the_local_daemon_s_files() {
     let home = tempfile::tempdir().expect("tempdir");

@@ -516,7 +516,8 @@ impl SimCloud {
         let mut st = self.lock();
         let route = routes::route(cluster, &req);
         let operation = routes::operation(&req.method, &route);
-        let entered = self.enter(&mut st, routes::SERVICE, operation);
+        let mut call = crate::faults::CallFor::to((cluster != INFRA_CLUSTER).then_some(cluster));
+        let entered = self.enter_for(&mut st, routes::SERVICE, operation, &mut call);
         let mutating = routes::mutation_kind(&req.method, &route);
         let before = mutating.map(|_| routes::target(&st, cluster, &route, None));
         let (response, touched) = match entered {
@@ -563,7 +564,8 @@ impl SimCloud {
         let mut st = self.lock();
         let now = self.clock.now();
         st.run_due(now);
-        if crate::faults::drops_stream(&mut st, routes::SERVICE, now) {
+        let mut call = crate::faults::CallFor::to((cluster != INFRA_CLUSTER).then_some(cluster));
+        if crate::faults::drops_stream(&mut st, routes::SERVICE, now, &mut call) {
             return answers::fail(503, "ServiceUnavailable", "the watch's connection dropped").0;
         }
         let route = routes::route(cluster, req);

@@ -143,7 +143,8 @@ fn authenticate(st: &State, session: &str) -> Option<u32> {
 /// Whether an active `one.rpcError` answers this call INTERNAL. Every active fault
 /// draws, so the stream does not depend on earlier outcomes.
 fn rpc_error(st: &mut State, now: Timestamp) -> bool {
-    crate::faults::call_hit(st, FaultKind::OneRpcError, now)
+    let mut call = crate::faults::CallFor::labelled();
+    crate::faults::call_hit(st, FaultKind::OneRpcError, now, &mut call)
 }
 
 fn dispatch(st: &mut State, ctx: &mut Ctx, p: &Params) -> OneResult<Value> {

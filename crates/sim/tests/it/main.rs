@@ -3,6 +3,7 @@
 
 mod common;
 mod faults;
+mod faults_aimed;
 mod faults_field;
 mod faults_network;
 mod faults_nodes;

@@ -68,8 +68,9 @@ fn every_rejected_mutation_of_the_examples_names_its_line() {
             tried += 1;
             if let Err(e) = load_documents(&spec, &name) {
                 rejected += 1;
-                if e.line.is_none() {
-                    without_line.push(e.to_string());
+                // Every error of the file, not only the first.
+                for e in e.all().filter(|e| e.line.is_none()) {
+                    without_line.push(format!("{e}"));
                 }
             }
         }

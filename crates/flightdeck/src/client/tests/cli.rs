@@ -69,6 +69,21 @@ fn get_describe_apply_and_events_parse() {
 }
 
 #[test]
+fn every_client_verb_takes_a_ca_file() {
+    let Command::Get(g) = parse(&["get", "clusters", "--ca-file", "/etc/fleet-ca.pem"]) else {
+        panic!("not get")
+    };
+    assert_eq!(
+        g.connect.server.ca_file.as_deref(),
+        Some(std::path::Path::new("/etc/fleet-ca.pem"))
+    );
+    let Command::Delete(d) = parse(&["delete", "cluster", "demo", "--ca-file", "ca.pem"]) else {
+        panic!("not delete")
+    };
+    assert!(d.server.ca_file.is_some());
+}
+
+#[test]
 fn plan_takes_a_name_or_a_file() {
     let Command::Plan(p) = parse(&["plan", "demo"]) else {
         panic!("not plan")
@@ -117,6 +132,10 @@ fn delete_keeps_its_offline_form() {
             .contains("--cloud belongs to the offline form")
     );
     assert!(wrong(&["delete", "pod", "demo"]).contains("write `delete cluster demo`"));
+    assert!(
+        wrong(&["delete", "demo", "--ca-file", "/ca.pem"])
+            .contains("--ca-file belongs to `delete cluster demo`")
+    );
     assert!(refused(&["delete", "cluster", "demo", "extra"]).contains("unexpected argument"));
     // Nodes come through spec.workload.kubeconfig: simulated kubelets left the CLI.
     assert!(
@@ -177,7 +196,7 @@ fn sim_faults_parse() {
     ]) else {
         panic!("not sim fault")
     };
-    assert_eq!(f.kind, "api.latency");
+    assert_eq!(f.kind.as_deref(), Some("api.latency"));
     assert_eq!(f.duration.map(|d| d.to_string()).as_deref(), Some("2m"));
     assert_eq!(f.latency.map(|d| d.to_string()).as_deref(), Some("1m"));
     assert_eq!(
@@ -193,4 +212,17 @@ fn sim_faults_parse() {
         parse(&["sim", "faults"]),
         Command::Sim(SimCommand::Faults(_))
     ));
+}
+
+/// `sim fault --stop ID` needs no KIND nor --cluster, and takes none of a new fault's.
+#[test]
+fn sim_fault_stop_takes_an_id_and_nothing_a_new_fault_needs() {
+    let Command::Sim(SimCommand::Fault(f)) = parse(&["sim", "fault", "--stop", "7"]) else {
+        panic!("not sim fault")
+    };
+    assert_eq!((f.stop, f.kind.as_deref()), (Some(7), None));
+    assert!(refused(&["sim", "fault", "--stop", "7", "nova.bootError"]).contains("--stop"));
+    assert!(refused(&["sim", "fault", "--stop", "7", "--cluster", "demo"]).contains("--stop"));
+    assert!(refused(&["sim", "fault", "--stop", "seven"]).contains("invalid value"));
+    assert!(refused(&["sim", "fault", "--cluster", "demo"]).contains("<KIND>"));
 }

@@ -55,6 +55,7 @@ fn flags(server: Option<&str>, token_file: Option<&Path>) -> ConnectArgs {
         server: ServerArgs {
             server: server.map(String::from),
             token_file: token_file.map(Path::to_path_buf),
+            ca_file: None,
         },
         state_dir: None,
     }
@@ -139,6 +140,73 @@ fn the_environment_beats_the_config_file_and_flags_beat_both() {
         .resolve(&flags(Some("http://from-flag:3"), None))
         .expect("resolves");
     assert_eq!(token_of(&c), Some("env-secret"));
+}
+
+/// The CA file and where it came from, as messages name them.
+fn ca_file_of(c: &crate::client::connect::Connection) -> Option<(String, String)> {
+    c.ca_file
+        .as_ref()
+        .map(|(path, from)| (path.display().to_string(), from.clone()))
+}
+
+#[test]
+fn the_ca_file_flag_beats_the_environment_which_beats_the_config_file() {
+    let mut f = Fixture::new();
+    f.local_daemon("https://127.0.0.1:7443", "local-secret");
+    let config = f.write(
+        ".config/flightdeck/config.yaml",
+        "server: https://fleet.example:8443\ncaFile: certs/fleet-ca.pem\n",
+    );
+    let c = f.resolve(&ConnectArgs::default()).expect("resolves");
+    assert_eq!(
+        ca_file_of(&c),
+        Some((
+            f.path(".config/flightdeck/certs/fleet-ca.pem")
+                .display()
+                .to_string(),
+            config.display().to_string()
+        )),
+        "relative to the config file's directory"
+    );
+    // A state directory holds no CA: the config file's still counts.
+    let args = ConnectArgs {
+        state_dir: Some(f.path(".local/state/flightdeck")),
+        ..Default::default()
+    };
+    let c = f.resolve(&args).expect("resolves");
+    assert_eq!(c.url, "https://127.0.0.1:7443");
+    assert_eq!(
+        ca_file_of(&c).map(|(_, from)| from),
+        Some(config.display().to_string())
+    );
+
+    f.set("FLIGHTDECK_CA_FILE", "/etc/env-ca.pem");
+    let c = f.resolve(&ConnectArgs::default()).expect("resolves");
+    assert_eq!(
+        ca_file_of(&c),
+        Some(("/etc/env-ca.pem".into(), "$FLIGHTDECK_CA_FILE".into()))
+    );
+    assert_eq!(
+        c.url, "https://fleet.example:8443",
+        "the server still from the config"
+    );
+
+    let mut args = flags(None, None);
+    args.server.ca_file = Some("flag-ca.pem".into());
+    let c = f.resolve(&args).expect("resolves");
+    assert_eq!(
+        ca_file_of(&c),
+        Some(("flag-ca.pem".into(), "--ca-file".into())),
+        "as given, relative to the working directory"
+    );
+}
+
+#[test]
+fn without_a_ca_file_anywhere_there_is_none() {
+    let f = Fixture::new();
+    f.local_daemon("http://127.0.0.1:7443", "t");
+    let c = f.resolve(&ConnectArgs::default()).expect("resolves");
+    assert_eq!(ca_file_of(&c), None);
 }
 
 #[test]

@@ -299,12 +299,12 @@ fn deletion_progress_counts_what_is_left() {
 fn faults_list_kinds_and_active_ones() {
     let k: FaultKinds = serde_json::from_value(serde_json::json!({
         "kinds": ["api.latency", "nova.bootError"],
-        "active": [{"kind": "nova.bootError", "cluster": "demo", "cloud": "openstack", "start": T0, "end": T0 + 120_000}]
+        "active": [{"id": 3, "kind": "nova.bootError", "cluster": "demo", "cloud": "openstack", "start": T0, "end": T0 + 120_000}]
     }))
     .expect("FaultKinds");
     assert_eq!(
         faults_text(&k),
-        "Fault kinds:\n  api.latency\n  nova.bootError\n\nActive faults (times UTC):\n  KIND             CLUSTER   CLOUD       STARTED    ENDS\n  nova.bootError   demo      openstack   00:00:00   00:02:00\n"
+        "Fault kinds:\n  api.latency\n  nova.bootError\n\nActive faults (times UTC):\n  ID   KIND             CLUSTER   CLOUD       STARTED    ENDS\n  3    nova.bootError   demo      openstack   00:00:00   00:02:00\n"
     );
 }
 
@@ -320,5 +320,37 @@ fn describe_names_each_cloud_s_instances() {
         d.summary.cloud = cloud.into();
         let text = describe(&d).expect("describes");
         assert!(text.contains(&format!("│   ├─{word} ")), "{cloud}:\n{text}");
+    }
+}
+
+#[test]
+fn describe_speaks_of_load_balancer_members_only_on_a_cloud_that_has_them() {
+    for (cloud, members) in [
+        ("sim/openstack", true),
+        ("openstack:prod", true),
+        ("sim/opennebula", false),
+        ("opennebula:http://one:2633/RPC2", false),
+        ("sim/kubevirt", false),
+    ] {
+        let mut d = detail();
+        d.summary.cloud = cloud.into();
+        // A control-plane machine that has no member (yet, or ever).
+        for m in d.status["controlPlane"]["machines"]
+            .as_array_mut()
+            .expect("machines")
+        {
+            m["member"] = serde_json::Value::Null;
+        }
+        let text = describe(&d).expect("describes");
+        assert_eq!(
+            text.contains("not a load balancer member yet"),
+            members,
+            "{cloud}: a Member line {}:\n{text}",
+            if members {
+                "is missing"
+            } else {
+                "where there is no load balancer"
+            }
+        );
     }
 }
