@@ -23,7 +23,7 @@ unset FLIGHTDECK_SERVER FLIGHTDECK_TOKEN FLIGHTDECK_CONFIG
 . scripts/lib-daemon.sh
 cleanup() {
   [ -n "$server" ] && kill -9 "$server" 2>/dev/null || true
-  rm -rf "$work"
+  [ -n "${KEEP:-}" ] || rm -rf "$work"
 }
 trap cleanup EXIT
 # The probes open a few thousand sockets of their own.
@@ -62,10 +62,69 @@ echo "ok: the store file is mode 0600"
 # A cluster being built, so that the event history and the streams carry events.
 "$fd" apply -f examples/openstack.yaml > /dev/null || fail "apply of the example"
 probe
+
+echo "== faults, a deleting cluster, generations, user data, as a user of the CLI meets them"
+# A fault's parameters are checked: a rate of -1 or 1e308 is refused, naming the field.
+for rate in -1 1e308; do
+  if out=$("$fd" sim fault api.errorRate --cluster demo --rate="$rate" 2>&1); then fail "rate $rate accepted: $out"; fi
+  grep -q "rate" <<< "$out" || fail "the refusal of rate $rate does not name the field: $out"
+done
+echo "ok: a fault's rate of -1 or 1e308 is refused, naming the field"
+# A fault is stopped before its end, once.
+id=$("$fd" sim fault octavia.memberOffline --cluster demo --for 1h -o json | python3 -c "import json,sys; print(json.load(sys.stdin)['id'])")
+"$fd" sim fault --stop "$id" | grep -q "stopped" || fail "sim fault --stop $id"
+api /api/v1/sim/faults | python3 -c "
+import json,sys; sys.exit(1 if any(f['id']==$id for f in json.load(sys.stdin)['active']) else 0)" \
+  || fail "a stopped fault is still listed"
+if "$fd" sim fault --stop "$id" > /dev/null 2>&1; then fail "a fault stopped twice"; fi
+echo "ok: a fault is stopped before its end (sim fault --stop), and only once"
+# A viewer does not read user data; the admin does.
+secret=$(python3 -c "import secrets; print(secrets.token_hex(8))")
+python3 -c "
+import sys
+t=sys.stdin.read().replace('name: demo','name: ud').replace('demo-nodes','ud-nodes').replace('10.244.0.0/16','10.246.0.0/16')
+t=t.replace('      image: ubuntu-2204-kube-v1.30.2\n  nodePools:', '      image: ubuntu-2204-kube-v1.30.2\n      userData:\n        content: \"#cloud-config\\nruncmd: [echo $secret]\\n\"\n  nodePools:', 1)
+assert '$secret' in t
+print(t)" < examples/openstack.yaml > "$work/ud.yaml"
+"$fd" apply -f "$work/ud.yaml" > /dev/null || fail "apply of a cluster with user data"
+viewer=$(cat "$FLIGHTDECK_STATE_DIR/viewer.token")
+curl -sf -H "Authorization: Bearer $viewer" "$(url)/api/v1/clusters/ud" > "$work/ud.viewer.json" || fail "a viewer's GET"
+grep -q "$secret" "$work/ud.viewer.json" && fail "a viewer read the user data's content"
+grep -q '"size"' "$work/ud.viewer.json" || fail "a viewer does not see the user data's size"
+api /api/v1/clusters/ud | grep -q "$secret" || fail "the admin does not read the user data"
+echo "ok: a viewer sees the user data's size and digest, the admin its content"
+# A cluster being deleted takes no spec, not even its own; its successor starts at 1.
+"$fd" apply -f "$work/ud.yaml" > /dev/null
+"$fd" delete cluster ud > /dev/null || fail "delete ud"
+code=$(curl -s -o "$work/409.json" -w '%{http_code}' -H "Authorization: Bearer $(admin)" \
+  -H 'Content-Type: application/yaml' --data-binary @"$work/ud.yaml" "$(url)/api/v1/clusters")
+[ "$code" = 409 ] || fail "the same spec applied to a deleting cluster answered $code: $(cat "$work/409.json")"
+echo "ok: an identical spec applied to a deleting cluster is refused (409)"
+wait_for 300 sh -c "! \"$fd\" get cluster ud > /dev/null 2>&1" || fail "ud was not deleted within 5 minutes"
+"$fd" apply -f "$work/ud.yaml" > /dev/null
+gen=$("$fd" get cluster ud -o json | python3 -c "import json,sys; print(json.load(sys.stdin)['generation'])")
+[ "$gen" = 1 ] || fail "a cluster made again under an old name starts at generation $gen"
+echo "ok: a cluster made again under its old name starts at generation 1"
+"$fd" delete cluster ud > /dev/null
 stop_serve
 
 echo "== serve over TLS"
 start_serve "${limits[@]}" --tls-cert "$work/tls.pem" --tls-key "$work/tls.key"
 probe "$work/ca.pem"
+# The CLI says how to trust the daemon's CA, and trusts it when told.
+if out=$("$fd" get clusters 2>&1); then fail "the CLI trusted an unknown CA"; fi
+grep -q -- "--ca-file" <<< "$out" || fail "the CLI does not say how to trust the certificate: $out"
+"$fd" get clusters --ca-file "$work/ca.pem" > /dev/null || fail "the CLI with --ca-file"
+echo "ok: the CLI refuses the unknown CA and says to pass --ca-file; with it, it connects"
+stop_serve
+
+echo "== serve on every address: api.url names the loopback one"
+rm -f "$FLIGHTDECK_STATE_DIR/api.url"
+"$fd" serve --listen 0.0.0.0:0 --insecure "${limits[@]}" >> "$work/serve.log" 2>&1 &
+server=$!
+wait_for 30 test -s "$FLIGHTDECK_STATE_DIR/api.url" || fail "serve on 0.0.0.0 did not start"
+grep -q '^http://127\.0\.0\.1:' "$FLIGHTDECK_STATE_DIR/api.url" || fail "api.url is $(cat "$FLIGHTDECK_STATE_DIR/api.url")"
+"$fd" get clusters > /dev/null || fail "the CLI cannot reach the daemon by api.url"
+echo "ok: listening on 0.0.0.0, api.url names 127.0.0.1 and the CLI reaches it"
 stop_serve
 echo "hostile: every probe held, over HTTP and over TLS"
