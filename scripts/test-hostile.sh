@@ -92,7 +92,7 @@ curl -sf -H "Authorization: Bearer $viewer" "$(url)/api/v1/clusters/ud" > "$work
 grep -q "$secret" "$work/ud.viewer.json" && fail "a viewer read the user data's content"
 grep -q '"size"' "$work/ud.viewer.json" || fail "a viewer does not see the user data's size"
 api /api/v1/clusters/ud | grep -q "$secret" || fail "the admin does not read the user data"
-echo "ok: a viewer sees the user data's size and digest, the admin its content"
+echo "ok: a viewer sees the user data's size and SHA-256, the admin its content"
 # A cluster being deleted takes no spec, not even its own; its successor starts at 1.
 "$fd" apply -f "$work/ud.yaml" > /dev/null
 "$fd" delete cluster ud > /dev/null || fail "delete ud"

@@ -41,7 +41,7 @@ pub struct ApiState {
     pub stop: tokio::sync::watch::Receiver<bool>,
     /// Applies parsed at once (`--max-applies`): a large spec is parsed off the async
     /// workers, and only this many at a time.
-    pub applies: tokio::sync::Semaphore,
+    pub applies: Arc<tokio::sync::Semaphore>,
     /// Event streams open per token (`--max-streams-per-token`).
     pub streams: crate::streams::Streams,
 }
@@ -164,10 +164,17 @@ async fn apply(
     let source = q.source.unwrap_or_else(|| "request body".into());
     // A large spec takes seconds to parse: off the async workers, a few at a time, so
     // the rest of the API keeps answering.
-    let Ok(_turn) = s.applies.acquire().await else {
+    // The turn goes with the parse, not with this request: a client that hangs up does
+    // not stop a parse already started, and must not free its turn before it ends.
+    let Ok(turn) = s.applies.clone().acquire_owned().await else {
         return Failure::unavailable("the daemon is stopping").into_response();
     };
-    let parsed = tokio::task::spawn_blocking(move || parse_apply(&body, &source)).await;
+    let parsed = tokio::task::spawn_blocking(move || {
+        let parsed = parse_apply(&body, &source);
+        drop(turn);
+        parsed
+    })
+    .await;
     let specs = match parsed {
         Ok(Ok(specs)) => specs,
         Ok(Err(f)) => return f.into_response(),
@@ -484,7 +491,8 @@ fn follow_stream(
                     }
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
                         // A follower that fell a whole buffer behind is not kept: it
-                        // would only read a stream with holes. The CLI follows again.
+                        // would only read a stream with holes. It is told so, and may
+                        // follow again (the CLI prints the reason).
                         let note = SseEvent::default().event("dropped").data(format!(
                             "{n} events were missed: this follower fell behind and is dropped; follow again"
                         ));

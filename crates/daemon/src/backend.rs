@@ -104,11 +104,14 @@ struct Backend<P: Provider> {
     generations: BTreeMap<String, Generations>,
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Generations {
     spec: u64,
     started: u64,
     observed: u64,
+    /// The cluster they count for: a new cluster under an old name (a new UID) starts
+    /// at 1 again, the same cluster taken up again goes on counting.
+    uid: String,
 }
 
 impl Default for Generations {
@@ -117,6 +120,19 @@ impl Default for Generations {
             spec: 1,
             started: 0,
             observed: 0,
+            uid: String::new(),
+        }
+    }
+}
+
+impl Generations {
+    /// Those of the cluster with `uid`: kept if they count for it, else from 1.
+    fn for_uid(&mut self, uid: &str) {
+        if self.uid != uid {
+            *self = Generations {
+                uid: uid.to_string(),
+                ..Generations::default()
+            };
         }
     }
 }
@@ -356,8 +372,15 @@ impl<P: Provider + 'static> Backend<P> {
                 tracing::info!(cluster = %name, backend = %self.config.label, "cluster taken up");
                 let now = self.engine.clock().now().millis();
                 self.created.entry(name.to_string()).or_insert(now);
+                let uid = self
+                    .engine
+                    .cluster(name)
+                    .map(|c| c.memory.uid.clone())
+                    .unwrap_or_default();
                 self.generations
-                    .insert(name.to_string(), Generations::default());
+                    .entry(name.to_string())
+                    .or_default()
+                    .for_uid(&uid);
             }
             Some(old) if after.is_some_and(|s| *s != old) => {
                 self.generations.entry(name.to_string()).or_default().spec += 1;
@@ -394,13 +417,17 @@ impl<P: Provider + 'static> Backend<P> {
             self.engine
                 .apply_with(spec, adopt)
                 .map_err(engine_failure)?;
+            let uid = self
+                .engine
+                .cluster(&name)
+                .map(|c| c.memory.uid.clone())
+                .unwrap_or_default();
             let g = self.generations.entry(name.clone()).or_default();
+            // A new cluster (a new UID) starts at generation 1, whatever an earlier
+            // cluster of its name reached.
+            g.for_uid(&uid);
             if result == "configured" {
                 g.spec += 1;
-            } else {
-                // A new cluster (a new UID) starts at generation 1, whatever an earlier
-                // cluster of its name reached.
-                *g = Generations::default();
             }
         }
         if result == "created" {

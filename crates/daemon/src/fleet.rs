@@ -361,12 +361,20 @@ impl Fleet {
             flightdeck_engine::immutable_fields_unchanged(old, &spec)
                 .map_err(|e| Failure::conflict(e.to_string()))?;
         }
-        let uid = self
+        let memory = self
             .store
             .get::<Memory>("memory", &name)
-            .map_err(internal)?
-            .map(|m| m.uid)
-            .unwrap_or_default();
+            .map_err(internal)?;
+        // As on the holder itself: a cluster being deleted takes no spec (409).
+        if memory
+            .as_ref()
+            .is_some_and(|m| m.deletion_requested.is_some())
+        {
+            return Err(Failure::conflict(
+                flightdeck_engine::EngineError::Deleting(name).to_string(),
+            ));
+        }
+        let uid = memory.map(|m| m.uid).unwrap_or_default();
         let result = if stored.as_ref() == Some(&spec) {
             "unchanged"
         } else {

@@ -76,7 +76,31 @@ impl Default for Limits {
     }
 }
 
+/// File descriptors the daemon keeps for itself past the API's connections: the
+/// store, its backups, cloud connections, watches.
+const FDS_KEPT: u64 = 256;
+
 impl Limits {
+    /// These limits with `connections` lowered, if needed, to fit under the process's
+    /// limit on open files (RLIMIT_NOFILE, read from /proc/self/limits), with the reason:
+    /// past it `accept` fails and every client waits, the very stall the cap is for.
+    pub fn fitted_to_open_files(mut self) -> (Limits, Option<String>) {
+        let Some(soft) = open_files_limit() else {
+            return (self, None);
+        };
+        let room = soft.saturating_sub(FDS_KEPT).max(16);
+        if (self.connections as u64) <= room {
+            return (self, None);
+        }
+        let why = format!(
+            "--max-connections {} is above what this process may open ({soft} files, {FDS_KEPT} of them kept for the daemon): {room} connections at most. Raise the limit (`ulimit -n`, systemd's LimitNOFILE) for more",
+            self.connections
+        );
+        self.connections = room as usize;
+        self.per_address = self.per_address.min(self.connections);
+        (self, Some(why))
+    }
+
     /// Refuses bounds that would make the API unusable or unbounded, naming the flag.
     pub fn check(&self) -> anyhow::Result<()> {
         let secs = |flag: &str, d: Duration, max: u64| {
@@ -157,6 +181,22 @@ impl Slots {
     }
 }
 
+/// The soft limit on open files, from /proc/self/limits (`None` where it cannot be read,
+/// or where it is unlimited).
+fn open_files_limit() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/limits").ok()?;
+    parse_open_files(&text)
+}
+
+fn parse_open_files(limits: &str) -> Option<u64> {
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line.trim_start_matches("Max open files")
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// IPv4 clients of a dual-stack socket count as their IPv4 address.
 fn client_address(addr: SocketAddr) -> IpAddr {
     match addr.ip() {
@@ -182,6 +222,7 @@ pub async fn serve(
     });
     let acceptor = tls.map(TlsAcceptor::from);
     let graceful = GracefulShutdown::new();
+    let mut tasks = tokio::task::JoinSet::new();
     let mut refused_logged_at: Option<tokio::time::Instant> = None;
     tokio::pin!(stop);
     loop {
@@ -218,7 +259,10 @@ pub async fn serve(
         let mut tcp = tokio_io_timeout::TimeoutStream::new(tcp);
         tcp.set_write_timeout(Some(limits.idle));
         let tcp = Box::pin(tcp);
-        tokio::spawn(async move {
+        // Tasks that ended are let go of as new ones come, so the set stays as large as
+        // the connections open.
+        while tasks.try_join_next().is_some() {}
+        tasks.spawn(async move {
             let _slot = slot;
             match acceptor {
                 None => connection(tcp, app, &limits, watcher).await,
@@ -242,6 +286,10 @@ pub async fn serve(
             limits.drain
         );
     }
+    // What is left (a connection past the drain, a TLS handshake not yet done) ends
+    // here, so nothing of the API outlives `serve`.
+    tasks.abort_all();
+    while tasks.join_next().await.is_some() {}
 }
 
 /// One connection, HTTP/1.1, until the client or the server closes it.
@@ -309,6 +357,23 @@ mod tests {
             client_address(mapped),
             "127.0.0.1".parse::<IpAddr>().expect("ip")
         );
+    }
+
+    #[test]
+    fn the_connection_cap_is_lowered_to_fit_the_open_files_limit() {
+        let limits = "Limit                     Soft Limit           Hard Limit           Units     \nMax cpu time              unlimited            unlimited            seconds   \nMax open files            1024                 524288               files     \n";
+        assert_eq!(parse_open_files(limits), Some(1024));
+        assert_eq!(
+            parse_open_files("Max open files unlimited unlimited files"),
+            None
+        );
+        let (l, why) = Limits::default().fitted_to_open_files();
+        // This process's own limit decides; whatever it is, the cap fits under it.
+        if let Some(soft) = open_files_limit() {
+            assert!(l.connections as u64 <= soft.saturating_sub(FDS_KEPT).max(16));
+            assert_eq!(why.is_some(), l.connections < Limits::default().connections);
+        }
+        assert!(l.per_address <= l.connections);
     }
 
     #[test]

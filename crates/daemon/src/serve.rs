@@ -150,11 +150,15 @@ pub async fn serve_until(
     } else {
         "http"
     };
-    let url = format!("{scheme}://{}", reachable(listener.local_addr()?));
+    // Replicas advertise the address they are bound to (other machines send requests
+    // there); the CLI on this machine reads api.url, which names one it can reach.
+    let bound = listener.local_addr()?;
+    let advertised = format!("{scheme}://{bound}");
+    let url = format!("{scheme}://{}", reachable(bound));
     let (store, member) = match &options.replicas {
         None => (Arc::new(open_store(dir)?), None),
         Some(r) => {
-            let (store, member) = crate::claims::join(r, &url)?;
+            let (store, member) = crate::claims::join(r, &advertised)?;
             (Arc::new(store), Some(member))
         }
     };
@@ -191,7 +195,7 @@ pub async fn serve_until(
         fleet: fleet.clone(),
         ready: AtomicBool::new(true),
         stop: stop_rx.clone(),
-        applies: tokio::sync::Semaphore::new(options.limits.applies),
+        applies: Arc::new(tokio::sync::Semaphore::new(options.limits.applies)),
         streams: crate::streams::Streams::new(options.limits.streams_per_token),
     });
     let (api, doc) = router(state.clone());
@@ -242,7 +246,11 @@ pub async fn serve_until(
         let _ = stop.changed().await;
         shutdown_state.ready.store(false, Ordering::Relaxed);
     };
-    let server = crate::listen::serve(listener, tls, app, options.limits.clone(), stopped);
+    let (limits, lowered) = options.limits.clone().fitted_to_open_files();
+    if let Some(why) = lowered {
+        eprintln!("flightdeck serve: {why}");
+    }
+    let server = crate::listen::serve(listener, tls, app, limits, stopped);
     let signals = tokio::spawn(async move {
         until.await;
         eprintln!(

@@ -145,8 +145,14 @@ impl SimHost {
             .collect()
     }
 
+    /// The faults held, those that ended on their own let go of first.
     fn lock_faults(&self) -> std::sync::MutexGuard<'_, Faults> {
-        self.faults.lock().unwrap_or_else(|e| e.into_inner())
+        let now = self.clock.now().millis();
+        let mut faults = self.faults.lock().unwrap_or_else(|e| e.into_inner());
+        faults
+            .held
+            .retain(|h| h.view.end.is_none_or(|end| end > now));
+        faults
     }
 
     /// Starts a fault against `cloud_label`'s cluster `req.cluster`, from now on. It
@@ -195,9 +201,6 @@ impl SimHost {
         }
         let now = self.clock.now();
         let mut faults = self.lock_faults();
-        faults
-            .held
-            .retain(|h| h.view.end.is_none_or(|end| end > now.millis()));
         if faults.held.len() >= FAULTS_MAX {
             return Err(Failure::unprocessable(format!(
                 "the simulator already holds {FAULTS_MAX} faults: stop one first"

@@ -96,26 +96,51 @@ pub fn detail(summary: ClusterSummary, record: &ClusterRecord) -> ClusterDetail 
     }
 }
 
-/// The view a viewer gets: each userData of the spec without its content (it can hold
-/// secrets), with its size in bytes and its digest in its place.
+/// The view a viewer gets: the spec without what can hold secrets, each userData's
+/// content and each OpenNebula template's and image's body (its CONTEXT can hold
+/// passwords and scripts), with its size in bytes and its SHA-256 in its place. The
+/// FNV digest that names user data is left out: unkeyed and fast, it would let a viewer
+/// confirm a guess of short content.
 pub fn without_user_data(mut d: ClusterDetail) -> ClusterDetail {
-    fn strip(u: &mut serde_json::Value) {
+    hide_secrets(&mut d.spec);
+    d
+}
+
+/// [`without_user_data`] on the spec as the API shows it (`kind: Cluster`).
+fn hide_secrets(doc: &mut serde_json::Value) {
+    fn seen(content: &serde_json::Value) -> serde_json::Value {
+        let bytes = content.as_str().unwrap_or_default().as_bytes();
+        let sha = ring::digest::digest(&ring::digest::SHA256, bytes);
+        let hex: String = sha.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+        serde_json::json!({"size": bytes.len(), "sha256": hex})
+    }
+    fn strip_user_data(u: &mut serde_json::Value) {
         let Some(u) = u.as_object_mut() else {
             return;
         };
-        if let Some(content) = u.remove("content") {
-            let size = content.as_str().map_or(0, str::len);
-            u.insert("size".into(), size.into());
+        u.remove("digest");
+        if let Some(content) = u.remove("content")
+            && let Some(seen) = seen(&content).as_object()
+        {
+            u.extend(seen.clone());
         }
     }
-    let spec = &mut d.spec["spec"];
-    strip(&mut spec["controlPlane"]["machine"]["userData"]);
+    let spec = &mut doc["spec"];
+    strip_user_data(&mut spec["controlPlane"]["machine"]["userData"]);
     if let Some(pools) = spec["nodePools"].as_array_mut() {
         for p in pools {
-            strip(&mut p["machine"]["userData"]);
+            strip_user_data(&mut p["machine"]["userData"]);
         }
     }
-    d
+    for list in ["templates", "images"] {
+        if let Some(items) = spec["provider"]["opennebula"][list].as_array_mut() {
+            for t in items {
+                if let Some(content) = t.get("content") {
+                    t["content"] = seen(content);
+                }
+            }
+        }
+    }
 }
 
 pub fn event(e: &Event) -> EventView {
@@ -125,5 +150,37 @@ pub fn event(e: &Event) -> EventView {
         severity: format!("{:?}", e.severity),
         reason: e.reason.clone(),
         message: e.message.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_viewer_reads_no_user_data_and_no_opennebula_template_body() {
+        let mut doc = serde_json::json!({"spec": {
+            "controlPlane": {"machine": {"userData": {"content": "#cloud-config\npassword: hunter2\n", "digest": 7}}},
+            "nodePools": [{"machine": {"userData": {"file": "w.yaml", "content": "hunter2", "digest": 9}}}],
+            "provider": {"opennebula": {
+                "templates": [{"name": "cp", "content": "CONTEXT = [ PASSWORD = \"hunter2\" ]"}],
+                "images": [{"name": "os", "content": "PATH = \"http://x/hunter2.qcow2\""}]
+            }}
+        }});
+        hide_secrets(&mut doc);
+        let text = doc.to_string();
+        assert!(!text.contains("hunter2"), "{text}");
+        assert!(!text.contains("\"digest\""), "{text}");
+        let u = &doc["spec"]["nodePools"][0]["machine"]["userData"];
+        assert_eq!(u["size"], 7);
+        assert_eq!(u["file"], "w.yaml");
+        // SHA-256 of "hunter2".
+        assert_eq!(
+            u["sha256"],
+            "f52fbd32b2b3b86ff88ef6c490628285f482af15ddcb29541f94bcf526a3f6c7"
+        );
+        let t = &doc["spec"]["provider"]["opennebula"]["templates"][0];
+        assert_eq!(t["name"], "cp");
+        assert!(t["content"]["size"].as_u64().is_some_and(|n| n > 10), "{t}");
     }
 }

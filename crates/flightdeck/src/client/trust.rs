@@ -16,11 +16,14 @@ use super::render::human_duration;
 /// moves between a daemon with a private CA and one behind a proxy with a public
 /// certificate, and a clouds.yaml `cacert` means the same (both go through
 /// [`flightdeck_http::tls_trusting`]).
+/// The CA file is read only for an https:// daemon: a `caFile:` in the config file
+/// that names a file gone stale does not stop commands to a local plain-HTTP daemon.
 pub fn client_tls(conn: &Connection) -> anyhow::Result<rustls::ClientConfig> {
+    let https = conn.url.starts_with("https://");
     match &conn.ca_file {
-        Some((path, from)) => flightdeck_http::tls_trusting(path)
+        Some((path, from)) if https => flightdeck_http::tls_trusting(path)
             .map_err(|e| anyhow!("the CA file {} (from {from}) {e}", path.display())),
-        None => flightdeck_http::platform_tls().map_err(anyhow::Error::msg),
+        _ => flightdeck_http::platform_tls().map_err(anyhow::Error::msg),
     }
 }
 

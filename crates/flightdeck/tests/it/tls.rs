@@ -221,6 +221,16 @@ fn a_ca_file_that_cannot_be_used_is_named_with_where_it_came_from() {
             config_dir.join("config.yaml").display()
         )
     );
+    // The same stale `caFile:` does not stand in the way of a plain-HTTP daemon: the
+    // command gets as far as the connection.
+    let out = flightdeck(
+        home.path(),
+        &[],
+        &["get", "clusters", "--server", "http://127.0.0.1:1"],
+    );
+    let err = text(&out.stderr);
+    assert!(err.contains("cannot reach the flightdeck daemon"), "{err}");
+    assert!(!err.contains("CA file"), "{err}");
 }
 
 #[test]
