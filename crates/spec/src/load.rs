@@ -160,8 +160,10 @@ pub fn load_documents(text: &str, source: &str) -> Result<Vec<Document>, SpecErr
                     "",
                     "a document must be a mapping with apiVersion, kind, metadata and spec".into(),
                 ));
-                kinds.push(None);
-                continue;
+                // Not read past: after a document serde could not take whole, yaml_serde
+                // can hand the next one over mid-structure and panic on it (the fuzzer
+                // found `[[…*b]` followed by `[[…]]]]`).
+                break;
             }
             Err(e) => {
                 // YAML the parser cannot read: it cannot tell where the next document
