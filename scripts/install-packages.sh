@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs, in one apt run, every Debian package the test scripts need: protoc and etcd
-# (scripts/test-etcd.sh, scripts/test-replicas.sh), promtool (scripts/test-daemon.sh),
-# chromium and its driver (scripts/test-web.sh), kubectl (scripts/conformance-kubectl.sh).
+# (scripts/test-etcd.sh, scripts/test-replicas.sh), promtool (scripts/test-daemon.sh, and
+# the daemon's metrics test through scripts/need-package.sh), chromium and its driver
+# (scripts/test-web.sh), kubectl (scripts/conformance-kubectl.sh).
 # Each script still installs what it finds missing, so running this first is only
 # quicker: CI runs it in the background while the workspace compiles.
 set -euo pipefail

@@ -8,14 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SPEED=${SPEED:-20}
-if ! command -v promtool >/dev/null; then
-  echo "== installing promtool (Debian's prometheus package)"
-  if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null
-  else
-    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null
-  fi
-fi
+bash scripts/need-package.sh promtool prometheus
 OSV_VERSION=0.7.1
 venv=target/openapi-venv
 if [ ! -x "$venv/bin/openapi-spec-validator" ]; then

@@ -58,10 +58,12 @@ pub async fn act<P: Provider>(
     observed: &Observed,
     memory: &mut Memory,
     action: &Action,
-    ownership_check: bool,
+    ownership: crate::config::OwnershipScope,
     now: flightdeck_cloud::Timestamp,
 ) -> ActOutcome {
-    if ownership_check && let Some(why) = not_owned(owner, observed, memory, action) {
+    if ownership != crate::config::OwnershipScope::Off
+        && let Some(why) = not_owned(owner, observed, memory, action, ownership)
+    {
         return ActOutcome::Refused(why);
     }
     let result: Result<(), CloudError> = async {
@@ -418,7 +420,13 @@ fn is_delete(action: &Action) -> bool {
 
 /// Why a deletion must not go ahead, if it must not: its target is not among the
 /// observed objects carrying this cluster's UID tag.
-fn not_owned(owner: &Ownership, o: &Observed, memory: &Memory, action: &Action) -> Option<String> {
+fn not_owned(
+    owner: &Ownership,
+    o: &Observed,
+    memory: &Memory,
+    action: &Action,
+    scope: crate::config::OwnershipScope,
+) -> Option<String> {
     // Templates and images carry no tags: they are flightdeck's when the cluster's
     // memory says flightdeck registered them and this cluster holds them.
     if let Action::DeleteTemplate {
@@ -511,7 +519,7 @@ fn not_owned(owner: &Ownership, o: &Observed, memory: &Memory, action: &Action) 
         _ => return None,
     };
     match tags {
-        Some(tags) if owner.owns(tags) => None,
+        Some(tags) if scope.keeps(owner, tags) => None,
         _ => Some(format!(
             "refusing to delete {what} {id}: it does not carry cluster {}'s ownership tag {}",
             owner.cluster,

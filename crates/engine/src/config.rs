@@ -29,7 +29,44 @@ pub struct EngineConfig {
     /// Refuse deletions of objects without the cluster's UID tag. Always on in the
     /// product; a test switches it off to prove the `onlyOwned` invariant notices.
     pub ownership_check: bool,
+    /// Owned means carrying this cluster's UID tag. Always on in the product; off, the
+    /// check lies: any flightdeck cluster's tag passes (a test switches it off to prove
+    /// that `onlyOwned` notices a cluster acting on another's objects).
+    pub cluster_ownership: bool,
     pub plan: PlanOptions,
+}
+
+/// What the ownership check keeps a cluster's lists and deletions to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OwnershipScope {
+    /// No check (a test's switch).
+    Off,
+    /// Anything some flightdeck cluster owns (a test's lie).
+    AnyCluster,
+    /// What this cluster owns: the product.
+    Cluster,
+}
+
+impl OwnershipScope {
+    /// Whether an object with `tags` passes for `owner`'s.
+    pub fn keeps(self, owner: &flightdeck_cloud::Ownership, tags: &[String]) -> bool {
+        match self {
+            OwnershipScope::Off => true,
+            OwnershipScope::AnyCluster => flightdeck_cloud::ownership::uid_of(tags).is_some(),
+            OwnershipScope::Cluster => owner.owns(tags),
+        }
+    }
+}
+
+impl EngineConfig {
+    /// The ownership check this engine applies.
+    pub fn ownership(&self) -> OwnershipScope {
+        match (self.ownership_check, self.cluster_ownership) {
+            (false, _) => OwnershipScope::Off,
+            (true, false) => OwnershipScope::AnyCluster,
+            (true, true) => OwnershipScope::Cluster,
+        }
+    }
 }
 
 impl Default for EngineConfig {
@@ -39,6 +76,7 @@ impl Default for EngineConfig {
             backoff: BackoffPolicy::default(),
             conflict_retry: Duration::from_secs(2),
             ownership_check: true,
+            cluster_ownership: true,
             plan: PlanOptions::default(),
         }
     }

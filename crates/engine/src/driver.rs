@@ -210,7 +210,7 @@ impl<P: Provider + 'static> Engine<P> {
                 &owner,
                 now,
                 &spec,
-                true,
+                crate::config::OwnershipScope::Cluster,
                 &recorded,
                 Reuse::NONE,
             )

@@ -88,6 +88,9 @@ pub struct Engine<P: Provider> {
     /// faults.
     pub(crate) last_observed: BTreeMap<String, crate::reuse::Seen>,
     pub(crate) faults: Option<Arc<std::sync::Mutex<Box<dyn EngineFaults>>>>,
+    /// What each reconcile [`Engine::run_due`] runs is wrapped in, with its cluster's
+    /// name (see [`Engine::with_call_scope`]).
+    pub(crate) call_scope: Option<CallScope>,
     /// What every cluster holds of shared OpenNebula objects (F1).
     pub(crate) ledger: Arc<crate::reconcile::Ledger>,
     /// Clusters whose reconcile runs now (see [`Engine::start_due`]), with what was
@@ -132,6 +135,7 @@ impl<P: Provider> Engine<P> {
             commits_base,
             last_observed: BTreeMap::new(),
             faults: None,
+            call_scope: None,
             ledger: Default::default(),
             in_flight: BTreeMap::new(),
         };
@@ -173,6 +177,14 @@ impl<P: Provider> Engine<P> {
     /// Installs injected engine faults (the swarm's; never the product's).
     pub fn with_faults(mut self, faults: Box<dyn EngineFaults>) -> Self {
         self.faults = Some(Arc::new(std::sync::Mutex::new(faults)));
+        self
+    }
+
+    /// Wraps every reconcile [`Engine::run_due`] runs in `scope`, given the cluster's
+    /// name: a test bed labels the cloud calls each cluster's reconcile makes with it
+    /// (the daemon labels the reconciles it starts itself).
+    pub fn with_call_scope(mut self, scope: CallScope) -> Self {
+        self.call_scope = Some(scope);
         self
     }
 
@@ -432,8 +444,14 @@ impl<P: Provider> Engine<P> {
         }
         let owned = self.owned_ctx();
         let ctx = owned.borrow();
-        let outcomes =
-            futures_util::future::join_all(jobs.into_iter().map(|job| reconcile(&ctx, job))).await;
+        let scope = self.call_scope.clone();
+        let outcomes = futures_util::future::join_all(jobs.into_iter().map(|job| {
+            let name = job.name.clone();
+            let scope = scope.clone();
+            let ctx = &ctx;
+            async move { scoped(scope.as_ref(), &name, reconcile(ctx, job)).await }
+        }))
+        .await;
         let n = outcomes.len();
         // Every outcome is applied before an error is returned: the others' state and
         // schedule must not be lost because one cluster's reconcile failed.
@@ -636,4 +654,35 @@ pub fn immutable_fields_unchanged(old: &Cluster, new: &Cluster) -> Result<(), En
         }
     }
     Ok(())
+}
+
+/// Wraps the calls of one cluster's reconcile: given the cluster's name and the
+/// reconcile, it runs the reconcile to its end within whatever it sets up.
+pub type CallScope = Arc<
+    dyn for<'a> Fn(
+            &str,
+            futures_util::future::LocalBoxFuture<'a, ()>,
+        ) -> futures_util::future::LocalBoxFuture<'a, ()>
+        + Send
+        + Sync,
+>;
+
+/// Runs `work` for cluster `name` within `scope`, if there is one.
+async fn scoped<T>(
+    scope: Option<&CallScope>,
+    name: &str,
+    work: impl std::future::Future<Output = T>,
+) -> T {
+    let Some(scope) = scope else {
+        return work.await;
+    };
+    let mut out = None;
+    scope(
+        name,
+        Box::pin(async {
+            out = Some(work.await);
+        }),
+    )
+    .await;
+    out.expect("a call scope runs the reconcile it is given to its end")
 }

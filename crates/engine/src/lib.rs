@@ -30,9 +30,10 @@ mod shared_ledger;
 pub mod timeline;
 
 pub use config::{
-    CLUSTERS_MAX, CONFLICTS_BEFORE_BACKOFF, EngineConfig, EngineError, T_SPEC as SPEC_TABLE,
+    CLUSTERS_MAX, CONFLICTS_BEFORE_BACKOFF, EngineConfig, EngineError, OwnershipScope,
+    T_SPEC as SPEC_TABLE,
 };
 pub use driver::{Finished, Preview, Reconcile};
-pub use engine::{ClusterRecord, Engine, ReconcileStats, immutable_fields_unchanged};
+pub use engine::{CallScope, ClusterRecord, Engine, ReconcileStats, immutable_fields_unchanged};
 pub use faults::{EngineFaults, RequeueFate};
 pub use timeline::TimelineEntry;

@@ -29,14 +29,14 @@ pub async fn observe_cluster<P: Provider>(
     owner: &Ownership,
     now: Timestamp,
     spec: &Cluster,
-    owned_only: bool,
+    owned_only: crate::config::OwnershipScope,
     recorded: &[String],
     reuse: Reuse<'_>,
 ) -> Result<Observed, CloudError> {
     let mut observed = observe_lists(provider, owner, now, spec, reuse).await?;
     let openstack = !spec.spec.provider.is_kubevirt() && !spec.spec.provider.is_opennebula();
-    if owned_only && openstack {
-        keep_owned(&mut observed, owner);
+    if owned_only != crate::config::OwnershipScope::Off && openstack {
+        keep_owned(&mut observed, owner, owned_only);
     }
     if reuse.take(Kind::Servers).is_none() {
         observed.direct_reads = read_missing(provider, &observed.servers, recorded).await;
@@ -293,14 +293,15 @@ async fn read_missing<P: Provider>(
 }
 
 /// Drops from an OpenStack observation every object without `owner`'s UID tag.
-fn keep_owned(o: &mut Observed, owner: &Ownership) {
-    o.servers.retain(|x| owner.owns(&x.tags));
-    o.security_groups.retain(|x| owner.owns(&x.tags));
-    o.load_balancers.retain(|x| owner.owns(&x.tags));
-    o.listeners.retain(|x| owner.owns(&x.tags));
-    o.pools.retain(|x| owner.owns(&x.tags));
-    o.health_monitors.retain(|x| owner.owns(&x.tags));
-    o.members.retain(|x| owner.owns(&x.tags));
+fn keep_owned(o: &mut Observed, owner: &Ownership, scope: crate::config::OwnershipScope) {
+    let owns = |tags: &[String]| scope.keeps(owner, tags);
+    o.servers.retain(|x| owns(&x.tags));
+    o.security_groups.retain(|x| owns(&x.tags));
+    o.load_balancers.retain(|x| owns(&x.tags));
+    o.listeners.retain(|x| owns(&x.tags));
+    o.pools.retain(|x| owns(&x.tags));
+    o.health_monitors.retain(|x| owns(&x.tags));
+    o.members.retain(|x| owns(&x.tags));
 }
 
 /// The workload cluster's nodes. Its API failing is not the cloud failing: it only means

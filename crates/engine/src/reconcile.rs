@@ -160,7 +160,7 @@ pub(crate) async fn reconcile<P: Provider>(
         &owner,
         now,
         &spec,
-        ctx.config.ownership_check,
+        ctx.config.ownership(),
         &recorded,
         reuse,
     )
@@ -454,7 +454,7 @@ async fn carry_out<P: Provider>(
             observed,
             memory,
             &planned.action,
-            ctx.config.ownership_check,
+            ctx.config.ownership(),
             ctx.clock.now(),
         )
         .await;

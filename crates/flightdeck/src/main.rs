@@ -4,6 +4,8 @@
 #[cfg(feature = "sim")]
 mod bench;
 #[cfg(feature = "sim")]
+mod bench_goals;
+#[cfg(feature = "sim")]
 mod bench_report;
 #[cfg(feature = "sim")]
 mod bench_scale;
@@ -83,7 +85,8 @@ enum Command {
     Sim(SimCommand),
     /// Measure flightdeck on this machine: `up` of 10, 100 and 1,000 clusters, the cloud
     /// calls of one build and of a quiet hour, the swarm's speed and the wire's cost;
-    /// writes bench.json and bench.md (see --out).
+    /// writes bench.json and bench.md (see --out), then exits 1 if a goal it judged was
+    /// missed or a run failed.
     #[cfg(feature = "sim")]
     Bench(bench::BenchArgs),
 }

@@ -51,9 +51,14 @@ pub async fn run(args: SimRunArgs) -> anyhow::Result<ExitCode> {
                 report.api_calls_total
             );
             for v in &report.invariants {
-                match &v.first_violation {
-                    None => println!("  invariant {:<20} held ({} checks)", v.name, v.checks),
-                    Some(f) => println!(
+                match (&v.first_violation, &v.not_applicable) {
+                    (None, Some(why)) => {
+                        println!("  invariant {:<20} not applicable: {why}", v.name)
+                    }
+                    (None, None) => {
+                        println!("  invariant {:<20} held ({} checks)", v.name, v.checks)
+                    }
+                    (Some(f), _) => println!(
                         "  invariant {:<20} VIOLATED {} time(s), first at {:.1}s: {}",
                         v.name, v.violations, f.at_seconds, f.message
                     ),

@@ -8,10 +8,17 @@
 
 use crate::action::Action;
 use crate::condition::{Condition, PlanEvent, kind, reason};
+use crate::safety::Mechanism;
 use crate::status::Phase;
 use crate::{POLL_MACHINES, POLL_OCTAVIA, Planner};
 
 pub(crate) fn plan_deletion(p: &mut Planner<'_>) {
+    if !p.options.on(Mechanism::DeleteBeforeForget) {
+        // The lie a test switches on: forgotten with everything it owned still there.
+        p.deleted = true;
+        p.status.phase = Phase::Deleted;
+        return;
+    }
     let o = p.observed;
     let mut remaining = Vec::new();
     note_seen(p);

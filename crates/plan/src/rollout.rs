@@ -211,8 +211,12 @@ pub(crate) fn plan_machines(p: &mut Planner<'_>, infra: &Infra) {
         (why, parts.join("; "))
     };
     p.condition(Condition::new(kind::READY, converged, why, message));
-    p.status.phase = phase;
-    p.status.ready = converged;
+    // Switched off only to prove the test bed notices: Ready once everything is asked for.
+    let lie = !converged
+        && !p.options.on(crate::safety::Mechanism::HonestReady)
+        && all_requested(&cp_out.status, &pool_statuses);
+    p.status.phase = if lie { Phase::Ready } else { phase };
+    p.status.ready = converged || lie;
     p.status.control_plane = cp_out.status;
     p.status.node_pools = pool_statuses;
 }
@@ -634,4 +638,12 @@ fn gone_confirmed(p: &mut Planner<'_>, m: &MachineView<'_>) -> bool {
     }
     p.wait(POLL_MACHINES);
     false
+}
+
+/// Whether every set has asked for as many machines as its replicas, whatever their
+/// state: what a dishonest Ready (`honest-ready` switched off) is reported on.
+fn all_requested(cp: &SetStatus, pools: &[SetStatus]) -> bool {
+    std::iter::once(cp)
+        .chain(pools)
+        .all(|s| s.machines.len() as u32 >= s.replicas)
 }

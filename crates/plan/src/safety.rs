@@ -24,10 +24,18 @@ pub enum Mechanism {
     /// F2: a rollout brings the replacement up before it removes an outdated machine,
     /// and removes one only while enough others are healthy.
     SurgeFirst,
+    /// The cluster is reported Ready only once its machines serve (every set up to
+    /// date and serving, its infrastructure complete). Off, it lies: Ready as soon as
+    /// every machine has been asked for.
+    HonestReady,
+    /// F12: a deleted cluster's record goes only once the cloud confirms that nothing
+    /// it owned is left. Off, it lies: the record is dropped at once and the objects
+    /// are left behind.
+    DeleteBeforeForget,
 }
 
 impl Mechanism {
-    pub const ALL: [Mechanism; 7] = [
+    pub const ALL: [Mechanism; 9] = [
         Mechanism::RemediationBudget,
         Mechanism::BlindObserverGuard,
         Mechanism::ChurnBreaker,
@@ -35,6 +43,8 @@ impl Mechanism {
         Mechanism::DrainDeadline,
         Mechanism::TemplateLastHolder,
         Mechanism::SurgeFirst,
+        Mechanism::HonestReady,
+        Mechanism::DeleteBeforeForget,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -46,6 +56,8 @@ impl Mechanism {
             Mechanism::DrainDeadline => "drain-deadline",
             Mechanism::TemplateLastHolder => "template-last-holder",
             Mechanism::SurgeFirst => "surge-first",
+            Mechanism::HonestReady => "honest-ready",
+            Mechanism::DeleteBeforeForget => "delete-before-forget",
         }
     }
 }

@@ -25,6 +25,19 @@ use flightdeck_spec::{Cluster, ClusterSpec, MachineTemplate};
 use crate::repair_check::{Live, RepairCheck, live_machines};
 use crate::track::ClusterTrack;
 
+/// How much of the spec a judgement asks the world to match.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Judge {
+    /// Ready: every set at its replicas, each machine running with a Ready node and
+    /// none failed; on OpenStack each control-plane machine's member serving and the
+    /// pod-network rules in place. What a cluster must show before it may be called
+    /// Ready (the test bed's own judge of readiness, read from the simulator alone).
+    Ready,
+    /// Converged: Ready, and every machine made with its set's current template (image,
+    /// flavor, template still there), and the routes on a router right.
+    Converged,
+}
+
 /// What keeps the cluster of `track` from matching `spec` in `world`, if anything.
 pub fn cluster_problem(
     world: &World,
@@ -36,6 +49,19 @@ pub fn cluster_problem(
         return crate::invariants::leaks(world, track);
     }
     let live = live_machines(world);
+    judge(world, &live, track, spec, repairs, Judge::Converged)
+}
+
+/// What keeps the cluster of `track` from being what `judge` asks of `spec` in
+/// `world`, whose live machines are `live`.
+pub(crate) fn judge(
+    world: &World,
+    live: &[Live<'_>],
+    track: &ClusterTrack,
+    spec: &Cluster,
+    repairs: &RepairCheck,
+    judge: Judge,
+) -> Option<String> {
     let s = &spec.spec;
     let sets = std::iter::once((
         "cp",
@@ -52,8 +78,11 @@ pub fn cluster_problem(
             .iter()
             .filter(|m| m.uid == track.uid && m.set == set)
             .collect();
-        if let Some(p) = set_problem(track, set, replicas, template, &machines, repairs) {
+        if let Some(p) = set_problem(track, set, replicas, template, &machines, repairs, judge) {
             return Some(format!("{}: {p}", track.name));
+        }
+        if judge == Judge::Ready {
+            continue;
         }
         // F1: the template a VM was made from must still be there, or the set can make
         // no machine again (another cluster deleted a template this one holds).
@@ -69,7 +98,7 @@ pub fn cluster_problem(
         }
     }
     if s.provider.openstack.is_some() {
-        openstack_problem(world, track, s).map(|p| format!("{}: {p}", track.name))
+        openstack_problem(world, track, s, judge).map(|p| format!("{}: {p}", track.name))
     } else {
         None
     }
@@ -82,6 +111,7 @@ fn set_problem(
     template: &MachineTemplate,
     machines: &[&Live<'_>],
     repairs: &RepairCheck,
+    judge: Judge,
 ) -> Option<String> {
     if machines.len() as u32 != replicas {
         return Some(format!(
@@ -98,6 +128,9 @@ fn set_problem(
                 "{} of set {set} is not running with a Ready node",
                 m.name
             ));
+        }
+        if judge == Judge::Ready {
+            continue;
         }
         if repairs.outdated(&m.id, set, &track.sets) {
             return Some(format!(
@@ -120,7 +153,12 @@ fn set_problem(
     None
 }
 
-fn openstack_problem(world: &World, track: &ClusterTrack, s: &ClusterSpec) -> Option<String> {
+fn openstack_problem(
+    world: &World,
+    track: &ClusterTrack,
+    s: &ClusterSpec,
+    judge: Judge,
+) -> Option<String> {
     let cp = s.control_plane.replicas.get();
     if !track.external_endpoint {
         let members: Vec<_> = world
@@ -139,5 +177,8 @@ fn openstack_problem(world: &World, track: &ClusterTrack, s: &ClusterSpec) -> Op
             ));
         }
     }
-    crate::flight::network_problem(world, track, s)
+    match judge {
+        Judge::Converged => crate::flight::network_problem(world, track, s),
+        Judge::Ready => crate::flight::rules_problem(world, track, s),
+    }
 }

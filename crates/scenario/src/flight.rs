@@ -238,6 +238,18 @@ pub(crate) fn network_problem(
     })
 }
 
+/// Pod-network rules missing in `world` for the cluster of `track` (unless the spec
+/// switched their repair off): what a Ready cluster must have in place.
+pub(crate) fn rules_problem(
+    world: &World,
+    track: &ClusterTrack,
+    spec: &flightdeck_spec::ClusterSpec,
+) -> Option<String> {
+    let rules = rules_missing(world, &track.uid, track.pod_cidr);
+    (spec.flight.repairs.security_group_rules && !rules.is_empty())
+        .then(|| format!("pod-network rule(s) {} missing", rules.join(", ")))
+}
+
 fn owned(tags: &[String], uid: &str) -> bool {
     uid_of(tags) == Some(uid)
 }

@@ -50,6 +50,11 @@ pub struct Verdict {
     pub checks: u64,
     pub violations: u64,
     pub first_violation: Option<Violation>,
+    /// Why it was never checked in this run, when it does not apply to it (no cluster
+    /// deleted, no repair begun, a fault that never ends, ...). An invariant that
+    /// applies and was never checked does not hold.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_applicable: Option<String>,
 }
 
 /// How long past its drain deadline and one resync period (a lost requeue) an evacuated
@@ -66,6 +71,9 @@ pub const DEADLINE_TOLERANCE: flightdeck_spec::Duration = flightdeck_spec::Durat
 /// come back before it leaves (a new VM boots and joins in about five minutes).
 pub const EVACUATION_QUORUM_WAIT: flightdeck_spec::Duration =
     flightdeck_spec::Duration::from_mins(15);
+
+/// The cause the simulator gives a VMI deletion a client asked for.
+pub(crate) const VMI_DELETE: &str = "DELETE virtualmachineinstances";
 
 /// The logical identity of an owned object: cluster UID, role and machine key.
 type Identity = (String, String, String);
@@ -99,6 +107,22 @@ pub struct Invariants {
     kube_outages: Vec<(Timestamp, Option<Timestamp>)>,
     set_churn: crate::churn_check::SetChurn,
     serving: crate::serving::ServingCheck,
+    /// Which cluster made each object, by the simulator's record of the calls.
+    made_by: MadeBy,
+    /// Deletions the scenario asked for, by cluster: the last look and how much
+    /// fault-free time they have had.
+    deletions: BTreeMap<String, Deletion>,
+}
+
+/// How much time outside fault windows a deletion the scenario asked for may take
+/// before nothing the cluster owned may remain (`noLeaks`), whether or not flightdeck
+/// still keeps a record of the cluster.
+pub const DELETION_DEADLINE: flightdeck_spec::Duration = flightdeck_spec::Duration::from_mins(20);
+
+struct Deletion {
+    last: Timestamp,
+    fault_free_ms: u64,
+    reported: bool,
 }
 
 impl Invariants {
@@ -115,6 +139,7 @@ impl Invariants {
                         checks: 0,
                         violations: 0,
                         first_violation: None,
+                        not_applicable: None,
                     },
                 )
             })
@@ -137,6 +162,8 @@ impl Invariants {
             kube_outages: Vec::new(),
             set_churn: Default::default(),
             serving: Default::default(),
+            deletions: BTreeMap::new(),
+            made_by: MadeBy::default(),
         }
     }
 
@@ -250,6 +277,26 @@ impl Invariants {
         self.verdicts.values().cloned().collect()
     }
 
+    /// Ends the run's verdicts: an invariant never checked is not applicable when
+    /// `why_not` says why; otherwise it applied and was never checked, and does not hold.
+    pub fn conclude(&mut self, now: Timestamp, why_not: impl Fn(Invariant) -> Option<String>) {
+        let start = self.start;
+        let step = self.step;
+        for (inv, v) in self.verdicts.iter_mut().filter(|(_, v)| v.checks == 0) {
+            match why_not(*inv) {
+                Some(why) => v.not_applicable = Some(why),
+                None => {
+                    v.held = false;
+                    v.first_violation = Some(Violation {
+                        at_seconds: now.since(start).as_secs_f64(),
+                        step,
+                        message: "never checked in this run, although it applies to it".into(),
+                    });
+                }
+            }
+        }
+    }
+
     pub fn all_held(&self) -> bool {
         self.verdicts.values().all(|v| v.held)
     }
@@ -333,8 +380,10 @@ impl Invariants {
                 continue;
             }
             let owner = uid_of(&m.target_tags);
+            let foreign = self.made_by.note(m, owner);
             if self.enabled.contains(&Invariant::OnlyOwned) {
                 let v = match owner {
+                    _ if foreign.is_some() => foreign,
                     Some(uid) if known.contains(uid) => None,
                     _ => Some(format!(
                         "{} {} touched {} ({}), which carries no managed cluster's ownership tag",
@@ -411,6 +460,50 @@ impl Invariants {
         }
     }
 
+    /// `noLeaks` by the scenario's clock: a cluster the scenario deleted has nothing left
+    /// once its deletion has had [`DELETION_DEADLINE`] outside fault windows (`fault`:
+    /// one is active now), whatever flightdeck says or remembers of it.
+    pub fn check_deletions(
+        &mut self,
+        world: &World,
+        clusters: &BTreeMap<String, ClusterTrack>,
+        now: Timestamp,
+        fault: bool,
+    ) {
+        if !self.enabled.contains(&Invariant::NoLeaks) {
+            return;
+        }
+        for c in clusters.values() {
+            let Some(asked) = c.deletion_asked_at else {
+                continue;
+            };
+            let d = self.deletions.entry(c.name.clone()).or_insert(Deletion {
+                last: asked,
+                fault_free_ms: 0,
+                reported: false,
+            });
+            if !fault {
+                d.fault_free_ms += now.since(d.last).as_millis();
+            }
+            d.last = now;
+            if d.fault_free_ms < DELETION_DEADLINE.as_millis() || d.reported {
+                continue;
+            }
+            let v = leaks(world, c).map(|left| {
+                format!(
+                    "cluster {}: {left} remain {} after the scenario deleted it (at {:.0}s)",
+                    c.name,
+                    now.since(asked),
+                    asked.since(self.start).as_secs_f64()
+                )
+            });
+            if let Some(d) = self.deletions.get_mut(&c.name) {
+                d.reported |= v.is_some();
+            }
+            self.record(Invariant::NoLeaks, now, v);
+        }
+    }
+
     /// `drainBeforeDelete` (F9): every VMI deleted by a client since the last check was
     /// deleted with its guest node drained, or after its drain deadline.
     fn check_drains(&mut self, world: &World, clusters: &BTreeMap<String, ClusterTrack>) {
@@ -421,10 +514,7 @@ impl Invariants {
             return;
         }
         self.check_evacuations(world, clusters);
-        for d in fresh
-            .iter()
-            .filter(|d| d.cause == "DELETE virtualmachineinstances")
-        {
+        for d in fresh.iter().filter(|d| d.cause == VMI_DELETE) {
             let timeout = clusters
                 .get(&d.cluster)
                 .and_then(|c| c.drain_timeout)
@@ -478,6 +568,7 @@ impl Invariants {
                 };
             let waited = now.since(since);
             if vmi.deleting || waited.as_millis() <= bound {
+                self.record(Invariant::DrainBeforeDelete, now, None);
                 continue;
             }
             if !self.evacuations_overdue.insert(vmi.uid.clone()) {
@@ -529,6 +620,52 @@ impl Invariants {
             }
         }
     }
+}
+
+/// `onlyOwned` by the call: which cluster made each object, from the simulator's own
+/// record of the calls (the cluster each call was made for, its caller label), not
+/// from its tags or from what flightdeck remembers.
+#[derive(Default)]
+struct MadeBy {
+    /// Object ID → the cluster whose call created it.
+    objects: BTreeMap<String, String>,
+    /// Cluster UID (in the tags of what a cluster's calls created) → that cluster.
+    uids: BTreeMap<String, String>,
+}
+
+impl MadeBy {
+    /// Notes mutation `m` (done; `owner`: the UID its target's tags carry); for a change
+    /// made for one cluster to an object another cluster made, says so.
+    fn note(&mut self, m: &Mutation, owner: Option<&str>) -> Option<String> {
+        let caller = m.caller.as_deref().and_then(cluster_of_label)?;
+        if m.kind == MutationKind::Create {
+            self.objects.insert(m.target_id.clone(), caller.to_string());
+            if let Some(uid) = owner {
+                self.uids
+                    .entry(uid.to_string())
+                    .or_insert_with(|| caller.to_string());
+            }
+            return None;
+        }
+        let made = self
+            .objects
+            .get(&m.target_id)
+            .or_else(|| owner.and_then(|u| self.uids.get(u)))?;
+        (made != caller).then(|| {
+            format!(
+                "{} {} made for cluster {caller} touched {} ({}), which cluster {made} created",
+                m.service, m.operation, m.target_id, m.target_name
+            )
+        })
+    }
+}
+
+/// The cluster a caller label names: its last `cluster=` word.
+fn cluster_of_label(label: &str) -> Option<&str> {
+    label
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix("cluster="))
+        .next_back()
 }
 
 /// `template` or `image` for a mutation of an OpenNebula template or image.

@@ -33,6 +33,7 @@ pub mod swarm;
 mod swarm_faults;
 mod swarm_fleet;
 pub mod track;
+mod truth;
 mod unsafe_switch;
 pub mod wire;
 mod workload;

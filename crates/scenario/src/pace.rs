@@ -1,5 +1,7 @@
 //! `reconcilePace`: every cluster is reconciled at least once per resync period (with
-//! its 10 % jitter) plus two minutes. A runner that skips due work, or an engine whose
+//! its 10 % jitter) plus two minutes. A cluster is reconciled when the simulator sees a
+//! call made for it (every reconcile lists something fresh at least once a resync
+//! period); what flightdeck says of when it last reconciled is not looked at. A runner that skips due work, or an engine whose
 //! queue starves some clusters behind others, fails it. Windows in which calls were
 //! slowed by half a second or more (`api.latency`) are excused: in virtual time calls do
 //! not overlap, so there a fleet falls behind, and the clock starts again when the
@@ -7,11 +9,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use flightdeck_cloud::{Provider, Timestamp};
-use flightdeck_engine::Engine;
-use flightdeck_spec::{Duration, Invariant};
+use flightdeck_cloud::Timestamp;
+use flightdeck_spec::{Cluster, Duration, Invariant};
 
 use crate::invariants::Invariants;
+use crate::track::ClusterTrack;
 
 /// The slack on top of a resync period: one long reconcile, and the jitter's spread.
 const SLACK: Duration = Duration::from_secs(120);
@@ -33,23 +35,28 @@ impl Pace {
         }
     }
 
-    pub(crate) fn check<P: Provider>(
+    /// Checks every cluster the scenario has not deleted, by the calls the simulator
+    /// saw made for it (`last_calls`: by name, or `uid:<UID>`), against the resync
+    /// period of the spec the scenario wrote.
+    pub(crate) fn check(
         &mut self,
         inv: &mut Invariants,
         now: Timestamp,
-        engine: &Engine<P>,
+        last_calls: &BTreeMap<String, Timestamp>,
+        tracks: &BTreeMap<String, ClusterTrack>,
+        specs: &BTreeMap<String, Cluster>,
     ) {
         if !inv.enabled(Invariant::ReconcilePace) {
             return;
         }
-        let clusters: Vec<(String, Option<Timestamp>, Duration)> = engine
-            .clusters()
-            .map(|(n, c)| {
-                (
-                    n.clone(),
-                    c.last_reconciled,
-                    c.spec.spec.flight.resync_period,
-                )
+        let clusters: Vec<(String, Option<Timestamp>, Duration)> = tracks
+            .values()
+            .filter(|t| !t.deletion_requested)
+            .filter_map(|t| {
+                let period = specs.get(&t.name)?.spec.flight.resync_period;
+                let by_name = last_calls.get(&t.name).copied();
+                let by_uid = last_calls.get(&format!("uid:{}", t.uid)).copied();
+                Some((t.name.clone(), by_name.max(by_uid), period))
             })
             .collect();
         self.check_clusters(inv, now, &clusters);

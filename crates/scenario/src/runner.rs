@@ -33,6 +33,10 @@ mod restarts;
 
 /// The most steps one run may take; a run that needs more is stuck in a loop.
 pub const STEPS_MAX: u64 = 2_000_000;
+/// How long after its last fault, workload step and restart a scenario without
+/// `convergeAfter` gives its fleet to converge: its run goes on past its duration, up
+/// to this, until it has.
+pub const CONVERGE_BOUND: Duration = Duration::from_mins(30);
 /// The most reconcile batches run at one virtual instant before time must move on.
 pub const RECONCILES_PER_INSTANT_MAX: usize = 64;
 
@@ -144,20 +148,24 @@ where
     drive(loaded, options, on_event, cloud, DynProvider::new(provider)).await
 }
 
-/// Brings `t` up to what the engine holds of its cluster `c`.
-fn follow(t: &mut ClusterTrack, c: &flightdeck_engine::ClusterRecord, cloud: &SimCloud) {
+/// Brings `t` up to what the engine holds of its cluster `c`, whose spec as the
+/// scenario wrote it is `spec`.
+fn follow(
+    t: &mut ClusterTrack,
+    c: &flightdeck_engine::ClusterRecord,
+    spec: Option<&Cluster>,
+    cloud: &SimCloud,
+) {
     // The workload cluster hands its nodes pod networks from the spec's podCIDR, under
     // the cluster's UID (which an adoption changes).
     if t.pod_network_uid.as_deref() != Some(c.memory.uid.as_str()) {
         t.pod_network_uid = Some(c.memory.uid.clone());
         cloud.set_pod_network(&t.name, &c.memory.uid, c.spec.spec.network.pod_cidr);
     }
-    t.sets.refresh(&c.spec, t.generation);
-    // Read from the engine: a world-derived "built" (every set at its replicas with Ready
-    // nodes, members serving) fired on transient states of a build still under repair
-    // (seed 4636937). See the closing note of 2026-11-26.
-    t.ready_since = c.memory.ready_since;
-    t.deletion_requested |= c.memory.deletion_requested.is_some();
+    // The limits are the spec's as the scenario wrote it, not as flightdeck stored it.
+    t.sets.refresh(spec.unwrap_or(&c.spec), t.generation);
+    // `ready_since` is the world's (`truth.rs`), and so is the deletion: the scenario
+    // asked for it (`fire_workload`).
 }
 
 /// The run itself, on any cloud's provider: the driver and its engine are compiled once,
@@ -207,11 +215,21 @@ struct Driver<'a, P: Provider> {
     workload_failures: Vec<String>,
     steps: u64,
     converged_at: Option<Timestamp>,
-    /// From when the fleet must converge: the run's option, else the file's `convergeAfter`.
+    /// From when the fleet must converge: the run's option, else the file's
+    /// `convergeAfter`, else the end of its last fault, workload step and restart.
     converge_after: Option<Duration>,
+    /// The convergence point was not asked for but found: the run does not end before
+    /// the scenario's own end (`spec_end`), and goes on past it until the fleet
+    /// converged, at most [`CONVERGE_BOUND`] after the point.
+    converge_implicit: bool,
+    /// Why `convergence` does not apply to this run, when it does not.
+    converge_not_applicable: Option<String>,
+    /// The end the scenario's duration sets.
+    spec_end: Timestamp,
     cluster_millis: u64,
     flight: FlightChecks,
     pace: Pace,
+    truth: crate::truth::Truth,
 }
 
 impl<'a, P: Provider + 'static> Driver<'a, P> {
@@ -282,13 +300,30 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
             .iter()
             .map(|c| ConditionWatch::new(c, start))
             .collect();
+        let asked = options.converge_after.or(spec.expect.converge_after);
+        let (found, converge_not_applicable) = match (asked, options.stop_when_ready) {
+            (Some(_), _) => (None, None),
+            (None, true) => (None, Some("`up` ends once every cluster is Ready".into())),
+            (None, false) => match quiet_from(loaded, options) {
+                Ok(at) => (Some(at), None),
+                Err(why) => (None, Some(why)),
+            },
+        };
+        let spec_end = start.plus(spec.duration);
+        let end = match found {
+            Some(at) => spec_end.max(start.plus(at).plus(CONVERGE_BOUND)),
+            None => spec_end,
+        };
         Ok(Driver {
             loaded,
             options,
             on_event,
             seed,
             start,
-            end: start.plus(spec.duration),
+            end,
+            spec_end,
+            converge_implicit: found.is_some(),
+            converge_not_applicable,
             clock,
             cloud,
             provider,
@@ -316,10 +351,11 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
             workload_failures: Vec::new(),
             steps: 0,
             converged_at: None,
-            converge_after: options.converge_after.or(spec.expect.converge_after),
+            converge_after: asked.or(found),
             cluster_millis: 0,
             flight: FlightChecks::new(blind, outages, stale_lists),
             pace: Pace::new(slow),
+            truth: crate::truth::Truth::new(fault_windows(loaded, options, start)),
         })
     }
 
@@ -382,6 +418,7 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
                 self.marks.first().map(|m| m.0),
                 self.restarts.first().map(|r| r.0),
                 self.converge_after.map(|d| self.start.plus(d)),
+                Some(self.spec_end),
                 Some(self.end),
             ];
             // Reconciles that came due while others ran (their calls move the clock) run
@@ -443,6 +480,7 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
                 t.generation += 1;
                 if step.action == WorkloadAction::Delete {
                     t.deletion_requested = true;
+                    t.deletion_asked_at.get_or_insert(now);
                 }
             }
             self.emit(
@@ -524,10 +562,10 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
         for (name, c) in self.engine.clusters() {
             while tracks.next_if(|(n, _)| *n < name).is_some() {}
             match tracks.next_if(|(n, _)| *n == name) {
-                Some((_, t)) => follow(t, c, &self.cloud),
+                Some((_, t)) => follow(t, c, self.specs.get(name), &self.cloud),
                 None => {
                     let mut track = ClusterTrack::new(name, &c.memory.uid, &c.spec);
-                    follow(&mut track, c, &self.cloud);
+                    follow(&mut track, c, self.specs.get(name), &self.cloud);
                     new.push((name.clone(), track));
                 }
             }
@@ -600,6 +638,8 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
                 status: self.engine.cluster(&t.name).map(|c| c.status.clone()),
             })
             .collect();
+        let why_not = self.not_applicable();
+        self.invariants.conclude(now, |i| why_not.get(&i).cloned());
         let passed = self.invariants.all_held() && expectations.iter().all(|e| e.met);
         let convergence_seconds = match (self.converged_at, self.converge_after) {
             (Some(t), Some(after)) => Some(t.since(start.plus(after)).as_secs_f64()),
@@ -631,6 +671,124 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
     }
 }
 
+/// From when nothing more is done to the fleet: the end of the last fault, workload
+/// step, restart and engine fault; or why that time never comes (a fault without end).
+fn quiet_from(loaded: &LoadedScenario, options: &RunOptions) -> Result<Duration, String> {
+    let spec = &loaded.scenario.spec;
+    let mut at = Duration::ZERO;
+    for f in &spec.faults {
+        match f.duration {
+            Some(d) => at = at.max(Duration::from_millis(f.at.as_millis() + d.as_millis())),
+            None => {
+                return Err(format!(
+                    "fault {} from {} never ends",
+                    f.kind.as_str(),
+                    f.at
+                ));
+            }
+        }
+    }
+    let times = spec
+        .workload
+        .iter()
+        .map(|w| w.at)
+        .chain(spec.restarts.iter().copied())
+        .chain(options.restarts.iter().copied())
+        .chain(options.store_restarts.iter().copied())
+        .chain(options.lagging_restores.iter().map(|(t, _)| *t))
+        .chain(options.engine_faults.iter().map(|p| p.until));
+    Ok(times.fold(at, Duration::max))
+}
+
+/// When the cloud or the engine may keep flightdeck from seeing what the world shows:
+/// the scenario's faults and the engine's injected faults, from and until (`None`:
+/// to the end).
+fn fault_windows(
+    loaded: &LoadedScenario,
+    options: &RunOptions,
+    start: Timestamp,
+) -> Vec<(Timestamp, Option<Timestamp>)> {
+    let faults = loaded.scenario.spec.faults.iter().map(|f| {
+        let from = start.plus(f.at);
+        (from, f.duration.map(|d| from.plus(d)))
+    });
+    let engine = options
+        .engine_faults
+        .iter()
+        .map(|p| (start, Some(start.plus(p.until))));
+    faults.chain(engine).collect()
+}
+
+impl<P: Provider + 'static> Driver<'_, P> {
+    /// Why each invariant that was never checked does not apply to this run, where it
+    /// does not: read from the scenario and the world, never from flightdeck.
+    fn not_applicable(&self) -> BTreeMap<Invariant, String> {
+        let mut why = BTreeMap::new();
+        let specs = || self.specs.values().map(|c| &c.spec);
+        if self.tracks.is_empty() {
+            for i in Invariant::ALL {
+                why.insert(i, "no cluster was taken up".to_string());
+            }
+        }
+        if let Some(w) = &self.converge_not_applicable {
+            why.insert(Invariant::Convergence, w.clone());
+        }
+        if !self.tracks.values().any(|t| t.deletion_requested) {
+            why.insert(Invariant::NoLeaks, "no cluster is deleted".into());
+        }
+        if !specs().any(|s| s.provider.is_kubevirt()) {
+            why.insert(
+                Invariant::DrainBeforeDelete,
+                "no cluster runs on KubeVirt".into(),
+            );
+        } else if !self
+            .cloud
+            .snapshot()
+            .kube
+            .vmi_deletions
+            .iter()
+            .any(|d| d.cause == crate::invariants::VMI_DELETE)
+        {
+            // An evacuation is a check of its own, at every look while it lasts.
+            why.insert(
+                Invariant::DrainBeforeDelete,
+                "no VMI was deleted by a client, and none was evacuated".into(),
+            );
+        }
+        let routed = specs().any(|s| {
+            s.flight.repairs.routes
+                && s.provider
+                    .openstack
+                    .as_ref()
+                    .is_some_and(|o| o.router.is_some())
+        });
+        if !routed {
+            why.insert(
+                Invariant::RoutesConsistent,
+                "no cluster has routes on a router".into(),
+            );
+        }
+        if !self.tracks.values().any(|t| t.ready_since.is_some()) {
+            let never = "the world never showed a cluster ready (convergence and statusTruthful judge that)";
+            for i in [
+                Invariant::ApiEndpointServing,
+                Invariant::RulesRestored,
+                Invariant::RoutesConsistent,
+            ] {
+                why.insert(i, never.into());
+            }
+        }
+        why.insert(Invariant::StatusTruthful, self.truth.not_checked());
+        for i in [
+            Invariant::RemediationWithinBudget,
+            Invariant::NoRemediationOnBlindObserver,
+        ] {
+            why.insert(i, "no repair began".into());
+        }
+        why
+    }
+}
+
 /// A workload step's outcome against what the scenario wants of it (`refused`: a
 /// refusal containing that text): the event's severity and message, and the failure
 /// if it is not what was wanted.
@@ -659,6 +817,22 @@ fn judge_step(
     }
 }
 
+/// Labels the calls of cluster `cluster`'s reconcile as made for it, in process and on
+/// the wire (`X-Flightdeck-Caller: cluster=NAME`): the simulator then knows, from its own
+/// records, which cluster each call and each change was for (`onlyOwned`,
+/// `reconcilePace`).
+fn label_calls<'a>(
+    cluster: &str,
+    calls: futures_util::future::LocalBoxFuture<'a, ()>,
+) -> futures_util::future::LocalBoxFuture<'a, ()> {
+    let cluster = cluster.to_string();
+    Box::pin(async move {
+        let label = format!("cluster={cluster}");
+        flightdeck_http::as_caller(label, flightdeck_sim::caller::for_cluster(&cluster, calls))
+            .await
+    })
+}
+
 #[allow(clippy::too_many_arguments)]
 fn build_engine<P: Provider + 'static>(
     cloud: &Arc<P>,
@@ -676,7 +850,8 @@ fn build_engine<P: Provider + 'static>(
         Arc::new(clock.clone()),
         Box::new(SeededRng::fork(seed, &format!("engine-{generation}"))),
         options.engine.clone(),
-    )?;
+    )?
+    .with_call_scope(Arc::new(label_calls));
     Ok(match &options.engine_faults {
         Some(profile) => engine.with_faults(Box::new(InjectedEngineFaults::new(
             profile.clone(),

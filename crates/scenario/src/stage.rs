@@ -24,7 +24,8 @@ pub(crate) struct Stage {
     pub(crate) blind: Vec<BlindWindow>,
     /// When `api.errorRate` or `api.rateLimit` faults were active.
     pub(crate) outages: Vec<(Timestamp, Timestamp)>,
-    /// When `api.latency` faults of at least [`SLOW_CALL`] were active.
+    /// When `api.latency` faults of at least [`SLOW_CALL`] were active, or Keystone
+    /// refused tokens (`api.errorRate` or `api.rateLimit` on it).
     pub(crate) slow: Vec<(Timestamp, Timestamp)>,
     /// When `api.staleRead` faults on nova or kubernetes were active: the servers and
     /// nodes flightdeck lists may be minutes old, so a machine born in the window may not
@@ -90,8 +91,14 @@ pub(crate) fn set(cloud: &SimCloud, loaded: &LoadedScenario, start: Timestamp) -
                 .collect()
         };
     let outages = window(&|f| matches!(f.kind, FaultKind::ApiErrorRate | FaultKind::ApiRateLimit));
-    let slow =
-        window(&|f| f.kind == FaultKind::ApiLatency && f.latency.is_none_or(|l| l >= SLOW_CALL));
+    // Also excused: Keystone refusing every token. The provider's session then waits
+    // out its own backoff before it asks again, and no call of a reconcile reaches the
+    // cloud meanwhile (the wire run of keystone-revoked-then-down: 10 minutes).
+    let slow = window(&|f| {
+        (f.kind == FaultKind::ApiLatency && f.latency.is_none_or(|l| l >= SLOW_CALL))
+            || (matches!(f.kind, FaultKind::ApiErrorRate | FaultKind::ApiRateLimit)
+                && f.service == Some(Service::Keystone))
+    });
     let stale_lists = window(&|f| {
         f.kind == FaultKind::ApiStaleRead
             && matches!(f.service, Some(Service::Nova | Service::Kubernetes))

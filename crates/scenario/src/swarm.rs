@@ -220,6 +220,7 @@ pub fn case(seed: u64, options: &SwarmOptions) -> Result<SwarmCase, String> {
         match d {
             Unsafe::MemberGate => engine.plan.member_gate = MemberGate::LoadBalancerOnly,
             Unsafe::OwnershipCheck => engine.ownership_check = false,
+            Unsafe::ClusterOwnership => engine.cluster_ownership = false,
             Unsafe::Plan(m) => off.push(*m),
             // A fleet of one engine has no replicas to fence: the CLI refuses these
             // without --split-brain.

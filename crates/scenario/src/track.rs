@@ -16,6 +16,8 @@ pub struct ClusterTrack {
     /// When the cluster was first Ready; from then on its API must serve.
     pub ready_since: Option<Timestamp>,
     pub deletion_requested: bool,
+    /// When the scenario asked for the deletion (the workload step's time).
+    pub deletion_asked_at: Option<Timestamp>,
     pub deleted_at: Option<Timestamp>,
     /// Bumped by every spec change the workload makes.
     pub generation: u64,
@@ -60,6 +62,7 @@ impl ClusterTrack {
             uid: uid.to_string(),
             ready_since: None,
             deletion_requested: false,
+            deletion_asked_at: None,
             deleted_at: None,
             generation: 0,
             restores: 0,

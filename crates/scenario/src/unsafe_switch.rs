@@ -11,6 +11,9 @@ pub enum Unsafe {
     MemberGate,
     /// Let deletions through without checking the target's ownership tag.
     OwnershipCheck,
+    /// Check only that an object is some flightdeck cluster's, not this cluster's: a
+    /// lie that lets a cluster act on another's objects.
+    ClusterOwnership,
     /// One of the planner's own mechanisms.
     Plan(Mechanism),
     /// A replica's own-clock lease deadline (split-brain seeds only).
@@ -25,7 +28,11 @@ pub const FENCES: [Unsafe; 2] = [Unsafe::LeaseDeadline, Unsafe::ClaimRevision];
 impl Unsafe {
     /// Every mechanism `--unsafe-disable` can switch off.
     pub fn all() -> Vec<Unsafe> {
-        let mut all = vec![Unsafe::MemberGate, Unsafe::OwnershipCheck];
+        let mut all = vec![
+            Unsafe::MemberGate,
+            Unsafe::OwnershipCheck,
+            Unsafe::ClusterOwnership,
+        ];
         all.extend(Mechanism::ALL.map(Unsafe::Plan));
         all
     }
@@ -34,6 +41,7 @@ impl Unsafe {
         match self {
             Unsafe::MemberGate => "member-gate",
             Unsafe::OwnershipCheck => "ownership-check",
+            Unsafe::ClusterOwnership => "cluster-ownership",
             Unsafe::Plan(m) => m.as_str(),
             Unsafe::LeaseDeadline => "lease-deadline",
             Unsafe::ClaimRevision => "claim-revision",

@@ -125,6 +125,8 @@ pub(crate) async fn require_token(State(app): State<App>, req: Request, next: Ne
         .map(str::trim)
         .unwrap_or_default();
     if !app.token_good(token) {
+        // Refused before any service sees it, but made for its cluster all the same.
+        app.cloud.note_call();
         return errors::unauthorized(&app.identity_url());
     }
     next.run(req).await
@@ -308,6 +310,7 @@ async fn issue_token(State(app): State<App>, body: Bytes) -> Response {
         Ok(s) => s,
         Err(resp) => return resp,
     };
+    app.cloud.note_call();
     // Keystone itself may be down or limiting (the faults aimed at it).
     if let Err(e) = app.cloud.keystone_issue() {
         return errors::keystone_refused(&e);

@@ -187,7 +187,7 @@ impl<'a> CallFor<'a> {
         }
     }
 
-    fn cluster(&mut self) -> Option<&str> {
+    pub(crate) fn cluster(&mut self) -> Option<&str> {
         if let Some(named) = self.named {
             return Some(named);
         }

@@ -567,6 +567,23 @@ impl SimCloud {
     /// Calls made so far: service (`nova`, `neutron`, `octavia`, `kubernetes`) →
     /// `"METHOD /path/{template}"` → count, and `opennebula` → XML-RPC method name →
     /// count. Failed calls count too.
+    /// Notes a call that the front end answered itself (Keystone's, or one refused for
+    /// its token) as made for the cluster its caller label names, if it names one.
+    pub fn note_call(&self) {
+        if let Some(cluster) = caller::cluster() {
+            let mut st = self.lock();
+            let now = self.clock.now();
+            st.log.called_for(&cluster, now);
+        }
+    }
+
+    /// When a call was last made for each cluster, as far as the call said: by the
+    /// cluster's name (the call's caller label, or the workload cluster it went to) and
+    /// by `uid:<UID>` (a Kubernetes list by the cluster's UID label).
+    pub fn last_calls(&self) -> BTreeMap<String, Timestamp> {
+        self.lock().log.last_calls.clone()
+    }
+
     pub fn api_calls(&self) -> BTreeMap<String, BTreeMap<String, u64>> {
         self.lock().log.api_calls()
     }
@@ -657,6 +674,9 @@ impl SimCloud {
     ) -> Result<Timestamp> {
         st.run_due(self.clock.now());
         st.log.count(service, operation);
+        if let Some(cluster) = call.cluster() {
+            st.log.called_for(cluster, self.clock.now());
+        }
         auth::ensure_token(st, &self.clock, service, operation)?;
         faults::before_call(st, &self.clock, service, operation, call)?;
         Ok(self.clock.now())

@@ -110,6 +110,10 @@ pub(crate) struct Log {
     pub(crate) spells: VecDeque<ServingSpell>,
     pub(crate) spells_dropped: u64,
     pub(crate) faults_ignored: u64,
+    /// When a call was last made for each cluster: by its name (its caller label, or
+    /// the workload cluster it went to) and by `uid:<UID>` (a Kubernetes list selecting
+    /// the cluster's UID label).
+    pub(crate) last_calls: BTreeMap<String, Timestamp>,
     /// Bumped by every mutating call, transition and out-of-band change: a world taken
     /// at the same count is the same world (but for the time).
     pub(crate) changes: u64,
@@ -123,6 +127,16 @@ impl Log {
             .or_default()
             .entry(operation)
             .or_default() += 1;
+    }
+
+    /// Notes a call made for `cluster` (a name, or `uid:<UID>`) at `now`.
+    pub(crate) fn called_for(&mut self, cluster: &str, now: Timestamp) {
+        match self.last_calls.get_mut(cluster) {
+            Some(t) => *t = now,
+            None => {
+                self.last_calls.insert(cluster.to_string(), now);
+            }
+        }
     }
 
     /// Records a mutating call of `operation` on the object `target` (its ID, name and

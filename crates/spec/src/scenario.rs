@@ -113,9 +113,13 @@ pub enum Invariant {
     ApiEndpointServing,
     /// No owned object is deleted and re-created without a spec change.
     NoChurn,
-    /// After a cluster's deletion completes, nothing it owned remains.
+    /// Nothing a deleted cluster owned remains: once flightdeck has forgotten it, and
+    /// in any case once its deletion has had 20 minutes outside fault windows since the
+    /// scenario asked for it.
     NoLeaks,
-    /// No mutation touches an object that lacks the cluster's ownership tag.
+    /// No mutation touches an object that lacks a managed cluster's ownership tag, and
+    /// no call made for one cluster changes an object another cluster's calls created
+    /// (by the simulator's record of the calls, whatever the tags say).
     OnlyOwned,
     /// Cloud API calls stay within budget: per reconcile, per cluster-hour, and no
     /// action fails over and over in a hot loop.
@@ -141,13 +145,18 @@ pub enum Invariant {
     /// (no pod that must leave is left on it) or its drain deadline passed (F9).
     DrainBeforeDelete,
     /// Every cluster is reconciled at least once per resync period (with its jitter)
-    /// plus two minutes, outside windows in which calls were slowed by half a second or
-    /// more (`api.latency`): no cluster is starved.
+    /// plus two minutes, by the calls the simulator sees made for it, outside windows in
+    /// which calls were slowed by half a second or more (`api.latency`) or Keystone
+    /// refused tokens: no cluster is starved.
     ReconcilePace,
+    /// What flightdeck says of a cluster agrees with what the cloud shows: it never says
+    /// Ready for long before the world first shows the cluster ready, and never withholds
+    /// Ready for long, without a reason, from a cluster the world shows as its spec asks.
+    StatusTruthful,
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 12] = [
+    pub const ALL: [Invariant; 13] = [
         Invariant::ApiEndpointServing,
         Invariant::NoChurn,
         Invariant::NoLeaks,
@@ -160,6 +169,7 @@ impl Invariant {
         Invariant::RoutesConsistent,
         Invariant::DrainBeforeDelete,
         Invariant::ReconcilePace,
+        Invariant::StatusTruthful,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -176,6 +186,7 @@ impl Invariant {
             Invariant::RoutesConsistent => "routesConsistent",
             Invariant::DrainBeforeDelete => "drainBeforeDelete",
             Invariant::ReconcilePace => "reconcilePace",
+            Invariant::StatusTruthful => "statusTruthful",
         }
     }
 }

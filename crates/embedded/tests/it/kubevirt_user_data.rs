@@ -160,6 +160,11 @@ async fn a_vm_whose_user_data_secret_is_missing_waits_for_it_to_boot() {
         }
     }
     let servers = provider.list_servers(&owner()).await.expect("list");
+    assert_eq!(
+        servers.len(),
+        1,
+        "the VM is listed as the cluster's: {servers:?}"
+    );
     assert!(
         servers.iter().all(|s| s.status != ServerStatus::Active),
         "no Secret, no boot: {servers:?}"

@@ -40,7 +40,7 @@ fn a_planned_removal_is_withdrawn_when_the_others_stop_serving() {
 
 /// R2: servers that report ERROR are all marked for removal at once, with no
 /// one-at-a-time rule and no healthy minimum, even though Octavia says their members
-/// are ACTIVE/ONLINE and their nodes are Ready.
+/// are ACTIVE/ONLINE and their nodes are Ready. They are replaced, one at a time.
 #[test]
 fn servers_in_error_that_still_serve_are_replaced_one_at_a_time() {
     let mut w = World::cluster(spec(V1, 2), V1, 2);
@@ -59,6 +59,21 @@ fn servers_in_error_that_still_serve_are_replaced_one_at_a_time() {
         "{} control-plane machines marked at once: {removing:?}; first member delete: {:?}",
         removing.len(),
         targets(&p, "DeleteMember")
+    );
+    // And the replacement proceeds: one control-plane machine is repaired, and a
+    // server to take its place is asked for.
+    let repaired = under_repair(&p);
+    let creates = targets(&p, "CreateServer");
+    assert_eq!(
+        repaired.len(),
+        1,
+        "one machine repaired at once: {repaired:?}"
+    );
+    assert!(repaired[0].contains("-cp-"), "{repaired:?}");
+    assert_eq!(
+        creates.iter().filter(|m| m.contains("-cp-")).count(),
+        1,
+        "one replacement control-plane server: {creates:?}"
     );
 }
 

@@ -26,7 +26,17 @@ impl<P: Provider + 'static> Driver<'_, P> {
         let spells = self
             .cloud
             .serving_spells_since(self.invariants.spells_seen());
+        let live = crate::repair_check::live_machines(&world);
+        let look = crate::truth::Look {
+            world: &world,
+            live: &live,
+            specs: &self.specs,
+            repairs: self.flight.repairs(),
+        };
+        crate::truth::Truth::judge_readiness(&look, &mut self.tracks, now);
         self.invariants.check(&world, fresh, spells, &self.tracks);
+        self.invariants
+            .check_deletions(&world, &self.tracks, now, self.truth.fault_at(now));
         self.flight.check(
             &mut self.invariants,
             now,
@@ -34,7 +44,22 @@ impl<P: Provider + 'static> Driver<'_, P> {
             &self.engine,
             &self.tracks,
         );
-        self.pace.check(&mut self.invariants, now, &self.engine);
+        self.pace.check(
+            &mut self.invariants,
+            now,
+            &self.cloud.last_calls(),
+            &self.tracks,
+            &self.specs,
+        );
+        let look = crate::truth::Look {
+            world: &world,
+            live: &live,
+            specs: &self.specs,
+            repairs: self.flight.repairs(),
+        };
+        self.truth
+            .check(&mut self.invariants, now, &look, &self.engine, &self.tracks);
+        drop(live);
         let converged = self.check_convergence(now, &world);
         self.world = Some((changes, world));
         converged

@@ -10,6 +10,11 @@ impl<P: Provider + 'static> Driver<'_, P> {
         let Some(after) = self.converge_after.map(|d| self.start.plus(d)) else {
             return false;
         };
+        // Found, not asked for: the run still goes to the scenario's own end.
+        let may_end = !self.converge_implicit || now >= self.spec_end;
+        if self.converged_at.is_some() {
+            return may_end;
+        }
         if now < after || self.next_step < self.workload.len() {
             return false;
         }
@@ -17,7 +22,7 @@ impl<P: Provider + 'static> Driver<'_, P> {
         if problem.is_none() {
             self.converged_at = Some(now);
             self.invariants.check_convergence(now, None);
-            return true;
+            return may_end;
         }
         if now >= self.end {
             let bound = self.end.since(after);

@@ -101,6 +101,8 @@ async fn f9_a_blocked_drain_finishes_cleanly_once_the_budget_allows_and_the_vmi_
             .iter()
             .find(|w| w.name == "kv")
             .expect("the workload cluster");
+        // Three control-plane machines and two workers, every node back in service.
+        assert_eq!(kv.nodes.len(), 5, "{:#?}", kv.nodes);
         assert!(kv.nodes.iter().all(|n| !n.unschedulable && n.ready));
     }
 }
@@ -163,7 +165,10 @@ async fn f9_the_guest_node_is_found_by_identity_and_drained_not_the_infra_node_s
             evictions.iter().all(|m| m.contains("from kv-workers-4")),
             "the guest node, named after its VM: {evictions:#?}"
         );
-        assert!(vmi_deletions(&run).iter().all(|d| d.pods_left.is_empty()));
+        // The one VMI on the drained infra node was deleted, once drained.
+        let deletions = vmi_deletions(&run);
+        assert_eq!(deletions.len(), 1, "{deletions:#?}");
+        assert!(deletions.iter().all(|d| d.pods_left.is_empty()));
     }
 }
 
@@ -208,8 +213,9 @@ async fn f9_live_migrating_vmis_are_left_to_kubevirt() {
                 .any(|e| e.reason == "DrainStarted" || e.reason == "CordonNode"),
             "and drained nothing"
         );
-        // KubeVirt moved them off the drained node, same VMIs.
+        // KubeVirt moved them off the drained node, same VMIs: all five machines'.
         let world = run.cloud.snapshot();
+        assert_eq!(world.kube.vmis.len(), 5, "{:#?}", world.kube.vmis);
         assert!(
             world
                 .kube

@@ -58,7 +58,7 @@ async fn f6_errors_latency_and_boot_failures_still_converge_without_duplicates()
 
 #[tokio::test]
 async fn every_built_in_scenario_passes() {
-    for name in flightdeck_scenario::builtin::scenario_names() {
+    for name in crate::common::built_in_scenarios() {
         let report = run_named(name).await;
         assert!(
             report.passed,

@@ -10,6 +10,7 @@ mod handover;
 mod identity;
 mod kubevirt;
 mod lagging_store;
+mod lies;
 mod lifecycle;
 mod opennebula;
 mod pace;

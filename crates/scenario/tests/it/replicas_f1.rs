@@ -120,10 +120,12 @@ impl Replicas {
     }
 }
 
+/// Every engine drives its cluster, and each is Ready (an engine that drives none is not).
 fn ready(engines: &[OneEngine]) -> bool {
     engines.iter().all(|e| {
-        e.driven()
-            .all(|c| e.cluster(c).is_some_and(|r| r.status.ready))
+        e.driven().count() > 0
+            && e.driven()
+                .all(|c| e.cluster(c).is_some_and(|r| r.status.ready))
     })
 }
 

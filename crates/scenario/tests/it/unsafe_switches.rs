@@ -149,3 +149,24 @@ fn every_mechanism_has_a_flag_and_a_bad_one_is_named_in_the_error() {
         "{err}"
     );
 }
+
+/// A flightdeck that says Ready as soon as it has asked for its machines: the swarm
+/// judges readiness from the world, so the claim is caught (`statusTruthful`).
+#[test]
+fn a_flightdeck_that_reports_ready_before_its_machines_serve_is_caught() {
+    caught(Unsafe::Plan(Mechanism::HonestReady), 5, "statusTruthful");
+}
+
+/// F12: a flightdeck that forgets a deleted cluster with its objects still there.
+#[test]
+fn f12_a_flightdeck_that_forgets_a_cluster_before_its_objects_are_gone_is_caught() {
+    caught(Unsafe::Plan(Mechanism::DeleteBeforeForget), 0, "noLeaks");
+}
+
+/// F12: a flightdeck whose ownership check accepts any of its clusters' tags: one
+/// cluster deletes another's servers, which the simulator's own record of who made
+/// them shows (`onlyOwned`), whatever the tags say.
+#[test]
+fn f12_a_cluster_that_acts_on_another_clusters_objects_is_caught() {
+    caught(Unsafe::ClusterOwnership, 95, "onlyOwned");
+}

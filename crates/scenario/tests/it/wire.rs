@@ -1,11 +1,11 @@
 //! Wire mode: every OpenStack scenario passes when the engine reaches the simulator only
 //! through the real HTTP provider (Keystone, Nova, Neutron, Octavia REST on loopback).
 
-use flightdeck_scenario::{RunOptions, builtin, load_scenario, run_wire};
+use flightdeck_scenario::{RunOptions, load_scenario, run_wire};
 
 #[tokio::test]
 async fn every_built_in_scenario_passes_over_the_wire() {
-    for name in builtin::scenario_names() {
+    for name in crate::common::built_in_scenarios() {
         let loaded = load_scenario(name).expect("built-in scenario loads");
         let run = run_wire(&loaded, &RunOptions::default(), &mut |_| {})
             .await

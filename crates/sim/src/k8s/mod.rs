@@ -518,6 +518,10 @@ impl SimCloud {
         let operation = routes::operation(&req.method, &route);
         let mut call = crate::faults::CallFor::to((cluster != INFRA_CLUSTER).then_some(cluster));
         let entered = self.enter_for(&mut st, routes::SERVICE, operation, &mut call);
+        if let Some(uid) = selected_uid(&req.query) {
+            let now = self.clock.now();
+            st.log.called_for(&format!("uid:{uid}"), now);
+        }
         let mutating = routes::mutation_kind(&req.method, &route);
         let before = mutating.map(|_| routes::target(&st, cluster, &route, None));
         let (response, touched) = match entered {
@@ -698,5 +702,41 @@ pub(crate) fn snapshot(st: &State) -> KubeWorld {
         vmi_deletions: st.kube.deletions.iter().cloned().collect(),
         services: objects(Kind::Service),
         secrets: objects(Kind::Secret),
+    }
+}
+
+/// The cluster UID a list's `labelSelector` selects (`flightdeck.dev/uid=<UID>`), if it
+/// does: whose call it is when its caller did not say.
+fn selected_uid(query: &str) -> Option<String> {
+    let selector = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("labelSelector="))?;
+    let selector = selector
+        .replace("%2F", "/")
+        .replace("%2f", "/")
+        .replace("%3D", "=")
+        .replace("%3d", "=")
+        .replace("%2C", ",")
+        .replace("%2c", ",");
+    selector
+        .split(',')
+        .find_map(|term| term.strip_prefix("flightdeck.dev/uid="))
+        .map(str::to_string)
+}
+
+#[cfg(test)]
+mod selector_tests {
+    #[test]
+    fn a_list_by_a_clusters_uid_label_says_whose_it_is() {
+        assert_eq!(
+            super::selected_uid("labelSelector=flightdeck.dev%2Fuid%3Dabc123&limit=500"),
+            Some("abc123".into())
+        );
+        assert_eq!(
+            super::selected_uid("labelSelector=app%3Dweb%2Cflightdeck.dev%2Fuid%3Dx"),
+            Some("x".into())
+        );
+        assert_eq!(super::selected_uid("labelSelector=app%3Dweb"), None);
+        assert_eq!(super::selected_uid("watch=true"), None);
     }
 }

@@ -272,6 +272,9 @@ impl SimCloud {
             );
         };
         st.log.count(SERVICE, name);
+        if let Some(cluster) = crate::caller::cluster() {
+            st.log.called_for(&cluster, now);
+        }
         let req_id = st.one.req_id();
         let mut ctx = Ctx {
             method: name,

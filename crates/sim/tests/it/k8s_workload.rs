@@ -137,6 +137,7 @@ fn web_pods_run_on_workers_and_are_rescheduled_after_an_eviction_as_the_pdb_foll
     );
     wait_ms(&sim, 31_000);
     let pods = web_pods(&sim, "c1");
+    assert_eq!(pods.len(), 2, "the deployment's two pods: {pods:?}");
     assert!(
         pods.iter().all(|p| p.0 != victim),
         "the evicted pod is gone after its grace period"

@@ -43,3 +43,15 @@ pub async fn drive(
         clock.advance_to(next);
     }
 }
+
+/// The built-in scenarios, checked to be all there: a loop over them that found none, or
+/// a few, would pass having tried nothing. 40 are shipped today.
+pub fn built_in_scenarios() -> Vec<&'static str> {
+    let names = flightdeck_scenario::builtin::scenario_names();
+    assert!(
+        names.len() >= 40,
+        "{} built-in scenarios, 40 expected at least: {names:?}",
+        names.len()
+    );
+    names
+}
