@@ -11,7 +11,7 @@ const CONDITION_KINDS = new Set([
   'LoadBalancerMemberStuck', 'MachineFailed', 'LoadBalancerFailed', 'LoadBalancerHeldUp',
   'RolloutHalted', 'CloudError', 'ObjectNotListed', 'ObservationSuspect', 'MemberAddressBusy',
   'ReconcileLoopDetected', 'RemediationPaused', 'Remediating', 'RouteLimitReached',
-  'RouterNotFound', 'ForeignObjects', 'DeletionUnconfirmed', 'PlanRejected',
+  'RouterNotFound', 'ForeignObjects', 'DeletionUnconfirmed', 'NewMachinesHeld', 'PlanRejected',
 ]);
 const EVENTS_KEPT = 2000;
 

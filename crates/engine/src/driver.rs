@@ -109,6 +109,7 @@ impl<P: Provider + 'static> Engine<P> {
                 status: c.status.clone(),
                 previous,
                 claim: self.store.act_token(&key),
+                taken_up: c.taken_up,
             };
             let owned = self.owned_ctx();
             self.in_flight.insert(key.clone(), InFlight::default());
@@ -196,6 +197,7 @@ impl<P: Provider + 'static> Engine<P> {
         let c = self.clusters.get(name)?;
         let spec = c.spec.clone();
         let memory: Memory = c.memory.clone();
+        let taken_up = c.taken_up;
         let owned = self.owned_ctx();
         let name = name.to_string();
         Some(async move {
@@ -215,7 +217,15 @@ impl<P: Provider + 'static> Engine<P> {
                 Reuse::NONE,
             )
             .await?;
-            let plan = plan_now(&owned.borrow(), &name, &spec, &observed, &memory, now);
+            let plan = plan_now(
+                &owned.borrow(),
+                &name,
+                taken_up,
+                &spec,
+                &observed,
+                &memory,
+                now,
+            );
             Ok(Preview {
                 plan,
                 observed_at: now,

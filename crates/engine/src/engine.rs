@@ -37,6 +37,11 @@ pub struct ClusterRecord {
     /// When this engine last reconciled the cluster, successfully or not.
     #[serde(skip)]
     pub last_reconciled: Option<Timestamp>,
+    /// When this engine took the cluster up from the store; `None` for a cluster applied
+    /// to it. The store may be behind the cloud (restored from a backup): see
+    /// `flightdeck_plan::PlanInput::taken_up`.
+    #[serde(skip)]
+    pub taken_up: Option<Timestamp>,
 }
 
 impl ClusterRecord {
@@ -51,6 +56,7 @@ impl ClusterRecord {
             conflicts: 0,
             resync_at: now,
             last_reconciled: None,
+            taken_up: None,
         }
     }
 
@@ -166,10 +172,9 @@ impl<P: Provider> Engine<P> {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(name.to_string(), memory.one.clone());
-        self.clusters.insert(
-            name.to_string(),
-            ClusterRecord::fresh(spec, memory, status, now),
-        );
+        let mut record = ClusterRecord::fresh(spec, memory, status, now);
+        record.taken_up = Some(now);
+        self.clusters.insert(name.to_string(), record);
         self.queue.schedule(name, now);
         Ok(true)
     }
@@ -281,6 +286,7 @@ impl<P: Provider> Engine<P> {
             record.conflicts = old.conflicts;
             record.last_actions = old.last_actions;
             record.resync_at = old.resync_at;
+            record.taken_up = old.taken_up;
         }
         self.clusters.insert(name.clone(), record);
         self.schedule_now(&name);
@@ -439,6 +445,7 @@ impl<P: Provider> Engine<P> {
                     status: c.status.clone(),
                     previous,
                     claim: self.store.act_token(k),
+                    taken_up: c.taken_up,
                 });
             }
         }

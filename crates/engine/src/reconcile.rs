@@ -47,6 +47,8 @@ pub(crate) struct Job {
     /// The claim this reconcile runs under, when this process is one replica of
     /// several: the store refuses its actions and commits once that claim is gone.
     pub claim: Option<i64>,
+    /// When this engine took the cluster up from the store (see `ClusterRecord`).
+    pub taken_up: Option<Timestamp>,
 }
 
 /// What every cluster holds of the shared OpenNebula objects (F1), as last committed.
@@ -102,6 +104,7 @@ pub(crate) async fn reconcile<P: Provider>(
         status: prev,
         previous,
         claim,
+        taken_up,
     } = job;
     let ctx = &Ctx { claim, ..*ctx };
     let now = ctx.clock.now();
@@ -181,7 +184,7 @@ pub(crate) async fn reconcile<P: Provider>(
         &memory.one,
         spec.spec.provider.is_opennebula(),
     )?;
-    let plan = plan_now(ctx, &name, &spec, &observed, &memory, now);
+    let plan = plan_now(ctx, &name, taken_up, &spec, &observed, &memory, now);
     events.extend(plan.events.iter().cloned().map(|e| stamp(now, &name, e)));
     memory = plan.memory;
     let mut status = plan.status;
@@ -396,10 +399,12 @@ fn hold<P>(
 }
 
 /// Plans one cluster from an observation, with what every cluster holds of shared
-/// objects as last committed (the ledger).
+/// objects as last committed (the ledger). `taken_up`: when this engine took the
+/// cluster up from the store.
 pub(crate) fn plan_now<P>(
     ctx: &Ctx<'_, P>,
     name: &str,
+    taken_up: Option<Timestamp>,
     spec: &Cluster,
     observed: &Observed,
     memory: &Memory,
@@ -416,6 +421,7 @@ pub(crate) fn plan_now<P>(
         now,
         options: &ctx.config.plan,
         shared: &shared,
+        taken_up,
     })
 }
 

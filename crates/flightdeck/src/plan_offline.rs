@@ -57,6 +57,7 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
             now: clock.now(),
             options: &PlanOptions::default(),
             shared: &flightdeck_plan::Shared::default(),
+            taken_up: None,
         });
         let requested: Vec<&str> = plan
             .actions

@@ -37,6 +37,7 @@ pub(crate) fn record_observed_ids(p: &mut Planner<'_>, all: &[MachineView<'_>]) 
 /// server does not show (a control-plane version, a user-data digest) is unknown, so a
 /// rollout replaces them where the spec asks for one.
 pub(crate) fn adopt_orphans(p: &mut Planner<'_>) {
+    never_reuse_names_seen(p);
     let cluster = p.spec.name().to_string();
     for s in &p.observed.servers {
         let Some(key) = machine_of(&s.tags) else {
@@ -50,12 +51,6 @@ pub(crate) fn adopt_orphans(p: &mut Planner<'_>) {
             Some((pool, _)) => MachineRole::Pool(pool.to_string()),
             None => continue,
         };
-        if let Some(n) = key
-            .rsplit_once('-')
-            .and_then(|(_, n)| n.parse::<u64>().ok())
-        {
-            p.memory.machine_seq = p.memory.machine_seq.max(n);
-        }
         let name = format!("{cluster}-{key}");
         // A pool's machines have no version of their own; the control plane's is not
         // on the server, so its adopted machines are rolled.
@@ -104,6 +99,23 @@ pub(crate) fn adopt_orphans(p: &mut Planner<'_>) {
                 create_sent_at: None,
             },
         );
+    }
+}
+
+/// Machine numbers are never handed out twice in a cluster: the next one is above every
+/// key the cluster's objects in the cloud carry, on a server (whatever its state,
+/// recorded or not) or on a load-balancer member (Octavia may show a machine a lagging
+/// Nova list does not). A store restored from a backup has forgotten the keys handed
+/// out since; what the cloud still shows of them is not taken again (F11).
+fn never_reuse_names_seen(p: &mut Planner<'_>) {
+    let servers = p.observed.servers.iter().map(|s| &s.tags);
+    let members = p.observed.members.iter().map(|m| &m.tags);
+    let highest = servers
+        .chain(members)
+        .filter_map(|tags| machine_of(tags)?.rsplit_once('-')?.1.parse::<u64>().ok())
+        .max();
+    if let Some(n) = highest {
+        p.memory.machine_seq = p.memory.machine_seq.max(n);
     }
 }
 

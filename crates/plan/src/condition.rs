@@ -29,6 +29,10 @@ pub mod kind {
     /// Deletion sees none of the objects the cluster recorded and deleted none of them:
     /// it stops instead of forgetting the cluster.
     pub const DELETION_UNCONFIRMED: &str = "DeletionUnconfirmed";
+    /// The cluster was taken up from the store lately: until the lists must show every
+    /// machine made before (a store restored from a backup forgot them), no machine is
+    /// made under a new name.
+    pub const NEW_MACHINES_HELD: &str = "NewMachinesHeld";
     /// The plan broke one of its own guarantees (a planner bug): none of it was carried
     /// out, and it is planned again at the next look.
     pub const PLAN_REJECTED: &str = "PlanRejected";

@@ -2,16 +2,19 @@
 //! create may be sent again. Nova and OpenNebula do not make names unique: a create sent
 //! twice makes two servers. The record is written before the create is sent; once sent
 //! it is not sent again while a server it made could still be missing from a lagging
-//! list, and a second server that carries a machine's tag after all is deleted.
+//! list, and a second server that carries a machine's tag after all is deleted. Machine
+//! names are never handed out twice: not while a cluster taken up from its store may not
+//! see yet what was made before.
 
 use flightdeck_cloud::Timestamp;
 use flightdeck_cloud::ownership::machine_of;
 
 use crate::action::Action;
-use crate::condition::PlanEvent;
+use crate::condition::{Condition, PlanEvent, kind};
 use crate::infra::Infra;
 use crate::machines::MachineView;
-use crate::memory::MachineRecord;
+use crate::memory::{MachineRecord, MachineRole};
+use crate::rollout::SetSpec;
 use crate::{LIST_LAG_MAX, POLL_MACHINES, Planner};
 
 /// Whether the last create of `record`'s server may have made one that no list shows
@@ -26,6 +29,37 @@ pub(crate) fn may_have_landed(p: &Planner<'_>, record: &MachineRecord) -> bool {
 /// server although it exists: missing from a list is no proof it is gone.
 pub(crate) fn too_young_to_miss(p: &Planner<'_>, record: &MachineRecord) -> bool {
     p.now.since(record.created_at) < LIST_LAG_MAX
+}
+
+/// Whether a new machine name (a new key) must wait: the cluster was taken up from the
+/// store less than [`LIST_LAG_MAX`] ago. A store restored from a backup has forgotten the
+/// machines made since, and the keys it hands out again would name a second server,
+/// and its node, like the first (F11: a machine made again). Their servers carry their
+/// keys and are adopted, but a lagging list may not show them until then; a store that
+/// is current loses nothing by the wait but time. `set` wants `wanted` new machines.
+pub(crate) fn new_names_held(p: &mut Planner<'_>, set: &str, wanted: u32) -> bool {
+    let Some(since) = p.taken_up else {
+        return false;
+    };
+    let taken_up_for = p.now.since(since);
+    if taken_up_for >= LIST_LAG_MAX {
+        return false;
+    }
+    let left =
+        flightdeck_spec::Duration::from_millis(LIST_LAG_MAX.as_millis() - taken_up_for.as_millis());
+    // The message stays the same from pass to pass: a quiet reconcile commits nothing.
+    p.condition(Condition::new(
+        kind::NEW_MACHINES_HELD,
+        true,
+        "TakenUpFromStore",
+        format!(
+            "{set} wants {wanted} new machine(s); this cluster was taken up from the store lately, and for \
+             {LIST_LAG_MAX} after that a list may not show machines made before (a store restored from a \
+             backup forgot them): none is made under a new name until then"
+        ),
+    ));
+    p.wait(left);
+    true
 }
 
 /// Withdraws a create of machine `name` planned in this pass; answers whether there was
@@ -130,6 +164,75 @@ fn request_vm(p: &mut Planner<'_>, record: &MachineRecord, infra: &Infra, why: &
         why.to_string(),
     );
     note_sent(p, &record.name, true);
+}
+
+/// Makes the `n` machines set `set` wants now, each with why; none while new names are
+/// held (see [`new_names_held`]). `(outdated, current)`: how many of the set's
+/// machines are outdated, and how many are current.
+pub(crate) fn create_missing(
+    p: &mut Planner<'_>,
+    set: &SetSpec,
+    n: u32,
+    (outdated, current): (usize, u32),
+    infra: &Infra,
+) {
+    let label = set.role.label();
+    if n == 0 || new_names_held(p, label, n) {
+        return;
+    }
+    for _ in 0..n {
+        let why = if outdated > 0 {
+            format!(
+                "surge-first rollout of {label}: a replacement comes up before any of the {outdated} outdated machine(s) is removed"
+            )
+        } else if p.memory.ready_since.is_none() {
+            format!("{label} needs {} machine(s), has {current}", set.replicas)
+        } else {
+            format!(
+                "{label} scales to {} machine(s) from {current}",
+                set.replicas
+            )
+        };
+        new_machine(p, set, why, infra);
+    }
+}
+
+/// Records a new machine (so a crash cannot lose or duplicate it) and plans its server.
+fn new_machine(p: &mut Planner<'_>, set: &SetSpec, why: String, infra: &Infra) {
+    p.memory.machine_seq += 1;
+    let short = match &set.role {
+        MachineRole::ControlPlane => "cp",
+        MachineRole::Pool(name) => name.as_str(),
+    };
+    let key = format!("{short}-{}", p.memory.machine_seq);
+    let name = format!("{}-{key}", p.spec.name());
+    let record = MachineRecord {
+        name: name.clone(),
+        key,
+        role: set.role.clone(),
+        template: set.template.clone(),
+        reason: why.clone(),
+        created_at: p.now,
+        server_id: None,
+        member_id: None,
+        member_unready_since: None,
+        server_missing_since: None,
+        node_unready_since: None,
+        remediation: None,
+        removal: None,
+        // A replacement takes over the slot of the machine it replaces (F11).
+        running_since: None,
+        lineage: crate::churn::take_heir(p, set.role.label().to_string()),
+        create_sent_at: None,
+    };
+    p.memory.machines.insert(name, record.clone());
+    // The security group or template may not exist yet; then the create waits in the
+    // record.
+    let infra = Infra {
+        security_group_id: p.memory.ids.security_group.clone(),
+        ..infra.clone()
+    };
+    request_server(p, &record, &infra, &why);
 }
 
 /// Servers that carry a recorded machine's tag but are not its recorded server: a create

@@ -101,6 +101,11 @@ pub struct PlanInput<'a> {
     pub options: &'a PlanOptions,
     /// What other clusters hold of the shared OpenNebula objects (F1); empty elsewhere.
     pub shared: &'a Shared,
+    /// When this engine took the cluster up from the store (at its start, or from another
+    /// replica); `None` when it has driven the cluster since it was applied. A store may
+    /// have come back from a backup, behind the cloud: for [`LIST_LAG_MAX`] after this,
+    /// no machine is made under a new name (see `creates::new_names_held`).
+    pub taken_up: Option<Timestamp>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -222,6 +227,8 @@ pub(crate) struct Planner<'a> {
     pub status: ClusterStatus,
     /// The churn-tracked objects seen in the cloud in this pass.
     pub seen_now: std::collections::BTreeSet<String>,
+    /// See [`PlanInput::taken_up`].
+    pub taken_up: Option<Timestamp>,
 }
 
 impl<'a> Planner<'a> {
@@ -245,6 +252,7 @@ impl<'a> Planner<'a> {
             deleted: false,
             status: ClusterStatus::default(),
             seen_now: Default::default(),
+            taken_up: input.taken_up,
         }
     }
 

@@ -20,11 +20,11 @@ use crate::{
 pub const CREATES_PER_PASS_MAX: u32 = 10;
 
 /// What one machine set should be.
-struct SetSpec {
-    role: MachineRole,
-    replicas: u32,
-    template: MachineTemplate,
-    max_surge: u32,
+pub(crate) struct SetSpec {
+    pub role: MachineRole,
+    pub replicas: u32,
+    pub template: MachineTemplate,
+    pub max_surge: u32,
 }
 
 /// What planning one set concluded.
@@ -361,22 +361,7 @@ fn plan_set(
         0
     };
     let want_create = want_create.min(CREATES_PER_PASS_MAX);
-    for _ in 0..want_create {
-        let why = if !outdated.is_empty() {
-            format!(
-                "surge-first rollout of {label}: a replacement comes up before any of the {} outdated machine(s) is removed",
-                outdated.len()
-            )
-        } else if p.memory.ready_since.is_none() {
-            format!("{label} needs {} machine(s), has {current_n}", set.replicas)
-        } else {
-            format!(
-                "{label} scales to {} machine(s) from {current_n}",
-                set.replicas
-            )
-        };
-        new_machine(p, set, why, infra);
-    }
+    creates::create_missing(p, set, want_create, (outdated.len(), current_n), infra);
 
     // Servers recorded but not yet seen: (re)issue their create, unless the last one may
     // have landed where no list shows it yet. One the spec no longer wants (its template
@@ -515,44 +500,6 @@ fn plan_set(
         outdated: outdated.len(),
         status,
     }
-}
-
-/// Records a new machine (so a crash cannot lose or duplicate it) and plans its server.
-fn new_machine(p: &mut Planner<'_>, set: &SetSpec, why: String, infra: &Infra) {
-    p.memory.machine_seq += 1;
-    let short = match &set.role {
-        MachineRole::ControlPlane => "cp",
-        MachineRole::Pool(name) => name.as_str(),
-    };
-    let key = format!("{short}-{}", p.memory.machine_seq);
-    let name = format!("{}-{key}", p.spec.name());
-    let record = MachineRecord {
-        name: name.clone(),
-        key,
-        role: set.role.clone(),
-        template: set.template.clone(),
-        reason: why.clone(),
-        created_at: p.now,
-        server_id: None,
-        member_id: None,
-        member_unready_since: None,
-        server_missing_since: None,
-        node_unready_since: None,
-        remediation: None,
-        removal: None,
-        // A replacement takes over the slot of the machine it replaces (F11).
-        running_since: None,
-        lineage: crate::churn::take_heir(p, set.role.label().to_string()),
-        create_sent_at: None,
-    };
-    p.memory.machines.insert(name, record.clone());
-    // The security group or template may not exist yet; then the create waits in the
-    // record.
-    let infra = Infra {
-        security_group_id: p.memory.ids.security_group.clone(),
-        ..infra.clone()
-    };
-    creates::request_server(p, &record, &infra, &why);
 }
 
 fn note_rollout(p: &mut Planner<'_>, set: &SetSpec, out: &SetOutcome) {

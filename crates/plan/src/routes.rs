@@ -14,7 +14,7 @@
 //! with one, none is assumed, and `RouteLimitReached` names a learned limit instead of a
 //! stream of failing calls.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use flightdeck_cloud::Route;
@@ -95,7 +95,14 @@ pub(crate) fn plan_routes(p: &mut Planner<'_>, all: &[MachineView<'_>], blind: O
             }
         }
     }
-    let (stale, why) = stale_routes(p, &router.routes, pod, &live, trusted.then_some(&desired));
+    let hops = cluster_hops(p, all);
+    let (stale, why) = stale_routes(
+        p,
+        &router.routes,
+        pod,
+        (&live, &hops),
+        trusted.then_some(&desired),
+    );
     if !stale.is_empty() {
         // The record keeps a route until the router no longer lists it: a removal that
         // never reached the cloud (a crash after the write-ahead) is tried again.
@@ -116,12 +123,13 @@ pub(crate) fn plan_routes(p: &mut Planner<'_>, all: &[MachineView<'_>], blind: O
                 .get(&r.destination)
                 .is_some_and(|d| d.0 == r.nexthop)
     });
-    // A route into the pod network via one of the cluster's live machines is the
-    // cluster's, whoever added it: it is remembered, so that it goes with its machine
-    // even when the record of adding it was lost (a store restored from a backup).
+    // A route into the pod network via one of the cluster's servers is the cluster's,
+    // whoever added it: it is remembered, so that it goes with its machine even when the
+    // record of adding it was lost (a store restored from a backup), and a removal that
+    // does not reach the router is tried again once the server is gone.
     for r in &router.routes {
         let inside = r.destination.parse::<Cidr>().is_ok_and(|c| pod.covers(&c));
-        if inside && live.contains_key(&r.nexthop) && !stale.contains(r) {
+        if inside && hops.contains(&r.nexthop) {
             p.memory.routes.insert(r.clone());
         }
     }
@@ -196,6 +204,25 @@ pub(crate) fn plan_routes(p: &mut Planner<'_>, all: &[MachineView<'_>], blind: O
     }
 }
 
+/// The addresses of the cluster's servers in this pass, whatever their state: the live
+/// ones, one whose server this pass deletes, one being deleted, and a server no machine
+/// records (a duplicate). A route into the pod network via one of them is the cluster's,
+/// even when memory never recorded it (F7: a store restored from a backup adopts a
+/// machine and removes it in the same pass).
+fn cluster_hops(p: &Planner<'_>, all: &[MachineView<'_>]) -> BTreeSet<IpAddr> {
+    let uid = p.memory.uid.as_str();
+    let untracked = p
+        .observed
+        .servers
+        .iter()
+        .filter(|s| flightdeck_cloud::ownership::uid_of(&s.tags) == Some(uid));
+    all.iter()
+        .filter_map(|m| m.server)
+        .chain(untracked)
+        .filter_map(|s| s.address)
+        .collect()
+}
+
 /// What the churn breaker calls a route.
 fn route_object(r: &Route) -> String {
     format!("the route to {} via {}", r.destination, r.nexthop)
@@ -208,7 +235,7 @@ fn stale_routes(
     p: &Planner<'_>,
     routes: &[Route],
     pod: Cidr,
-    live: &BTreeMap<IpAddr, &str>,
+    (live, hops): (&BTreeMap<IpAddr, &str>, &BTreeSet<IpAddr>),
     desired: Option<&BTreeMap<String, (IpAddr, &str)>>,
 ) -> (Vec<Route>, Vec<String>) {
     let recorded_hops: std::collections::BTreeSet<IpAddr> =
@@ -221,6 +248,7 @@ fn stale_routes(
         }
         let holder = desired.and_then(|d| d.get(&r.destination));
         let ours = live.contains_key(&r.nexthop)
+            || hops.contains(&r.nexthop)
             || p.memory.routes.contains(r)
             || recorded_hops.contains(&r.nexthop);
         let verdict = match holder {

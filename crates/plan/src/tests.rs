@@ -12,6 +12,7 @@ mod hazards;
 mod infra;
 mod nodes;
 mod opennebula;
+mod restored;
 mod rollout;
 mod routes;
 mod stale;
@@ -163,6 +164,8 @@ struct World {
     memory: Memory,
     now: Timestamp,
     gate: MemberGate,
+    /// When the engine took the cluster up from the store (`None`: applied to it).
+    taken_up: Option<Timestamp>,
 }
 
 impl World {
@@ -174,6 +177,7 @@ impl World {
             memory: Memory::new("uid-1".into()),
             now: T0,
             gate: MemberGate::default(),
+            taken_up: None,
         }
     }
 
@@ -258,6 +262,7 @@ impl World {
                 ..PlanOptions::default()
             },
             shared: &crate::Shared::default(),
+            taken_up: self.taken_up,
         })
     }
 

@@ -184,6 +184,7 @@ impl World {
                 ..PlanOptions::default()
             },
             shared: &Shared::default(),
+            taken_up: None,
         })
     }
 }

@@ -135,6 +135,7 @@ impl World {
             now: T0,
             options: &PlanOptions::default(),
             shared: &self.shared,
+            taken_up: None,
         })
     }
 
@@ -311,6 +312,7 @@ fn a_refused_instantiation_is_retried_slowly_with_opennebula_s_message() {
         now: T0.plus(crate::opennebula::BLOCKED_RETRY),
         options: &PlanOptions::default(),
         shared: &later.shared,
+        taken_up: None,
     });
     assert!(kinds(&p).contains(&"Instantiate"), "{:?}", kinds(&p));
 }

@@ -25,6 +25,11 @@ fn options(seeds: u64, from: u64, disabled: Vec<Unsafe>) -> SwarmOptions {
 /// Scans `SCAN` seeds from `from` with `off` switched off; the first failure must be a
 /// violation of `invariant`, and the same seed must pass with every mechanism on.
 fn caught(off: Unsafe, from: u64, invariant: &str) {
+    caught_by_any(off, from, &[invariant]);
+}
+
+/// [`caught`], where the first failure may be a violation of any of `invariants`.
+fn caught_by_any(off: Unsafe, from: u64, invariants: &[&str]) {
     let found = AtomicBool::new(false);
     let report = run_swarm(
         &options(SCAN, from, vec![off]),
@@ -40,12 +45,12 @@ fn caught(off: Unsafe, from: u64, invariant: &str) {
         .iter()
         .min_by_key(|f| f.seed)
         .unwrap_or_else(|| panic!("{}: no violation in {SCAN} seeds from {from}", off.flag()));
-    assert_eq!(
-        failure.invariant,
-        invariant,
-        "{}: seed {}: {}",
+    assert!(
+        invariants.contains(&failure.invariant.as_str()),
+        "{}: seed {}: {} ({})",
         off.flag(),
         failure.seed,
+        failure.invariant,
         failure.message
     );
     assert!(
@@ -165,8 +170,14 @@ fn f12_a_flightdeck_that_forgets_a_cluster_before_its_objects_are_gone_is_caught
 
 /// F12: a flightdeck whose ownership check accepts any of its clusters' tags: one
 /// cluster deletes another's servers, which the simulator's own record of who made
-/// them shows (`onlyOwned`), whatever the tags say.
+/// them shows (`onlyOwned`), whatever the tags say. In the swarm the other cluster's
+/// API often goes down first (`apiEndpointServing`); `lies.rs` shows `onlyOwned` alone
+/// catching it in f12-tag-filter-ignored.
 #[test]
 fn f12_a_cluster_that_acts_on_another_clusters_objects_is_caught() {
-    caught(Unsafe::ClusterOwnership, 95, "onlyOwned");
+    caught_by_any(
+        Unsafe::ClusterOwnership,
+        95,
+        &["onlyOwned", "apiEndpointServing"],
+    );
 }
