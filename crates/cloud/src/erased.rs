@@ -8,6 +8,7 @@
 //! [`ErasedProvider`] returns the same futures boxed, one allocation per cloud call.
 
 use std::future::Future;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -151,6 +152,7 @@ erased_calls! {
         fn create_security_group_rule(req: &SecurityGroupRuleCreate) -> SecurityGroupRule;
         fn delete_security_group(id: &str) -> ();
         fn find_router(name_or_id: &str) -> Router;
+        fn addresses_in_use(addresses: &[IpAddr]) -> Vec<IpAddr>;
         fn add_extra_routes(router_id: &str, routes: &[Route]) -> Router;
         fn remove_extra_routes(router_id: &str, routes: &[Route]) -> Router;
     }

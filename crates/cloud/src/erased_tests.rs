@@ -3,6 +3,7 @@
 //! compile: it would answer with the default's "unsupported" error instead.
 
 use std::future::Future;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
@@ -63,6 +64,7 @@ impl Network for Counting {
         fn create_security_group_rule(req: &SecurityGroupRuleCreate) -> SecurityGroupRule;
         fn delete_security_group(id: &str) -> ();
         fn find_router(name_or_id: &str) -> Router;
+        fn addresses_in_use(addresses: &[IpAddr]) -> Vec<IpAddr>;
         fn add_extra_routes(router_id: &str, routes: &[Route]) -> Router;
         fn remove_extra_routes(router_id: &str, routes: &[Route]) -> Router;
     }

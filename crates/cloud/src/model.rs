@@ -316,6 +316,11 @@ pub struct Observed {
     /// The router the cluster's pod routes live on, when the spec names one.
     #[serde(default)]
     pub router: Option<Router>,
+    /// Next hops of the router's routes into the cluster's pod network that no server
+    /// of the cluster has and that no Neutron port holds: dead, whoever added the
+    /// route. Only asked for such hops, and a failed ask proves none dead.
+    #[serde(default)]
+    pub dead_hops: std::collections::BTreeSet<std::net::IpAddr>,
     /// OpenNebula: every VM template the session's user can see (ownership is decided by
     /// flightdeck's records, not by the list).
     #[serde(default)]

@@ -5,6 +5,7 @@
 //! UID, in one call per resource kind where the API allows it.
 
 use std::future::Future;
+use std::net::IpAddr;
 
 use crate::error::CloudError;
 use crate::model::*;
@@ -48,6 +49,13 @@ pub trait Network {
     /// The router named `name_or_id` (flightdeck does not own routers; it manages the
     /// routes to its clusters' pod networks on them). 404 if there is none.
     fn find_router(&self, name_or_id: &str) -> impl Future<Output = Result<Router>> + Send;
+    /// Which of `addresses` some Neutron port holds (`GET /v2.0/ports?fixed_ips=`). A
+    /// route's next hop that no port holds is dead: its server is gone, whoever added
+    /// the route.
+    fn addresses_in_use(
+        &self,
+        addresses: &[IpAddr],
+    ) -> impl Future<Output = Result<Vec<IpAddr>>> + Send;
     /// Neutron's `add_extraroutes`: adding a route that exists is a no-op.
     fn add_extra_routes(
         &self,

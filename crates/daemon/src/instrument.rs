@@ -15,6 +15,7 @@
 //! capabilities a cloud does not have).
 
 use std::future::Future;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -255,6 +256,7 @@ impl<P: Network + Send + Sync, H: CallHook> Network for Instrumented<P, H> {
         -> flightdeck_cloud::SecurityGroupRule, None);
     forward!(network, delete_security_group(id: &str) -> (), None);
     forward!(network, find_router(name_or_id: &str) -> Router, None);
+    forward!(network, addresses_in_use(addresses: &[IpAddr]) -> Vec<IpAddr>, None);
     forward!(network, add_extra_routes(router_id: &str, routes: &[Route]) -> Router, None);
     forward!(network, remove_extra_routes(router_id: &str, routes: &[Route]) -> Router, None);
 }

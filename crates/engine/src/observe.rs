@@ -66,7 +66,9 @@ async fn observe_lists<P: Provider>(
             .as_ref()
             .and_then(|o| o.router.as_ref())
             .map(|r| r.as_str());
-        return observe_reusing(provider, owner, now, router, reuse).await;
+        let mut observed = observe_reusing(provider, owner, now, router, reuse).await?;
+        observed.dead_hops = dead_hops(provider, &observed, spec.spec.network.pod_cidr).await;
+        return Ok(observed);
     }
     let servers = twice(|| provider.list_servers(owner)).await?;
     let templates = twice(|| provider.list_templates()).await?;
@@ -139,6 +141,46 @@ async fn observe_kubevirt<P: Provider>(
         services,
         ..Observed::default()
     })
+}
+
+/// The most next hops asked about in one observation: a router shared with clusters
+/// whose pod networks overlap this one's could otherwise cost a call per route.
+pub const DEAD_HOPS_ASKED_MAX: usize = 8;
+
+/// Next hops of routes into `pod` that no server of the cluster has, which no Neutron
+/// port holds either (see [`Observed::dead_hops`]). A route whose machine is gone and
+/// which flightdeck's memory does not know (a store restored from a backup older than
+/// the route) is found this way. A failed ask proves nothing dead.
+async fn dead_hops<P: Provider>(
+    provider: &P,
+    observed: &Observed,
+    pod: flightdeck_spec::Cidr,
+) -> std::collections::BTreeSet<std::net::IpAddr> {
+    let Some(router) = &observed.router else {
+        return Default::default();
+    };
+    let ours: std::collections::BTreeSet<_> =
+        observed.servers.iter().filter_map(|s| s.address).collect();
+    let unknown: std::collections::BTreeSet<std::net::IpAddr> = router
+        .routes
+        .iter()
+        .filter(|r| {
+            r.destination
+                .parse::<flightdeck_spec::Cidr>()
+                .is_ok_and(|c| pod.covers(&c))
+        })
+        .map(|r| r.nexthop)
+        .filter(|hop| !ours.contains(hop))
+        .take(DEAD_HOPS_ASKED_MAX)
+        .collect();
+    if unknown.is_empty() {
+        return unknown;
+    }
+    let asked: Vec<std::net::IpAddr> = unknown.iter().copied().collect();
+    match twice(|| provider.addresses_in_use(&asked)).await {
+        Ok(held) => unknown.into_iter().filter(|h| !held.contains(h)).collect(),
+        Err(_) => Default::default(),
+    }
 }
 
 /// Lists every owned object of an OpenStack cluster. Members are listed per pool

@@ -236,7 +236,10 @@ pub(crate) async fn reconcile<P: Provider>(
                 status: None,
                 events,
                 requeue_after: Some(Duration::from_secs(1)),
-                failure: None,
+                // A race is a conflict: looked at again soon, and with growing backoff
+                // if it does not clear (a plan that keeps reaching for an object
+                // another cluster holds once looped every second for an hour).
+                failure: Some(flightdeck_cloud::ErrorClass::Conflict),
                 deleted: false,
                 actions: 0,
                 action_failures: 0,

@@ -278,7 +278,7 @@ fn swarm(seeds: u64) -> Swarm {
         disabled: Vec::new(),
         check_determinism: true,
         // As `sim swarm` runs by default.
-        lagging_store: false,
+        lagging_store: true,
     };
     let started = Instant::now();
     let cpu_before = process_cpu_seconds();

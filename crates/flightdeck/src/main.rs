@@ -444,11 +444,10 @@ pub struct SwarmArgs {
     /// surge-first; with --split-brain, lease-deadline and claim-revision.
     #[arg(long = "unsafe-disable", value_parser = parse_unsafe)]
     unsafe_disable: Vec<UnsafeSwitch>,
-    /// Also restore the store 20 s to 10 minutes behind the cloud now and then, as from a
-    /// backup (the fleet's specs are applied again after). Not on by default yet: about 1
-    /// seed in 1,000 still fails with it (see README).
+    /// Never restore the store behind the cloud. By default some seeds restore it 20 s to
+    /// 10 minutes behind, as from a backup (the fleet's specs are applied again after).
     #[arg(long)]
-    lagging_store: bool,
+    no_lagging_store: bool,
     /// Split-brain seeds instead: two or three replicas share an OpenStack fleet on a
     /// simulated etcd (leases, claims, fenced commits); one is paused past its lease in
     /// the middle of a rollout, then resumed. `--unsafe-disable lease-deadline` or

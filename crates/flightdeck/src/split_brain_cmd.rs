@@ -31,9 +31,9 @@ fn unfenced(flags: &[Unsafe]) -> anyhow::Result<Unfenced> {
 }
 
 pub fn run(args: SwarmArgs, jobs: usize) -> anyhow::Result<ExitCode> {
-    if args.lagging_store || args.trace {
+    if args.no_lagging_store || args.trace {
         anyhow::bail!(
-            "--split-brain runs on its own: --lagging-store and --trace are for the fleet swarm"
+            "--split-brain runs on its own: --no-lagging-store and --trace are for the fleet swarm"
         );
     }
     let options = SplitBrainOptions {

@@ -58,7 +58,7 @@ pub fn run(args: SwarmArgs) -> anyhow::Result<ExitCode> {
         jobs,
         disabled: args.unsafe_disable.clone(),
         check_determinism: !args.no_determinism_check,
-        lagging_store: args.lagging_store,
+        lagging_store: !args.no_lagging_store,
     };
     // Wall-clock time is read here, at the binary's edge, only for the budget and the
     // seeds/s figure; nothing simulated depends on it.

@@ -359,6 +359,12 @@ impl<W: Send + Sync> Network for KubeVirtCloud<W> {
     async fn find_router(&self, _name_or_id: &str) -> Result<Router> {
         Err(permanent("find router", NO_NEUTRON))
     }
+    async fn addresses_in_use(
+        &self,
+        _addresses: &[std::net::IpAddr],
+    ) -> Result<Vec<std::net::IpAddr>> {
+        Err(permanent("addresses in use", NO_NEUTRON))
+    }
     async fn add_extra_routes(&self, _router_id: &str, _routes: &[Route]) -> Result<Router> {
         Err(permanent("add extra routes", NO_NEUTRON))
     }

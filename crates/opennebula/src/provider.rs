@@ -281,6 +281,12 @@ impl<T: Transport, G: Send + Sync> Network for OpenNebulaCloud<T, G> {
     async fn find_router(&self, _name_or_id: &str) -> Result<Router> {
         Err(permanent("find_router", NO_NEUTRON))
     }
+    async fn addresses_in_use(
+        &self,
+        _addresses: &[std::net::IpAddr],
+    ) -> Result<Vec<std::net::IpAddr>> {
+        Err(permanent("addresses_in_use", NO_NEUTRON))
+    }
     async fn add_extra_routes(&self, _router_id: &str, _routes: &[Route]) -> Result<Router> {
         Err(permanent("add_extra_routes", NO_NEUTRON))
     }

@@ -87,6 +87,12 @@ impl<G: GuestCluster + Send + Sync, C: OpenStackApis> Network for OpenStackProvi
     async fn find_router(&self, name_or_id: &str) -> Result<Router> {
         self.openstack.find_router(name_or_id).await
     }
+    async fn addresses_in_use(
+        &self,
+        addresses: &[std::net::IpAddr],
+    ) -> Result<Vec<std::net::IpAddr>> {
+        self.openstack.addresses_in_use(addresses).await
+    }
     async fn add_extra_routes(&self, router_id: &str, routes: &[Route]) -> Result<Router> {
         self.openstack.add_extra_routes(router_id, routes).await
     }

@@ -13,6 +13,9 @@
 //! - `delete_security_group`: `DELETE /v2.0/security-groups/{id}`.
 //! - `find_router`: `GET /v2.0/routers?name=`, then `?id=` for an id; several by that
 //!   name is Permanent, none is NotFound.
+//! - `addresses_in_use`: `GET /v2.0/ports?fixed_ips=ip_address%3D<address>` for each
+//!   address, keeping only ports whose `fixed_ips` do carry it (a Neutron that ignored
+//!   the filter would otherwise put every address in use, which only keeps routes).
 //! - `add_extra_routes` / `remove_extra_routes`: `PUT /v2.0/routers/{id}/add_extraroutes`
 //!   and `remove_extraroutes` with `{"router": {"routes": [...]}}` (the
 //!   `extraroute-atomic` extension); the router as Neutron answers it is returned.
@@ -39,8 +42,22 @@ const OP_TAG_GROUP: &str = "PUT /v2.0/security-groups/{security_group_id}/tags";
 const OP_DELETE_GROUP: &str = "DELETE /v2.0/security-groups/{security_group_id}";
 const OP_CREATE_RULE: &str = "POST /v2.0/security-group-rules";
 const OP_FIND_ROUTER: &str = "GET /v2.0/routers";
+const OP_LIST_PORTS: &str = "GET /v2.0/ports";
 const OP_ADD_ROUTES: &str = "PUT /v2.0/routers/{router_id}/add_extraroutes";
 const OP_REMOVE_ROUTES: &str = "PUT /v2.0/routers/{router_id}/remove_extraroutes";
+
+/// A Neutron port, as far as its addresses go.
+#[derive(Debug, Deserialize)]
+struct WirePort {
+    #[serde(default)]
+    fixed_ips: Vec<WireFixedIp>,
+}
+
+#[derive(Debug, Deserialize)]
+struct WireFixedIp {
+    #[serde(default)]
+    ip_address: String,
+}
 
 /// The description flightdeck gives the groups it creates.
 const GROUP_DESCRIPTION: &str = "managed by flightdeck";
@@ -291,6 +308,25 @@ impl Network for OpenStackCloud {
                 format!("Router {name_or_id} could not be found."),
             )),
         }
+    }
+
+    async fn addresses_in_use(&self, addresses: &[IpAddr]) -> Result<Vec<IpAddr>> {
+        let mut in_use = Vec::new();
+        for address in addresses {
+            let call = Call::get(Service::Neutron, OP_LIST_PORTS, "/ports")
+                .query("fixed_ips", format!("ip_address={address}"))
+                .query("fields", "fixed_ips");
+            let ports: Vec<WirePort> = self.session.list(&call, "ports").await?;
+            let holds = |p: &WirePort| {
+                p.fixed_ips
+                    .iter()
+                    .any(|f| f.ip_address.parse::<IpAddr>().ok() == Some(*address))
+            };
+            if ports.iter().any(holds) {
+                in_use.push(*address);
+            }
+        }
+        Ok(in_use)
     }
 
     async fn add_extra_routes(&self, router_id: &str, routes: &[Route]) -> Result<Router> {

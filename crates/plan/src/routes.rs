@@ -2,8 +2,10 @@
 //!
 //! A route belongs to the cluster when its destination lies in the cluster's pod network
 //! *and* its next hop is one of the cluster's machines, or flightdeck added it (memory
-//! records the routes it added); a pod CIDR alone proves nothing on a router other
-//! clusters share. One more route is the cluster's to judge: one to a pod network a
+//! records the routes it added), or no Neutron port holds its next hop (a dead hop: its
+//! machine is gone, and the route can only black-hole traffic into the cluster's pod
+//! network; a store restored from a backup older than the route does not know it); a pod
+//! CIDR alone proves nothing on a router other clusters share. One more route is the cluster's to judge: one to a pod network a
 //! live node of the cluster holds now, via any other next hop, since it hijacks that
 //! node's traffic (pod networks are recycled at once: the ASR story of seed 002).
 //!
@@ -247,14 +249,17 @@ fn stale_routes(
             continue;
         }
         let holder = desired.and_then(|d| d.get(&r.destination));
+        let dead = p.observed.dead_hops.contains(&r.nexthop);
         let ours = live.contains_key(&r.nexthop)
             || hops.contains(&r.nexthop)
             || p.memory.routes.contains(r)
-            || recorded_hops.contains(&r.nexthop);
+            || recorded_hops.contains(&r.nexthop)
+            || dead;
         let verdict = match holder {
             Some((address, _)) if *address == r.nexthop => None,
             Some((_, owner)) => Some(format!("that pod network belongs to {owner} now")),
             None if !ours => None,
+            None if dead => Some("no port holds that address".into()),
             None if !live.contains_key(&r.nexthop) => {
                 Some("no live machine has that address".into())
             }

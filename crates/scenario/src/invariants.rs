@@ -4,10 +4,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use flightdeck_cloud::ownership::{TAG_MACHINE, TAG_ROLE, uid_of};
 use flightdeck_cloud::{OperatingStatus, ProvisioningStatus, ServerStatus, Timestamp};
-use flightdeck_sim::{Mutation, MutationKind, ServingSpell, World};
+use flightdeck_sim::{CallTally, Mutation, MutationKind, ServingSpell, World};
 use flightdeck_spec::Invariant;
 use serde::Serialize;
 
+use crate::budget::BudgetCheck;
+pub use crate::budget::CallBudget;
 pub use crate::track::ClusterTrack;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -16,31 +18,6 @@ pub struct Violation {
     /// The runner's step at which it was seen; a replay sees it at the same step.
     pub step: u64,
     pub message: String,
-}
-
-/// Bounds of the `callBudget` invariant.
-#[derive(Clone, Debug, PartialEq)]
-pub struct CallBudget {
-    /// Cloud API calls one reconcile may make (observation included).
-    pub per_reconcile_max: u64,
-    /// Calls per cluster-hour over the whole run.
-    pub per_cluster_hour_max: f64,
-    /// Failed reconciles in a row (no success between them) one cluster may see within
-    /// `hot_loop_window` before it counts as a hot retry loop. Backoff that doubles
-    /// from 1 s allows about ten in ten minutes.
-    pub failures_per_window_max: usize,
-    pub hot_loop_window: flightdeck_spec::Duration,
-}
-
-impl Default for CallBudget {
-    fn default() -> Self {
-        CallBudget {
-            per_reconcile_max: 64,
-            per_cluster_hour_max: 12_000.0,
-            failures_per_window_max: 30,
-            hot_loop_window: flightdeck_spec::Duration::from_mins(10),
-        }
-    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -86,7 +63,7 @@ pub struct Invariants {
     start: Timestamp,
     step: u64,
     budget: CallBudget,
-    failures: BTreeMap<String, std::collections::VecDeque<Timestamp>>,
+    budget_check: BudgetCheck,
     /// OpenNebula templates and images (`template/<id>`) flightdeck registered.
     one_registered: BTreeSet<String>,
     /// Templates and images seen locked (flightdeck never locks: an operator did) once
@@ -152,7 +129,7 @@ impl Invariants {
             start,
             step: 0,
             budget,
-            failures: BTreeMap::new(),
+            budget_check: BudgetCheck::default(),
             one_registered: BTreeSet::new(),
             one_left_to_operator: BTreeSet::new(),
             one_deleted: BTreeMap::new(),
@@ -212,41 +189,15 @@ impl Invariants {
         self.step = step;
     }
 
-    /// `callBudget`: one batch of `reconciles` reconciles made `calls` cloud calls.
-    pub fn check_batch(&mut self, now: Timestamp, reconciles: usize, calls: u64) {
-        if reconciles == 0 || !self.enabled.contains(&Invariant::CallBudget) {
+    /// `callBudget`: the calls the cloud answered for each cluster (by name) at one
+    /// instant.
+    pub fn check_call_tallies(&mut self, now: Timestamp, tallies: &BTreeMap<String, CallTally>) {
+        if !self.enabled.contains(&Invariant::CallBudget) || tallies.is_empty() {
             return;
         }
-        let max = self.budget.per_reconcile_max * reconciles as u64;
-        let v = (calls > max).then(|| {
-            format!("{reconciles} reconcile(s) made {calls} cloud calls, more than {max} allowed")
-        });
-        self.record(Invariant::CallBudget, now, v);
-    }
-
-    /// `callBudget`: `cluster` reconciled successfully; its run of failures is over.
-    pub fn note_success(&mut self, cluster: &str) {
-        self.failures.remove(cluster);
-    }
-
-    /// `callBudget`: a failed call seen by `cluster`; too many in a row within the window
-    /// is a hot retry loop.
-    pub fn note_failure(&mut self, cluster: &str, at: Timestamp) {
-        if !self.enabled.contains(&Invariant::CallBudget) {
-            return;
+        for v in self.budget_check.instant(&self.budget, now, tallies) {
+            self.record(Invariant::CallBudget, now, v);
         }
-        let window = self.budget.hot_loop_window;
-        let max = self.budget.failures_per_window_max;
-        let q = self.failures.entry(cluster.to_string()).or_default();
-        q.push_back(at);
-        while q.front().is_some_and(|t| at.since(*t) > window) {
-            q.pop_front();
-        }
-        let n = q.len();
-        let v = (n > max).then(|| {
-            format!("cluster {cluster}: {n} failed reconciles in a row within {window}, a hot retry loop (at most {max})")
-        });
-        self.record(Invariant::CallBudget, at, v);
     }
 
     /// `callBudget` over the whole run: calls per cluster-hour.
@@ -259,6 +210,9 @@ impl Invariants {
             format!("{per_cluster_hour:.0} cloud calls per cluster-hour, more than {max:.0}")
         });
         self.record(Invariant::CallBudget, now, v);
+        for v in self.budget_check.lives(&self.budget, now) {
+            self.record(Invariant::CallBudget, now, v);
+        }
     }
 
     /// `convergence`: `problem` is why the fleet has not converged in time, if it has not.

@@ -7,6 +7,7 @@
 
 #[cfg(test)]
 mod broken_world;
+mod budget;
 pub mod builtin;
 pub mod churn_check;
 pub mod converge_check;

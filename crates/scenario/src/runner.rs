@@ -496,7 +496,6 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
 
     async fn reconcile_due(&mut self) -> Result<(), RunError> {
         for _ in 0..RECONCILES_PER_INSTANT_MAX {
-            let calls_before = self.cloud_calls();
             let ran = match self.engine.run_due().await {
                 Ok(n) => n,
                 Err(EngineError::Crashed(cluster)) => {
@@ -514,41 +513,33 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
                 }
                 Err(e) => return Err(e.into()),
             };
-            let calls = self.cloud_calls() - calls_before;
-            self.invariants.check_batch(self.clock.now(), ran, calls);
             self.drain_events();
-            for (name, c) in self.engine.clusters() {
-                if c.consecutive_failures() == 0 {
-                    self.invariants.note_success(name);
-                }
-            }
             if ran == 0 {
                 break;
             }
         }
+        let tallies = self.cloud.take_call_tallies();
+        let tallies = if tallies.keys().any(|k| k.starts_with("uid:")) {
+            let names: BTreeMap<&str, &str> = self
+                .tracks
+                .values()
+                .map(|t| (t.uid.as_str(), t.name.as_str()))
+                .collect();
+            crate::budget::by_name(tallies, |uid| names.get(uid).map(|n| n.to_string()))
+        } else {
+            tallies
+        };
+        self.invariants
+            .check_call_tallies(self.clock.now(), &tallies);
         Ok(())
     }
 
     fn drain_events(&mut self) {
         for e in self.engine.drain_events() {
-            if matches!(
-                e.reason.as_str(),
-                "ActionFailed" | "CloudBusy" | "ObserveFailed"
-            ) {
-                self.invariants.note_failure(&e.cluster, e.at);
-            }
             let entry = from_event(e);
             (self.on_event)(&entry);
             self.timeline.push(entry);
         }
-    }
-
-    fn cloud_calls(&self) -> u64 {
-        self.cloud
-            .api_calls()
-            .values()
-            .flat_map(|m| m.values())
-            .sum()
     }
 
     fn track_clusters(&mut self, now: Timestamp) {

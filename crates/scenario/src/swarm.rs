@@ -41,8 +41,8 @@ pub struct SwarmOptions {
     pub disabled: Vec<Unsafe>,
     /// Run every seed twice and compare the timelines (on by default in the CLI).
     pub check_determinism: bool,
-    /// Also restore the store behind the cloud now and then (`store.restoredLagging`;
-    /// the CLI's `--lagging-store`).
+    /// Also restore the store behind the cloud now and then (`store.restoredLagging`; on
+    /// in the CLI unless `--no-lagging-store`).
     pub lagging_store: bool,
 }
 
@@ -388,12 +388,12 @@ fn engine_faults(rng: &mut SeededRng, safety: Duration) -> Option<EngineFaultPro
 /// The command that replays exactly `seed` under `options`.
 pub fn replay_command(seed: u64, options: &SwarmOptions) -> String {
     let mut cmd = format!("flightdeck sim swarm --seeds 1 --from {seed} --trace");
+    if !options.lagging_store {
+        cmd.push_str(" --no-lagging-store");
+    }
     for d in &options.disabled {
         cmd.push_str(" --unsafe-disable ");
         cmd.push_str(d.flag());
-    }
-    if options.lagging_store {
-        cmd.push_str(" --lagging-store");
     }
     cmd
 }

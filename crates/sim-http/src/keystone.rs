@@ -126,7 +126,7 @@ pub(crate) async fn require_token(State(app): State<App>, req: Request, next: Ne
         .unwrap_or_default();
     if !app.token_good(token) {
         // Refused before any service sees it, but made for its cluster all the same.
-        app.cloud.note_call();
+        app.cloud.note_call(false);
         return errors::unauthorized(&app.identity_url());
     }
     next.run(req).await
@@ -310,9 +310,10 @@ async fn issue_token(State(app): State<App>, body: Bytes) -> Response {
         Ok(s) => s,
         Err(resp) => return resp,
     };
-    app.cloud.note_call();
     // Keystone itself may be down or limiting (the faults aimed at it).
-    if let Err(e) = app.cloud.keystone_issue() {
+    let issued = app.cloud.keystone_issue();
+    app.cloud.note_call(issued.is_ok());
+    if let Err(e) = issued {
         return errors::keystone_refused(&e);
     }
     let now = app.now();

@@ -217,17 +217,41 @@ impl AddressPool {
 
     /// Returns `ip` to the pool; addresses outside it are ignored.
     pub(crate) fn release(&mut self, ip: IpAddr) {
-        let raw = match ip {
-            IpAddr::V4(a) if !self.v6 => u128::from(u32::from(a)),
-            IpAddr::V6(a) if self.v6 => u128::from(a),
-            _ => return,
-        };
-        let Some(offset) = raw.checked_sub(self.base) else {
+        let Some(offset) = self.offset(ip) else {
             return;
         };
         if (2..self.next_fresh).contains(&offset) && !self.freed.contains(&offset) {
             self.freed.push_back(offset);
         }
+    }
+
+    /// Whether a port holds `ip`: a server's or a VIP's that was taken and not released
+    /// yet, or the gateway (`.1`, the router's own port on the subnet).
+    pub(crate) fn holds(&self, ip: IpAddr) -> bool {
+        match self.offset(ip) {
+            Some(1) => self.last > 1,
+            Some(o) => (2..self.next_fresh).contains(&o) && !self.freed.contains(&o),
+            None => false,
+        }
+    }
+
+    /// Every address a port holds, lowest first: the gateway, then those taken and not
+    /// released.
+    pub(crate) fn held(&self) -> impl Iterator<Item = IpAddr> + '_ {
+        let gateway = (self.last > 1).then_some(1);
+        gateway
+            .into_iter()
+            .chain((2..self.next_fresh).filter(|o| !self.freed.contains(o)))
+            .map(|o| self.address(o))
+    }
+
+    fn offset(&self, ip: IpAddr) -> Option<u128> {
+        let raw = match ip {
+            IpAddr::V4(a) if !self.v6 => u128::from(u32::from(a)),
+            IpAddr::V6(a) if self.v6 => u128::from(a),
+            _ => return None,
+        };
+        raw.checked_sub(self.base).filter(|o| *o <= self.last)
     }
 
     /// Up to `n` host addresses nobody holds, highest first (without taking them).

@@ -69,7 +69,7 @@ pub use one::{
 };
 pub use routes::{ROUTERS_MAX, ROUTES_PER_ROUTER_MAX};
 pub use stale::KEPT as STALE_READ_LAG_MAX;
-pub use world::{MUTATIONS_MAX, Mutation, MutationKind, ServingSpell, World};
+pub use world::{CallTally, MUTATIONS_MAX, Mutation, MutationKind, ServingSpell, World};
 
 use ids::{AddressPool, Table};
 use world::{Created, Log};
@@ -569,12 +569,23 @@ impl SimCloud {
     /// count. Failed calls count too.
     /// Notes a call that the front end answered itself (Keystone's, or one refused for
     /// its token) as made for the cluster its caller label names, if it names one.
-    pub fn note_call(&self) {
+    /// `ok`: whether it answered with a success.
+    pub fn note_call(&self, ok: bool) {
         if let Some(cluster) = caller::cluster() {
             let mut st = self.lock();
             let now = self.clock.now();
             st.log.called_for(&cluster, now);
+            st.log.answering_for(&cluster);
+            st.log.answered(ok);
         }
+    }
+
+    /// The calls answered for each cluster since the last time this was asked, each
+    /// under the cluster's name when the call said it (its caller label, or the
+    /// workload cluster it went to), else under `uid:<UID>` (a Kubernetes list by the
+    /// cluster's UID label). Calls that name no cluster are in no tally.
+    pub fn take_call_tallies(&self) -> BTreeMap<String, CallTally> {
+        std::mem::take(&mut self.lock().log.tallies)
     }
 
     /// When a call was last made for each cluster, as far as the call said: by the
@@ -674,8 +685,10 @@ impl SimCloud {
     ) -> Result<Timestamp> {
         st.run_due(self.clock.now());
         st.log.count(service, operation);
+        st.log.current = None;
         if let Some(cluster) = call.cluster() {
             st.log.called_for(cluster, self.clock.now());
+            st.log.answering_for(cluster);
         }
         auth::ensure_token(st, &self.clock, service, operation)?;
         faults::before_call(st, &self.clock, service, operation, call)?;
@@ -690,8 +703,11 @@ impl SimCloud {
         f: impl FnOnce(&mut State, Timestamp) -> Result<T>,
     ) -> Result<T> {
         let mut st = self.lock();
-        let now = self.enter(&mut st, service, operation)?;
-        f(&mut st, now)
+        let result = self
+            .enter(&mut st, service, operation)
+            .and_then(|now| f(&mut st, now));
+        st.log.answered(result.is_ok());
+        result
     }
 
     /// Runs a list call whose answer an `api.staleRead` may replace with an earlier one
@@ -704,8 +720,11 @@ impl SimCloud {
         f: impl FnOnce(&mut State, Timestamp) -> Result<T>,
     ) -> Result<T> {
         let mut st = self.lock();
-        let now = self.enter(&mut st, service, operation)?;
-        let fresh = f(&mut st, now)?;
+        let fresh = self
+            .enter(&mut st, service, operation)
+            .and_then(|now| Ok((now, f(&mut st, now)?)));
+        st.log.answered(fresh.is_ok());
+        let (now, fresh) = fresh?;
         Ok(stale::answer(&mut st, service, operation, key, now, fresh))
     }
 
@@ -728,6 +747,7 @@ impl SimCloud {
         };
         let now = self.clock.now();
         let ok = result.is_ok();
+        st.log.answered(ok);
         st.log
             .record(now, (service, operation), MutationKind::Create, target, ok);
         st.settle(now);
@@ -773,6 +793,7 @@ impl SimCloud {
         let now = self.clock.now();
         let target = (target_id.to_string(), target_name, target_tags);
         let ok = result.is_ok();
+        st.log.answered(ok);
         st.log.record(now, (service, operation), kind, target, ok);
         st.settle(now);
         result

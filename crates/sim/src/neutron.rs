@@ -1,6 +1,8 @@
 //! Neutron: security groups with their rules (routers live in [`crate::routes`]).
 //! Neutron changes these synchronously, so nothing here waits on a timer.
 
+use std::net::IpAddr;
+
 use flightdeck_cloud::ownership::uid_of;
 use flightdeck_cloud::{
     CloudError, ErrorClass, Network, Ownership, Route, Router, SecurityGroup, SecurityGroupRule,
@@ -11,6 +13,9 @@ use flightdeck_spec::Cidr;
 use crate::faults::{self, SimFault};
 use crate::routes::{self, NEUTRON};
 use crate::{MutationKind, Result, SimCloud, State};
+
+/// Neutron's port list, as far as which addresses ports hold.
+pub(crate) const OP_LIST_PORTS: &str = "GET /v2.0/ports";
 
 /// The most security groups the cloud holds (Neutron's quota).
 pub const SECURITY_GROUPS_MAX: usize = 10_000;
@@ -237,6 +242,10 @@ impl Network for SimCloud {
         })
     }
 
+    async fn addresses_in_use(&self, addresses: &[IpAddr]) -> Result<Vec<IpAddr>> {
+        self.port_addresses(Some(addresses))
+    }
+
     async fn add_extra_routes(&self, router_id: &str, extra: &[Route]) -> Result<Router> {
         self.change_as(
             NEUTRON,
@@ -285,4 +294,27 @@ pub(crate) fn lose_rules(st: &mut State, fault: &SimFault) -> u64 {
         }
     }
     n
+}
+
+impl SimCloud {
+    /// The addresses Neutron ports hold (`GET /v2.0/ports`): every server's and VIP's
+    /// from its request until it is gone, and the router's interface (the gateway), in
+    /// address order; with `only`, those of `only` alone (`fixed_ips=ip_address=`).
+    pub fn port_addresses(&self, only: Option<&[IpAddr]>) -> Result<Vec<IpAddr>> {
+        self.read(NEUTRON, OP_LIST_PORTS, |st, _| {
+            Ok(match only {
+                Some(only) => {
+                    let mut held: Vec<IpAddr> = only
+                        .iter()
+                        .copied()
+                        .filter(|ip| st.addresses.holds(*ip))
+                        .collect();
+                    held.sort();
+                    held.dedup();
+                    held
+                }
+                None => st.addresses.held().collect(),
+            })
+        })
+    }
 }

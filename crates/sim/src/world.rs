@@ -101,6 +101,15 @@ pub struct ServingSpell {
     pub until: Timestamp,
 }
 
+/// The calls the cloud answered for one cluster, and how many of them with an error
+/// (a fault, a rate limit, an expired token, a conflict, a missing object: any answer
+/// that is not a success).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CallTally {
+    pub calls: u64,
+    pub refused: u64,
+}
+
 /// Call counts, the bounded mutation log and the bounded log of ended serving spells.
 #[derive(Debug, Default)]
 pub(crate) struct Log {
@@ -114,6 +123,11 @@ pub(crate) struct Log {
     /// the workload cluster it went to) and by `uid:<UID>` (a Kubernetes list selecting
     /// the cluster's UID label).
     pub(crate) last_calls: BTreeMap<String, Timestamp>,
+    /// Calls answered for each cluster since the last [`crate::SimCloud::take_call_tallies`],
+    /// each counted once: by its name if the call says it, else by `uid:<UID>`.
+    pub(crate) tallies: BTreeMap<String, CallTally>,
+    /// The cluster the call being answered is for, from its entry to its answer.
+    pub(crate) current: Option<String>,
     /// Bumped by every mutating call, transition and out-of-band change: a world taken
     /// at the same count is the same world (but for the time).
     pub(crate) changes: u64,
@@ -127,6 +141,27 @@ impl Log {
             .or_default()
             .entry(operation)
             .or_default() += 1;
+    }
+
+    /// Notes that the call being answered is for `cluster` (a name, or `uid:<UID>`),
+    /// unless it already named one: [`Log::answered`] counts it there.
+    pub(crate) fn answering_for(&mut self, cluster: &str) {
+        if self.current.is_none() {
+            self.current = Some(cluster.to_string());
+        }
+    }
+
+    /// The call being answered was answered, with an error if not `ok`: it counts in
+    /// its cluster's tally (if it named one).
+    pub(crate) fn answered(&mut self, ok: bool) {
+        if let Some(cluster) = self.current.take() {
+            let tally = match self.tallies.get_mut(&cluster) {
+                Some(t) => t,
+                None => self.tallies.entry(cluster).or_default(),
+            };
+            tally.calls += 1;
+            tally.refused += u64::from(!ok);
+        }
     }
 
     /// Notes a call made for `cluster` (a name, or `uid:<UID>`) at `now`.

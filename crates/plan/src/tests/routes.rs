@@ -131,6 +131,27 @@ fn f7_a_route_in_an_overlapping_pod_network_via_another_clusters_machine_is_left
     assert_eq!(removed(&p), vec![hijack]);
 }
 
+/// A store restored from a backup older than the route knows nothing of it, and its
+/// next hop is no server's now: only Neutron's ports can tell a dead hop from another
+/// cluster's machine.
+#[test]
+fn f7_a_route_in_the_pod_network_via_an_address_no_port_holds_is_removed() {
+    let mut w = routed(2);
+    let unknown = route("10.244.200.0/24", [10, 9, 9, 9]);
+    w.observed
+        .router
+        .as_mut()
+        .expect("router")
+        .routes
+        .push(unknown.clone());
+    // While a port holds the address, the route may be another cluster's.
+    let p = w.plan();
+    assert!(!removed(&p).contains(&unknown), "{:#?}", p.actions);
+    w.observed.dead_hops.insert(unknown.nexthop);
+    let p = w.plan();
+    assert_eq!(removed(&p), vec![unknown]);
+}
+
 #[test]
 fn f7_a_machine_being_removed_keeps_its_route_while_its_node_lives() {
     let mut w = routed(3);

@@ -75,3 +75,36 @@ async fn a_failing_cloud_is_retried_with_growing_backoff_that_resets_after_succe
         "the first retry after a success waited {gap} ms"
     );
 }
+
+/// `callBudget` reads the calls the simulator refused, not flightdeck's own failure
+/// count: a flightdeck that retries a dead Nova every second, without backing off, is
+/// caught as a hot retry loop.
+#[tokio::test]
+async fn a_cloud_retried_every_second_without_backoff_breaks_the_call_budget() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = scenario_file(dir.path());
+    let loaded = load_scenario(path.to_str().expect("utf-8")).expect("loads");
+    let mut options = RunOptions::default();
+    options.engine.backoff = flightdeck_engine::backoff::BackoffPolicy {
+        base: flightdeck_spec::Duration::from_secs(1),
+        max: flightdeck_spec::Duration::from_secs(1),
+    };
+    let report = run(&loaded, &options, &mut |_| {})
+        .await
+        .expect("runs")
+        .report;
+    let budget = report
+        .invariants
+        .iter()
+        .find(|v| v.name == "callBudget")
+        .expect("checked");
+    let message = budget
+        .first_violation
+        .as_ref()
+        .map(|v| v.message.as_str())
+        .unwrap_or_default();
+    assert!(
+        !budget.held && message.contains("hot retry loop"),
+        "{budget:?}"
+    );
+}

@@ -213,3 +213,14 @@ fn f7_the_route_of_a_machine_adopted_and_removed_in_one_pass_goes_with_it() {
     passes_with_lagging_restores(9_001_849);
     passes_with_lagging_restores(9_002_749);
 }
+
+/// F7, seed 9000194: an operator deleted c1-p2-5 while the store was behind; the store
+/// came back from before any machine was made, so nothing in flightdeck's memory or in
+/// any list said that 10.0.0.11 had been the cluster's, and its route into the pod
+/// network (10.101.5.0/24 via 10.0.0.11) stayed (`routesConsistent`). flightdeck now
+/// asks Neutron which ports hold such next hops; one no port holds is dead, and the
+/// route goes.
+#[test]
+fn f7_a_route_via_an_address_no_port_holds_goes_although_memory_never_knew_it() {
+    passes_with_lagging_restores(9_000_194);
+}

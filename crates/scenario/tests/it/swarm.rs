@@ -50,7 +50,7 @@ fn f2_the_swarm_catches_a_rollout_without_the_member_gate_and_the_finding_replay
     assert_eq!(
         failure.replay,
         format!(
-            "flightdeck sim swarm --seeds 1 --from {} --trace --unsafe-disable member-gate",
+            "flightdeck sim swarm --seeds 1 --from {} --trace --no-lagging-store --unsafe-disable member-gate",
             failure.seed
         )
     );

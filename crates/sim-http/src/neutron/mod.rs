@@ -28,6 +28,7 @@ use crate::wire::{self, Paging, Query, TagFilter, TimeStyle, iso, owner_of_uid};
 use crate::{App, Extras, keystone};
 
 mod networks;
+mod ports;
 mod routers;
 mod rules;
 
@@ -67,6 +68,7 @@ pub(crate) fn routes(app: App) -> Router<App> {
         .route("/network/v2.0/networks", get(list_networks))
         .route("/network/v2.0/networks/{id}", get(show_network))
         .route("/network/v2.0/subnets", get(list_subnets))
+        .route("/network/v2.0/ports", get(ports::list_ports))
         .route("/network/v2.0/subnets/{id}", get(show_subnet))
         .route_layer(axum::middleware::from_fn_with_state(
             app,

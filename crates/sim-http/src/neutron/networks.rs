@@ -79,6 +79,14 @@ fn subnet_layout(cidr: &str) -> (u8, Value, Value) {
     }
 }
 
+/// The subnet's gateway: the router's interface, which a port holds.
+pub(crate) fn gateway_ip(app: &App) -> Option<IpAddr> {
+    subnet_layout(&app.options.subnet_cidr)
+        .1
+        .as_str()
+        .and_then(|g| g.parse().ok())
+}
+
 fn render_subnet(app: &App) -> Value {
     let cidr = &app.options.subnet_cidr;
     let (ip_version, gateway, pools) = subnet_layout(cidr);

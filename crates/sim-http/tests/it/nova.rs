@@ -307,3 +307,55 @@ async fn microversion_shapes_the_server_view() {
     );
     assert_eq!(tags_too_early.status, 400);
 }
+
+/// Neutron's port list answers which addresses a port holds: a server's from its
+/// request until it is gone, and the gateway (the router's interface). flightdeck asks
+/// it whether a route's next hop is dead.
+#[tokio::test]
+async fn a_servers_port_holds_its_address_until_the_server_is_gone() {
+    let sim = common::start().await;
+    let token = sim.token().await;
+    let created = create(&sim, &token, "demo-w-1", &["flightdeck-uid=u1"]).await;
+    assert_eq!(created.status, 202, "{}", created.body);
+    let id = id_of(&created, "server");
+    sim.advance_ms(10_000);
+    let shown = show(&sim, &token, &id).await;
+    let address = shown.body["server"]["addresses"]["private"][0]["addr"]
+        .as_str()
+        .expect("an address once ACTIVE")
+        .to_string();
+    let ports = |ip: &str| format!("/network/v2.0/ports?fixed_ips=ip_address%3D{ip}");
+    let held = sim.get(&token, &ports(&address)).await;
+    assert_eq!(held.status, 200, "{}", held.body);
+    assert_eq!(
+        held.body["ports"][0]["fixed_ips"][0]["ip_address"],
+        json!(address)
+    );
+    let gateway = sim.get(&token, &ports("10.0.0.1")).await;
+    assert_eq!(
+        gateway.body["ports"][0]["device_owner"],
+        json!("network:router_interface")
+    );
+    let nobody = sim.get(&token, &ports("10.0.0.250")).await;
+    assert_eq!(nobody.body["ports"], json!([]));
+    let bad = sim.get(&token, &ports("not-an-address")).await;
+    assert_eq!(bad.status, 400, "{}", bad.body);
+
+    let deleted = sim
+        .call(
+            "DELETE",
+            &format!("/compute/v2.1/servers/{id}"),
+            Some(&token),
+            None,
+            &[MV],
+        )
+        .await;
+    assert_eq!(deleted.status, 204, "{}", deleted.body);
+    sim.advance_ms(60_000);
+    let gone = sim.get(&token, &ports(&address)).await;
+    assert_eq!(
+        gone.body["ports"],
+        json!([]),
+        "the port went with its server"
+    );
+}

@@ -520,10 +520,13 @@ impl SimCloud {
         let entered = self.enter_for(&mut st, routes::SERVICE, operation, &mut call);
         if let Some(uid) = selected_uid(&req.query) {
             let now = self.clock.now();
-            st.log.called_for(&format!("uid:{uid}"), now);
+            let key = format!("uid:{uid}");
+            st.log.called_for(&key, now);
+            st.log.answering_for(&key);
         }
         let mutating = routes::mutation_kind(&req.method, &route);
         let before = mutating.map(|_| routes::target(&st, cluster, &route, None));
+        let refused_by_cloud = entered.is_err();
         let (response, touched) = match entered {
             Err(e) => (answers::refused(&e), None),
             Ok(now) if kubelets::plays(&st, cluster) => {
@@ -532,6 +535,11 @@ impl SimCloud {
             Ok(now) => api::handle(&mut st, now, cluster, &req, &route),
         };
         let now = self.clock.now();
+        // An eviction a disruption budget holds back (429) is the API's answer, not a
+        // failure: a drain asks again until the budget allows it, as `kubectl drain` does.
+        let budget_says_wait = response.status == 429 && operation == "POST pods/eviction";
+        st.log
+            .answered(!refused_by_cloud && (response.status < 400 || budget_says_wait));
         if let (Some(kind), Some(before)) = (mutating, before) {
             let target = if touched.is_some() && before.name.is_empty() {
                 routes::target(&st, cluster, &route, touched.as_ref())

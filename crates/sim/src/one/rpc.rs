@@ -272,8 +272,10 @@ impl SimCloud {
             );
         };
         st.log.count(SERVICE, name);
+        st.log.current = None;
         if let Some(cluster) = crate::caller::cluster() {
             st.log.called_for(&cluster, now);
+            st.log.answering_for(&cluster);
         }
         let req_id = st.one.req_id();
         let mut ctx = Ctx {
@@ -315,6 +317,7 @@ impl SimCloud {
                 caller: None,
             });
         }
+        st.log.answered(result.is_ok());
         st.settle(now);
         match result {
             Ok(v) => v,
