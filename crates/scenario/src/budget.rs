@@ -13,9 +13,9 @@ use flightdeck_spec::Duration;
 /// Bounds of the `callBudget` invariant.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CallBudget {
-    /// Calls the cloud may answer for one cluster at one instant of simulated time (a
-    /// reconcile, its observation included; the engine reconciles a cluster at most
-    /// once an instant unless an action asks to be looked at again at once).
+    /// Calls the cloud may answer for one cluster in one batch of reconciles (the
+    /// engine reconciles a cluster at most once a batch): one reconcile's, observation
+    /// included.
     pub per_instant_max: u64,
     /// Calls per cluster-hour over the whole run, and for each cluster over its life
     /// (at least a quarter hour: building a cluster costs a few hundred calls however
@@ -70,7 +70,7 @@ impl BudgetCheck {
             let max = budget.per_instant_max;
             verdicts.push((tally.calls > max).then(|| {
                 format!(
-                    "cluster {cluster}: the cloud answered {} calls for it at one instant, more than {max}",
+                    "cluster {cluster}: the cloud answered {} calls for it in one reconcile, more than {max}",
                     tally.calls
                 )
             }));

@@ -496,7 +496,11 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
 
     async fn reconcile_due(&mut self) -> Result<(), RunError> {
         for _ in 0..RECONCILES_PER_INSTANT_MAX {
-            let ran = match self.engine.run_due().await {
+            let result = self.engine.run_due().await;
+            // One batch reconciles each cluster at most once; calls move the clock
+            // (`api.latency`), so one instant may hold several batches.
+            self.check_call_tallies();
+            let ran = match result {
                 Ok(n) => n,
                 Err(EngineError::Crashed(cluster)) => {
                     let now = self.clock.now();
@@ -518,7 +522,15 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
                 break;
             }
         }
+        Ok(())
+    }
+
+    /// `callBudget`: the calls the cloud answered for each cluster since the last look.
+    fn check_call_tallies(&mut self) {
         let tallies = self.cloud.take_call_tallies();
+        if tallies.is_empty() {
+            return;
+        }
         let tallies = if tallies.keys().any(|k| k.starts_with("uid:")) {
             let names: BTreeMap<&str, &str> = self
                 .tracks
@@ -531,7 +543,6 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
         };
         self.invariants
             .check_call_tallies(self.clock.now(), &tallies);
-        Ok(())
     }
 
     fn drain_events(&mut self) {
