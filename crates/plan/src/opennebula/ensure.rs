@@ -3,12 +3,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use flightdeck_cloud::ImageState;
 use flightdeck_cloud::opennebula::Operation;
-use flightdeck_cloud::{ImageState, LockLevel};
 use flightdeck_spec::OpenNebulaProvider;
 
 use super::ledger::{
     BLOCKED_RETRY, Desired, Kind, Listed, OneInfra, POLL_IMAGES, desired, holdings, kind, listed,
+    registered_by_line,
 };
 use super::release::{release_unwanted, retry_failed_image};
 use crate::action::Action;
@@ -100,7 +101,8 @@ pub(super) fn ensure(
             let found = listed(p, kind, |i, _| i == id);
             if let Some(obj) = found.first() {
                 crate::churn::seen(p, &what);
-                let registered = p.shared.created.contains(&format!("{word}/{id}"));
+                let registered =
+                    p.shared.created.contains(&format!("{word}/{id}")) || obj.registered_here;
                 if let Some(h) = holdings(p, kind).get_mut(&d.name) {
                     h.missing_since = None;
                     // Taken for an operator's while another cluster's create of it was
@@ -171,11 +173,11 @@ pub(super) fn ensure(
             }
         }
         None => {
-            let found: Vec<(String, Option<LockLevel>)> = listed(p, kind, |_, n| n == d.name)
+            let found: Vec<(String, bool)> = listed(p, kind, |_, n| n == d.name)
                 .iter()
-                .map(|o| (o.id.to_string(), o.lock))
+                .map(|o| (o.id.to_string(), o.registered_here))
                 .collect();
-            let Some((id, _)) = found.first() else {
+            let Some((id, registered_here)) = found.first() else {
                 crate::churn::making(p, &what);
                 // Held from here on, as one flightdeck registers (request_create).
                 request_create(p, kind, d);
@@ -189,7 +191,7 @@ pub(super) fn ensure(
                 ));
                 return None;
             }
-            let created = p.shared.created.contains(&key);
+            let created = p.shared.created.contains(&key) || *registered_here;
             let others = p.shared.holders.get(&key).map(|h| h.len()).unwrap_or(0);
             holdings(p, kind).insert(
                 d.name.clone(),
@@ -286,14 +288,15 @@ pub(super) fn request_create(p: &mut Planner<'_>, kind: Kind, d: &Desired) {
             },
         );
     }
+    let content = format!("{}{}", d.content, registered_by_line(&p.memory.uid));
     let action = match kind {
         Kind::Template => Action::CreateTemplate {
             name: d.name.clone(),
-            content: d.content.clone(),
+            content,
         },
         Kind::Image => Action::CreateImage {
             name: d.name.clone(),
-            content: d.content.clone(),
+            content,
             datastore: d.datastore,
         },
     };

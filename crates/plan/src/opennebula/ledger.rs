@@ -72,6 +72,18 @@ impl Shared {
     }
 }
 
+/// The attribute flightdeck adds to the body of each image and template it registers,
+/// naming the registering cluster's UID. Not part of the content-addressed name. A
+/// store restored from a backup older than the registration has lost the ledger's
+/// record of it; the attribute still says the cluster registered it, so its last holder
+/// deletes it (swarm seed 40006839).
+pub const REGISTERED_BY: &str = "FLIGHTDECK_REGISTERED_BY";
+
+/// The [`REGISTERED_BY`] line for the cluster with UID `uid`.
+pub(crate) fn registered_by_line(uid: &str) -> String {
+    format!("{REGISTERED_BY} = \"{uid}\"\n")
+}
+
 /// What one content-addressed object should be.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Desired {
@@ -178,6 +190,8 @@ pub(crate) struct Listed<'a> {
     pub id: &'a str,
     pub lock: Option<LockLevel>,
     pub image_state: Option<ImageState>,
+    /// Its body names this cluster as the one that registered it ([`REGISTERED_BY`]).
+    pub registered_here: bool,
 }
 
 pub(crate) fn listed<'a>(
@@ -186,6 +200,7 @@ pub(crate) fn listed<'a>(
     by: impl Fn(&str, &str) -> bool,
 ) -> Vec<Listed<'a>> {
     let o = p.observed;
+    let mine = registered_by_line(&p.memory.uid);
     match kind {
         Kind::Template => o
             .templates
@@ -195,6 +210,7 @@ pub(crate) fn listed<'a>(
                 id: &t.id,
                 lock: t.lock,
                 image_state: None,
+                registered_here: t.content.contains(mine.trim_end()),
             })
             .collect(),
         Kind::Image => o
@@ -205,6 +221,7 @@ pub(crate) fn listed<'a>(
                 id: &i.id,
                 lock: i.lock,
                 image_state: Some(i.state),
+                registered_here: i.content.contains(mine.trim_end()),
             })
             .collect(),
     }
