@@ -225,15 +225,15 @@ fn f7_a_route_via_an_address_no_port_holds_goes_although_memory_never_knew_it() 
     passes_with_lagging_restores(9_000_194);
 }
 
-/// F1 and F12, seeds 40006839, 40012345, 40014215 and 40014221 (the 20,000-seed run for
-/// issue 39): the store came back from before an OpenNebula cluster registered its
+/// F1 and F12, seeds 40006839, 40012345, 40014215, 40014221 and 40016264 (the
+/// 20,000-seed run for issue 39): the store came back from before an OpenNebula cluster registered its
 /// images and templates, which carry no tags, and the shared ledger's record of who
 /// registered them was lost with it. flightdeck took them for an operator's and left
 /// them in place when the cluster was deleted (`noLeaks`). Each body now names the
 /// cluster that registered it (`FLIGHTDECK_REGISTERED_BY`), and that cluster deletes it.
 #[test]
 fn f1_templates_registered_after_the_backup_are_still_deleted_with_their_cluster() {
-    for seed in [40_006_839, 40_012_345, 40_014_215, 40_014_221] {
+    for seed in [40_006_839, 40_012_345, 40_014_215, 40_014_221, 40_016_264] {
         passes_with_lagging_restores(seed);
     }
 }
