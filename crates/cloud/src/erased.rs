@@ -7,6 +7,7 @@
 //! The provider traits return `impl Future`, which a trait object cannot; the object-safe
 //! [`ErasedProvider`] returns the same futures boxed, one allocation per cloud call.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::IpAddr;
 use std::pin::Pin;
@@ -73,6 +74,14 @@ macro_rules! erased_calls {
                 namespace: &'a str,
                 name: &'a str,
             ) -> CallFuture<'a, ()>;
+            fn delete_node<'a>(&'a self, owner: &'a Ownership, node: &'a str) -> CallFuture<'a, ()>;
+            fn patch_node_metadata<'a>(
+                &'a self,
+                owner: &'a Ownership,
+                node: &'a str,
+                labels: &'a BTreeMap<String, Option<String>>,
+                taints: Option<&'a [Taint]>,
+            ) -> CallFuture<'a, ()>;
             fn list_nodes<'a>(&'a self, owner: &'a Ownership) -> CallFuture<'a, Option<Vec<Node>>>;
             fn nodes_stale_since(&self, owner: &Ownership) -> Option<Timestamp>;
             fn forget_node_watches(&self);
@@ -114,6 +123,18 @@ macro_rules! erased_calls {
                 name: &'a str,
             ) -> CallFuture<'a, ()> {
                 Box::pin(<P as GuestDrain>::delete_pod(self, owner, namespace, name))
+            }
+            fn delete_node<'a>(&'a self, owner: &'a Ownership, node: &'a str) -> CallFuture<'a, ()> {
+                Box::pin(<P as GuestDrain>::delete_node(self, owner, node))
+            }
+            fn patch_node_metadata<'a>(
+                &'a self,
+                owner: &'a Ownership,
+                node: &'a str,
+                labels: &'a BTreeMap<String, Option<String>>,
+                taints: Option<&'a [Taint]>,
+            ) -> CallFuture<'a, ()> {
+                Box::pin(<P as GuestDrain>::patch_node_metadata(self, owner, node, labels, taints))
             }
             fn list_nodes<'a>(&'a self, owner: &'a Ownership) -> CallFuture<'a, Option<Vec<Node>>> {
                 Box::pin(<P as GuestCluster>::list_nodes(self, owner))
@@ -223,6 +244,20 @@ impl GuestDrain for DynProvider {
     }
     async fn delete_pod(&self, owner: &Ownership, namespace: &str, name: &str) -> Result<()> {
         self.0.delete_pod(owner, namespace, name).await
+    }
+    async fn delete_node(&self, owner: &Ownership, node: &str) -> Result<()> {
+        self.0.delete_node(owner, node).await
+    }
+    async fn patch_node_metadata(
+        &self,
+        owner: &Ownership,
+        node: &str,
+        labels: &BTreeMap<String, Option<String>>,
+        taints: Option<&[Taint]>,
+    ) -> Result<()> {
+        self.0
+            .patch_node_metadata(owner, node, labels, taints)
+            .await
     }
 }
 

@@ -184,6 +184,18 @@ impl GuestDrain for Counting {
     ) -> impl Future<Output = Result<()>> + Send {
         self.ok(())
     }
+    fn delete_node(&self, _: &Ownership, _: &str) -> impl Future<Output = Result<()>> + Send {
+        self.ok(())
+    }
+    fn patch_node_metadata(
+        &self,
+        _: &Ownership,
+        _: &str,
+        _: &std::collections::BTreeMap<String, Option<String>>,
+        _: Option<&[crate::Taint]>,
+    ) -> impl Future<Output = Result<()>> + Send {
+        self.ok(())
+    }
 }
 
 /// The answer of a future that is ready at once (the counting cloud's are).
@@ -244,6 +256,8 @@ fn every_defaulted_call_reaches_the_cloud_behind_the_erased_provider() {
         ready(p.set_unschedulable(&owner, "n", true)),
         ready(p.evict_pod(&owner, "ns", "pod")),
         ready(p.delete_pod(&owner, "ns", "pod")),
+        ready(p.delete_node(&owner, "n")),
+        ready(p.patch_node_metadata(&owner, "n", &Default::default(), None)),
     ];
     for (i, r) in results.iter().enumerate() {
         assert!(r.is_ok(), "call {i} did not reach the cloud: {r:?}");

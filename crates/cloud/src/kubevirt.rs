@@ -7,10 +7,12 @@
 //! whose ID is the VM's name, whose flavor is its instancetype and whose image is its
 //! container disk; ownership tags are the VM's labels.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 
 use serde::{Deserialize, Serialize};
 
+use crate::Taint;
 use crate::error::{CloudError, ErrorClass};
 use crate::ownership::Ownership;
 use crate::provider::Result;
@@ -165,7 +167,8 @@ pub trait VirtualMachines {
     }
 }
 
-/// Draining the workload cluster's nodes (F9). A 429 from the Eviction API ("would
+/// Draining the workload cluster's nodes before their machines go, and deleting the
+/// Nodes of machines that are gone. A 429 from the Eviction API ("would
 /// violate the pod's disruption budget") is a [`ErrorClass::Conflict`]: look again later.
 pub trait GuestDrain {
     /// The pods on `node` (`fieldSelector=spec.nodeName=NODE`); `Ok(None)` when the
@@ -207,6 +210,28 @@ pub trait GuestDrain {
     ) -> impl Future<Output = Result<()>> + Send {
         let _ = (owner, namespace, name);
         async { Err(unsupported("delete pod")) }
+    }
+    /// A merge patch of a Node's labels (`None` removes one) and, when given, its whole
+    /// list of taints.
+    fn patch_node_metadata(
+        &self,
+        owner: &Ownership,
+        node: &str,
+        labels: &BTreeMap<String, Option<String>>,
+        taints: Option<&[Taint]>,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let _ = (owner, node, labels, taints);
+        async { Err(unsupported("patch node")) }
+    }
+    /// `DELETE /api/v1/nodes/{name}`: the Node of a machine that is gone. A Node
+    /// already gone is no error (`Ok`).
+    fn delete_node(
+        &self,
+        owner: &Ownership,
+        node: &str,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let _ = (owner, node);
+        async { Err(unsupported("delete node")) }
     }
 }
 

@@ -1,6 +1,7 @@
 //! The objects flightdeck observes, and the requests that create them. Field names and
 //! status values follow the OpenStack APIs (Nova, Neutron, Octavia) and Kubernetes.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
@@ -269,6 +270,30 @@ pub struct Node {
     /// format, and with another name, is still matched to its machine.
     #[serde(default)]
     pub internal_ip: Option<IpAddr>,
+    /// `metadata.labels`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// `spec.taints`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<Taint>,
+    /// The value of the annotation [`HOLD_DELETION`], if the node carries it: the
+    /// pre-drain hook, which holds its machine's deletion before the drain starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold_deletion: Option<String>,
+}
+
+/// The Node annotation that holds a machine's deletion before its drain starts (the
+/// pre-drain hook), whatever its value, until someone removes it.
+pub const HOLD_DELETION: &str = "flightdeck.dev/hold-deletion";
+
+/// A taint of a Node (`spec.taints[]`).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Taint {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+    pub effect: String,
 }
 
 /// A static route of a Neutron router (`extra routes`).

@@ -326,6 +326,12 @@ impl<P: GuestDrain + Send + Sync, H: CallHook> GuestDrain for Instrumented<P, H>
         Some(owner.cluster.clone()));
     forward!(drain, delete_pod(owner: &Ownership, namespace: &str, name: &str) -> (),
         Some(owner.cluster.clone()));
+    forward!(drain, delete_node(owner: &Ownership, node: &str) -> (),
+        Some(owner.cluster.clone()));
+    forward!(drain, patch_node_metadata(owner: &Ownership, node: &str,
+        labels: &std::collections::BTreeMap<String, Option<String>>,
+        taints: Option<&[flightdeck_cloud::Taint]>) -> (),
+        Some(owner.cluster.clone()));
 }
 
 #[cfg(test)]

@@ -417,6 +417,12 @@ function drawTree(section, d) {
   const leaf = (label, status, details) => h('li', {},
     h('span', { class: 'label', text: label }), ' ', h('span', { class: `st ${statusClass(status)}`, text: status }),
     details ? h('span', { class: 'note', text: ` ${details}` }) : null);
+  const drainText = (d, now) => {
+    if (d.held) return 'flightdeck.dev/hold-deletion on its node holds the deletion';
+    const left = d.podsLeft == null ? 'pods not listed yet' : `${d.podsLeft} pod(s) left`;
+    const deadline = d.deadline == null ? '' : (d.deadline > now ? `deadline in ${age(d.deadline - now)}` : 'deadline passed');
+    return [left, deadline].filter(Boolean).join(', ');
+  };
   const machine = (m, members) => h('li', { 'data-machine': m.name },
     h('span', { class: 'label', text: `Machine/${m.name}` }), ' ',
     h('span', { class: `st ${m.upToDate ? 'ok' : 'warn'}`, text: (m.upToDate ? 'up to date' : 'outdated') + (m.removing ? ', removing' : '') }),
@@ -424,6 +430,7 @@ function drawTree(section, d) {
     h('ul', {},
       leaf(word, m.serverStatus, [m.serverId ? `id ${m.serverId}` : 'not created yet', m.address ? `address ${m.address}` : ''].filter(Boolean).join(', ')),
       leaf('Node', m.node || '-', m.node ? '' : 'not joined yet'),
+      m.drain ? leaf('Drain', m.drain.held ? 'held' : 'draining', drainText(m.drain, c.now)) : null,
       members || m.member ? leaf('Member', memberText(m.member), m.member ? `id ${m.member.id}` : 'not a load balancer member yet') : null));
   const set = (label, count, s, members) => h('li', {},
     h('span', { class: 'label', text: label }), ' ',

@@ -345,6 +345,17 @@ pub async fn act<P: Provider>(
             Action::DeletePod { namespace, pod, .. } => {
                 provider.delete_pod(owner, namespace, pod).await?;
             }
+            Action::DeleteNode { node, .. } => provider.delete_node(owner, node).await?,
+            Action::PatchNode {
+                node,
+                labels,
+                taints,
+                ..
+            } => {
+                provider
+                    .patch_node_metadata(owner, node, labels, taints.as_deref())
+                    .await?
+            }
             Action::DeleteVmi { vmi, .. } => provider.delete_vmi(vmi).await?,
         }
         Ok(())
@@ -414,6 +425,7 @@ fn is_delete(action: &Action) -> bool {
             | Action::DeleteImage { .. }
             | Action::DeleteEndpointService { .. }
             | Action::DeletePod { .. }
+            | Action::DeleteNode { .. }
             | Action::DeleteVmi { .. }
     )
 }

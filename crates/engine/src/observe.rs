@@ -9,6 +9,7 @@ use flightdeck_cloud::{
     Provider, ProvisioningStatus, Role, Timestamp,
 };
 use flightdeck_plan::drain::{evacuation_requested, guest_node_of};
+use flightdeck_plan::node_drain::nodes_to_drain;
 use flightdeck_spec::Cluster;
 
 use crate::reuse::{Kind, Kinds};
@@ -46,6 +47,45 @@ pub async fn observe_cluster<P: Provider>(
         observed.nodes_stale_since = provider.nodes_stale_since(owner);
     }
     Ok(observed)
+}
+
+/// What one reconcile observes: the cluster, at `now`, with the servers memory
+/// recorded, stamped with the cluster's write counter.
+pub(crate) struct Look<'a> {
+    pub(crate) owner: &'a Ownership,
+    pub(crate) now: Timestamp,
+    pub(crate) spec: &'a Cluster,
+    pub(crate) recorded: &'a [String],
+    /// What flightdeck remembers: its write counter, and the machines being removed
+    /// (whose nodes' pods a drain needs).
+    pub(crate) memory: &'a flightdeck_plan::Memory,
+}
+
+impl Look<'_> {
+    pub(crate) async fn observe<P: Provider>(
+        &self,
+        provider: &P,
+        owned_only: crate::config::OwnershipScope,
+        reuse: Reuse<'_>,
+    ) -> Result<Observed, CloudError> {
+        let observed = observe_cluster(
+            provider,
+            self.owner,
+            self.now,
+            self.spec,
+            owned_only,
+            self.recorded,
+            reuse,
+        )
+        .await?;
+        let mut observed = Observed {
+            after_write: self.memory.write_seq,
+            ..observed
+        };
+        pods_of_leaving(provider, self.owner, &mut observed, self.memory).await;
+        read_nodes_machines(provider, &mut observed).await;
+        Ok(observed)
+    }
 }
 
 async fn observe_lists<P: Provider>(
@@ -141,6 +181,62 @@ async fn observe_kubevirt<P: Provider>(
         services,
         ..Observed::default()
     })
+}
+
+/// Lists the pods of every node a removal drains ([`nodes_to_drain`]) that the
+/// observation has not listed yet. A node whose pods cannot be listed is left out: its
+/// drain waits, and the machine goes at the drain's deadline.
+pub async fn pods_of_leaving<P: Provider>(
+    provider: &P,
+    owner: &Ownership,
+    observed: &mut Observed,
+    memory: &flightdeck_plan::Memory,
+) {
+    for node in nodes_to_drain(memory, observed) {
+        if observed.pods.contains_key(&node) {
+            continue;
+        }
+        match twice(|| provider.list_pods_on(owner, &node)).await {
+            Ok(Some(list)) => {
+                observed.pods.insert(node, list);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::debug!(cluster = %owner.cluster, node, error = %e.message, "pods of a node being drained could not be listed");
+            }
+        }
+    }
+}
+
+/// The most servers of NotReady nodes read one by one in one observation.
+pub const NODE_READS_MAX: usize = 4;
+
+/// Reads, one by one, the server (or VM) of each NotReady node whose machine no list
+/// shows (at most [`NODE_READS_MAX`]): a Node whose machine is confirmed gone is deleted
+/// even when flightdeck's memory never knew the machine (a store restored from a backup
+/// older than its removal). The answers join [`Observed::direct_reads`].
+async fn read_nodes_machines<P: Provider>(provider: &P, observed: &mut Observed) {
+    let Some(nodes) = &observed.nodes else {
+        return;
+    };
+    let unlisted: Vec<String> = nodes
+        .iter()
+        .filter(|n| !n.ready)
+        .filter_map(|n| n.server_id.clone())
+        .filter(|id| !observed.servers.iter().any(|s| &s.id == id))
+        .filter(|id| !observed.direct_reads.contains_key(id))
+        .take(NODE_READS_MAX)
+        .collect();
+    for id in unlisted {
+        match twice(|| provider.server_gone(&id)).await {
+            Ok(gone) => {
+                observed.direct_reads.insert(id, gone);
+            }
+            Err(e) => {
+                tracing::debug!(server = %id, error = %e, "a direct read of a node's server failed")
+            }
+        }
+    }
 }
 
 /// The most next hops asked about in one observation: a router shared with clusters

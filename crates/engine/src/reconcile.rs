@@ -17,8 +17,8 @@ use crate::config::{EngineConfig, EngineError, T_MEMORY, T_STATUS};
 use crate::events::{condition_events, progress_events};
 use crate::faults::EngineFaults;
 use crate::identity::{self, Gate};
-use crate::observe::observe_cluster;
-use crate::reuse::{Seen, reusable, touched_by};
+use crate::observe::Look;
+use crate::reuse::{Kinds, Seen, relist, reusable, stale_for_ready, touched_by};
 
 /// The result of one reconcile, applied to the engine afterwards.
 pub(crate) struct Outcome {
@@ -158,21 +158,17 @@ pub(crate) async fn reconcile<P: Provider>(
         &memory,
         &owner,
     );
-    let observed = observe_cluster(
-        ctx.provider,
-        &owner,
+    let look = Look {
+        owner: &owner,
         now,
-        &spec,
-        ctx.config.ownership(),
-        &recorded,
-        reuse,
-    )
-    .await
-    .map(|mut o| {
-        o.after_write = memory.write_seq;
-        o
-    });
-    let observed = match observed {
+        spec: &spec,
+        recorded: &recorded,
+        memory: &memory,
+    };
+    let mut observed = match look
+        .observe(ctx.provider, ctx.config.ownership(), reuse)
+        .await
+    {
         Ok(o) => o,
         Err(e) => return observe_failed(ctx, name, (&stored, memory), events, e),
     };
@@ -184,7 +180,23 @@ pub(crate) async fn reconcile<P: Provider>(
         &memory.one,
         spec.spec.provider.is_opennebula(),
     )?;
-    let plan = plan_now(ctx, &name, taken_up, &spec, &observed, &memory, now);
+    let mut plan = plan_now(ctx, &name, taken_up, &spec, &observed, &memory, now);
+    let mut reuse = reuse;
+    let again = stale_for_ready(&plan, &prev, &reuse, previous.as_ref(), now);
+    if again != Kinds::NONE {
+        let first = std::mem::take(&mut observed);
+        let second = relist(&first, again, reuse.building);
+        observed = match look
+            .observe(ctx.provider, ctx.config.ownership(), second)
+            .await
+        {
+            Ok(o) => o,
+            Err(e) => return observe_failed(ctx, name, (&stored, memory), events, e),
+        };
+        // What was listed again is of this pass now.
+        reuse.kinds = reuse.kinds.without(again);
+        plan = plan_now(ctx, &name, taken_up, &spec, &observed, &memory, now);
+    }
     events.extend(plan.events.iter().cloned().map(|e| stamp(now, &name, e)));
     memory = plan.memory;
     let mut status = plan.status;

@@ -18,6 +18,11 @@
 //! - for the API pool's members: the cluster has never been Ready. From then on the
 //!   member gate (F2) decides from them, and they are listed at every pass.
 //!
+//! A pass whose plan turns the cluster Ready from lists taken again more than
+//! [`READY_LISTS_MAX`] ago lists the ones a fault may change behind flightdeck's back
+//! again, and plans again ([`stale_for_ready`]): Ready is said of the cloud as it is, not
+//! as it was up to [`REUSE_MAX`] ago.
+//!
 //! The workload cluster's nodes are read at every pass (during a build, once a member
 //! of the API pool serves: before, the API cannot answer), from its node watch; OpenNebula and KubeVirt
 //! clusters list everything at every pass. A spec applied, a cluster let go of or taken
@@ -77,6 +82,10 @@ impl Kinds {
 
     pub(crate) fn add(&mut self, k: Kind) {
         self.0 |= 1 << k as u16;
+    }
+
+    pub(crate) fn without(self, other: Kinds) -> Kinds {
+        Kinds(self.0 & !other.0)
     }
 }
 
@@ -178,6 +187,49 @@ fn from_nothing<'a>(blank: &'a Observed, spec: &Cluster) -> Reuse<'a> {
         from: Some(blank),
         kinds,
         building: true,
+    }
+}
+
+/// The kinds a pass that first says Ready must list again, because it took them from an
+/// earlier pass more than [`READY_LISTS_MAX`] ago (swarm seed 41011018: a security-group
+/// list a minute old missed a rule lost since, and the cluster was said Ready without
+/// it). Only the kinds a fault changes behind flightdeck's back while nothing else moves
+/// (rules, a server's groups, members) are listed again; the others changed only through
+/// flightdeck's own calls, which end their reuse. [`Kinds::NONE`] when the pass does not
+/// turn the cluster Ready.
+pub(crate) fn stale_for_ready(
+    plan: &flightdeck_plan::Plan,
+    prev: &flightdeck_plan::ClusterStatus,
+    reuse: &Reuse<'_>,
+    seen: Option<&Seen>,
+    now: Timestamp,
+) -> Kinds {
+    let mut out = Kinds::NONE;
+    if !plan.status.ready || prev.ready {
+        return out;
+    }
+    for k in [Kind::Servers, Kind::SecurityGroups, Kind::Members] {
+        let old = seen
+            .and_then(|s| s.listed_at[k as usize])
+            .is_none_or(|at| now.since(at) > READY_LISTS_MAX);
+        if reuse.kinds.has(k) && old {
+            out.add(k);
+        }
+    }
+    out
+}
+
+/// How old a reused list may be in the pass that first says Ready: under the 30 s
+/// `statusTruthful` allows between the world changing and flightdeck saying so.
+pub const READY_LISTS_MAX: Duration = Duration::from_secs(20);
+
+/// The second look of a pass that first says Ready: `again` is listed anew, everything
+/// else is taken from the first look of the pass (`first`).
+pub(crate) fn relist<'a>(first: &'a Observed, again: Kinds, building: bool) -> Reuse<'a> {
+    Reuse {
+        from: Some(first),
+        kinds: Kinds(Kinds::EVERY.0 & !again.0),
+        building,
     }
 }
 

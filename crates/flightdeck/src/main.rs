@@ -440,7 +440,7 @@ pub struct SwarmArgs {
     no_determinism_check: bool,
     /// Switch off a safety mechanism, to prove the swarm notices (testing the tests):
     /// member-gate, ownership-check, remediation-budget, blind-observer-guard,
-    /// churn-breaker, drain-before-delete, drain-deadline, template-last-holder,
+    /// churn-breaker, drain-on-delete, drain-deadline, template-last-holder,
     /// surge-first; with --split-brain, lease-deadline and claim-revision.
     #[arg(long = "unsafe-disable", value_parser = parse_unsafe)]
     unsafe_disable: Vec<UnsafeSwitch>,

@@ -454,6 +454,21 @@ impl<W: WorkloadClients> GuestDrain for KubeVirtCloud<W> {
     async fn delete_pod(&self, owner: &Ownership, namespace: &str, name: &str) -> Result<()> {
         self.guest.delete_pod(owner, namespace, name).await
     }
+
+    async fn patch_node_metadata(
+        &self,
+        owner: &Ownership,
+        node: &str,
+        labels: &std::collections::BTreeMap<String, Option<String>>,
+        taints: Option<&[flightdeck_cloud::Taint]>,
+    ) -> Result<()> {
+        self.guest
+            .patch_node_metadata(owner, node, labels, taints)
+            .await
+    }
+    async fn delete_node(&self, owner: &Ownership, node: &str) -> Result<()> {
+        self.guest.delete_node(owner, node).await
+    }
 }
 
 #[cfg(test)]

@@ -146,7 +146,7 @@ pub enum Action {
     DeleteEndpointService {
         name: String,
     },
-    /// KubeVirt (F9): mark a guest node unschedulable before draining it.
+    /// Mark a node unschedulable before draining it (any cloud, any cause).
     CordonNode {
         machine: String,
         node: String,
@@ -156,18 +156,33 @@ pub enum Action {
         machine: String,
         node: String,
     },
-    /// KubeVirt (F9): evict a pod from a guest node through the Eviction API.
+    /// Evict a pod from a node being drained, through the Eviction API.
     EvictPod {
         node: String,
         namespace: String,
         pod: String,
     },
-    /// KubeVirt (F9): delete a pod that needs no disruption-budget check (finished,
-    /// pending, or already being deleted).
+    /// Delete a pod of a node being drained that needs no disruption-budget check
+    /// (finished, pending, or already being deleted).
     DeletePod {
         node: String,
         namespace: String,
         pod: String,
+    },
+    /// Put the set's labels and taints on a machine's Node (or take off the ones the
+    /// spec no longer asks for): `labels` to set (`None`: remove), and, when the taints
+    /// change, the Node's whole new list.
+    PatchNode {
+        machine: String,
+        node: String,
+        labels: std::collections::BTreeMap<String, Option<String>>,
+        taints: Option<Vec<flightdeck_cloud::Taint>>,
+    },
+    /// Delete the Node of a machine that is gone from the workload cluster, so that
+    /// `kubectl get nodes` lists no machine that no longer exists.
+    DeleteNode {
+        machine: String,
+        node: String,
     },
     /// KubeVirt (F9): delete a VMI KubeVirt asked to evacuate, once its guest node is
     /// drained or its deadline passed. Its VM starts a replacement.
@@ -233,6 +248,8 @@ impl Action {
             Action::UncordonNode { .. } => "UncordonNode",
             Action::EvictPod { .. } => "EvictPod",
             Action::DeletePod { .. } => "DeletePod",
+            Action::DeleteNode { .. } => "DeleteNode",
+            Action::PatchNode { .. } => "PatchNode",
             Action::DeleteVmi { .. } => "DeleteVmi",
         }
     }
@@ -301,6 +318,25 @@ impl Action {
             }
             Action::DeleteEndpointService { name } => format!("delete endpoint service {name}"),
             Action::CordonNode { node, .. } => format!("cordon guest node {node}"),
+            Action::DeleteNode { node, .. } => format!("delete node {node}"),
+            Action::PatchNode {
+                node,
+                labels,
+                taints,
+                ..
+            } => {
+                let mut parts: Vec<String> = labels
+                    .iter()
+                    .map(|(k, v)| match v {
+                        Some(v) => format!("label {k}={v}"),
+                        None => format!("remove label {k}"),
+                    })
+                    .collect();
+                if let Some(t) = taints {
+                    parts.push(format!("{} taint(s)", t.len()));
+                }
+                format!("set {} on node {node}", parts.join(", "))
+            }
             Action::UncordonNode { node, .. } => format!("uncordon guest node {node}"),
             Action::EvictPod {
                 node,

@@ -31,6 +31,18 @@ pub(crate) fn too_young_to_miss(p: &Planner<'_>, record: &MachineRecord) -> bool
     p.now.since(record.created_at) < LIST_LAG_MAX
 }
 
+/// How long, if at all, the cluster stays within [`LIST_LAG_MAX`] of being taken up from
+/// the store. A store restored from a backup has forgotten the machines made since, and
+/// a lagging list may not show their servers yet: until then, what the cloud shows of
+/// a machine memory does not know (a member carrying its key) is no proof the machine
+/// is gone.
+pub(crate) fn taken_up_lately(p: &Planner<'_>) -> Option<flightdeck_spec::Duration> {
+    let taken_up_for = p.now.since(p.taken_up?);
+    (taken_up_for < LIST_LAG_MAX).then(|| {
+        flightdeck_spec::Duration::from_millis(LIST_LAG_MAX.as_millis() - taken_up_for.as_millis())
+    })
+}
+
 /// Whether a new machine name (a new key) must wait: the cluster was taken up from the
 /// store less than [`LIST_LAG_MAX`] ago. A store restored from a backup has forgotten the
 /// machines made since, and the keys it hands out again would name a second server,
@@ -38,15 +50,9 @@ pub(crate) fn too_young_to_miss(p: &Planner<'_>, record: &MachineRecord) -> bool
 /// keys and are adopted, but a lagging list may not show them until then; a store that
 /// is current loses nothing by the wait but time. `set` wants `wanted` new machines.
 pub(crate) fn new_names_held(p: &mut Planner<'_>, set: &str, wanted: u32) -> bool {
-    let Some(since) = p.taken_up else {
+    let Some(left) = taken_up_lately(p) else {
         return false;
     };
-    let taken_up_for = p.now.since(since);
-    if taken_up_for >= LIST_LAG_MAX {
-        return false;
-    }
-    let left =
-        flightdeck_spec::Duration::from_millis(LIST_LAG_MAX.as_millis() - taken_up_for.as_millis());
     // The message stays the same from pass to pass: a quiet reconcile commits nothing.
     p.condition(Condition::new(
         kind::NEW_MACHINES_HELD,

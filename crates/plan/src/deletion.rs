@@ -8,6 +8,7 @@
 
 use crate::action::Action;
 use crate::condition::{Condition, PlanEvent, kind, reason};
+use crate::memory::MachineRecord;
 use crate::safety::Mechanism;
 use crate::status::Phase;
 use crate::{POLL_MACHINES, POLL_OCTAVIA, Planner};
@@ -111,6 +112,7 @@ pub(crate) fn plan_deletion(p: &mut Planner<'_>) {
         }
     }
 
+    remaining.extend(finish_removals(p));
     remaining.extend(release_routes(p));
     if !remaining.is_empty() {
         p.memory.deletion_proof.empty_since = None;
@@ -211,6 +213,51 @@ fn note_seen(p: &mut Planner<'_>) {
         .filter(|id| listed.contains(id.as_str()))
         .collect();
     p.memory.deletion_proof.seen.extend(seen);
+}
+
+/// Machines whose removal was under way when the deletion came finish it by the rule a
+/// removal follows (`removal.rs`): a server the list no longer shows is gone once it is
+/// no longer too young to be missing from a lagging list, and its record goes. Until
+/// then it is left to remove. Without this a removal's record outlived the deletion,
+/// and a cloud that rightly showed none of its servers (flightdeck had deleted them)
+/// held the deletion as unconfirmed forever (swarm seed 41014399: both machines of an
+/// OpenNebula cluster were being replaced when it was deleted, their replacements
+/// held back after a restore from a backup).
+fn finish_removals(p: &mut Planner<'_>) -> Vec<String> {
+    let listed: std::collections::BTreeSet<&str> =
+        p.observed.servers.iter().map(|s| s.id.as_str()).collect();
+    let unlisted: Vec<MachineRecord> = p
+        .memory
+        .machines
+        .values()
+        .filter(|r| r.removal.is_some())
+        .filter(|r| {
+            r.server_id
+                .as_deref()
+                .is_some_and(|id| !listed.contains(id))
+        })
+        .cloned()
+        .collect();
+    let mut remaining = Vec::new();
+    for r in unlisted {
+        if crate::creates::too_young_to_miss(p, &r) {
+            remaining.push(format!(
+                "server {} (made lately: a lagging list may hide it)",
+                r.name
+            ));
+            p.wait(POLL_MACHINES);
+            continue;
+        }
+        p.memory.machines.remove(&r.name);
+        if let Some(id) = r.server_id {
+            p.memory.gone_servers.insert(id, p.now);
+        }
+        p.events.push(PlanEvent::normal(
+            "MachineRemoved",
+            format!("{} is gone: member and server confirmed deleted", r.name),
+        ));
+    }
+    remaining
 }
 
 /// The recorded objects, when the deletion has seen none of them and no operator said

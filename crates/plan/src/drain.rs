@@ -19,21 +19,17 @@
 //! "drained" ([`DrainPolicy::UpstreamByEvacuationNode`], kept only to prove the
 //! `drainBeforeDelete` invariant catches it).
 
-use flightdeck_cloud::{EvictionStrategy, Node, Pod, Vmi};
+use flightdeck_cloud::{EvictionStrategy, Node, Vmi};
 use flightdeck_spec::Duration;
 
 use crate::Planner;
 use crate::action::Action;
-use crate::condition::{Condition, PlanEvent};
+use crate::condition::PlanEvent;
 use crate::memory::DrainRecord;
+use crate::node_drain::{self, Ask, MissingNode, Step};
 use crate::safety::Mechanism;
 
-/// Condition kind: a guest drain is under way or blocked.
-pub const DRAINING: &str = "Draining";
-
-/// How often a drain is looked at while pods leave or a disruption budget blocks
-/// (`kubectl drain` retries a 429 after 5 s).
-pub const POLL_DRAIN: Duration = Duration::from_secs(5);
+pub use crate::node_drain::{DRAINING, POLL_DRAIN};
 
 /// How often a KubeVirt cluster's VMIs are looked at for evacuation requests when nothing
 /// else is under way. An infra node drain waits on flightdeck, so it must be noticed
@@ -74,21 +70,12 @@ pub(crate) fn plan_drains(p: &mut Planner<'_>) {
     let timeout = kv.drain_timeout;
     p.wait(POLL_EVACUATION);
     let vmis: Vec<Vmi> = p.observed.vmis.clone();
-    let mut messages = Vec::new();
     for vmi in vmis.iter().filter(|v| evacuation_requested(v)) {
         if let Some(m) = drain_one(p, vmi, timeout) {
-            messages.push(m);
+            p.drain_notes.push(m);
         }
     }
     finish_drains(p, &vmis);
-    if !messages.is_empty() {
-        p.condition(Condition::new(
-            DRAINING,
-            true,
-            "GuestDrain",
-            messages.join("; "),
-        ));
-    }
 }
 
 /// Plans the drain of one evacuated VMI; returns what the cluster should say about it.
@@ -153,117 +140,39 @@ fn drain_one(p: &mut Planner<'_>, vmi: &Vmi, timeout: Duration) -> Option<String
             "{machine}: waits until control-plane machine {other} is back before it leaves ({deadline})"
         ));
     }
-    if !p.options.on(Mechanism::DrainBeforeDelete) {
+    if p.options.drain == DrainPolicy::UpstreamByEvacuationNode
+        && node.is_none()
+        && p.options.on(Mechanism::DrainBeforeDelete)
+    {
+        // Upstream: NotFound means drained.
         delete_vmi(p, vmi, &machine);
         return None;
     }
-    let deadline_on = p.options.on(Mechanism::DrainDeadline);
-    if waited >= timeout && deadline_on {
-        let left = node
-            .as_ref()
-            .and_then(|n| p.observed.pods.get(&n.name))
-            .map(|pods| pods.iter().filter(|x| x.must_leave()).count());
-        delete_vmi(p, vmi, &machine);
-        p.events.push(PlanEvent::warning(
-            "DrainDeadlinePassed",
-            format!(
-                "the drain of {machine} did not finish within {timeout}; its VMI is deleted anyway so that infra node {infra_node} is not blocked{}",
-                match left {
-                    Some(n) if n > 0 => format!(" ({n} pod(s) still on the guest node)"),
-                    _ => String::new(),
-                }
-            ),
-        ));
-        return Some(format!("{machine}: drain deadline passed"));
+    if let (Some(n), Some(r)) = (&node, p.memory.drains.get_mut(&machine)) {
+        r.guest_node = Some(n.name.clone());
     }
-    let remaining = timeout.as_millis().saturating_sub(waited.as_millis());
-    let deadline_in = if deadline_on {
-        Duration::from_millis(remaining)
-    } else {
-        POLL_DRAIN
+    let unready_since = p
+        .memory
+        .machines
+        .get(&machine)
+        .and_then(|m| m.node_unready_since);
+    let cause = format!("KubeVirt evacuates it from infra node {infra_node}");
+    let ask = Ask {
+        machine: &machine,
+        node: node.as_ref(),
+        since: record.since,
+        timeout,
+        cause: &cause,
+        missing: MissingNode::WaitForDeadline,
+        unready_since,
     };
-    let Some(node) = node else {
-        if p.options.drain == DrainPolicy::UpstreamByEvacuationNode {
-            // Upstream: NotFound means drained.
+    match node_drain::drain(p, &ask) {
+        Step::Go => {
             delete_vmi(p, vmi, &machine);
-            return None;
+            None
         }
-        p.wait(POLL_DRAIN.min(deadline_in));
-        return Some(format!(
-            "{machine}: its guest node cannot be found by its identity (providerID kubevirt://{machine}); it is not taken for drained, and the VMI is deleted at the deadline in {deadline_in}"
-        ));
-    };
-    if let Some(r) = p.memory.drains.get_mut(&machine) {
-        r.guest_node = Some(node.name.clone());
+        Step::Wait(m) | Step::Held(m) => Some(m),
     }
-    let cordoned = node.unschedulable;
-    if !cordoned {
-        p.act(
-            Action::CordonNode {
-                machine: machine.clone(),
-                node: node.name.clone(),
-            },
-            format!("KubeVirt evacuates {machine}: no new pod may land on its guest node"),
-        );
-    }
-    let Some(pods) = p.observed.pods.get(&node.name).cloned() else {
-        p.wait(POLL_DRAIN.min(deadline_in));
-        return Some(format!(
-            "{machine}: the pods of guest node {} could not be listed",
-            node.name
-        ));
-    };
-    let leaving: Vec<&Pod> = pods.iter().filter(|x| x.must_leave()).collect();
-    if leaving.is_empty() && !cordoned {
-        // Until the cordon is in force pods may still land on it (evicted from another
-        // guest node in this very pass, say): an empty list taken before proves nothing.
-        p.wait(POLL_DRAIN.min(deadline_in));
-        return Some(format!(
-            "{machine}: cordoning guest node {} before it can be taken for drained",
-            node.name
-        ));
-    }
-    if leaving.is_empty() {
-        p.events.push(PlanEvent::normal(
-            "GuestDrained",
-            format!(
-                "guest node {} of {machine} is drained after {waited}; deleting its VMI",
-                node.name
-            ),
-        ));
-        delete_vmi(p, vmi, &machine);
-        return None;
-    }
-    let mut waiting_on = Vec::new();
-    for pod in &leaving {
-        waiting_on.push(format!("{}/{}", pod.namespace, pod.name));
-        if pod.deleting {
-            continue;
-        }
-        let action = if pod.deleted_directly() {
-            Action::DeletePod {
-                node: node.name.clone(),
-                namespace: pod.namespace.clone(),
-                pod: pod.name.clone(),
-            }
-        } else {
-            Action::EvictPod {
-                node: node.name.clone(),
-                namespace: pod.namespace.clone(),
-                pod: pod.name.clone(),
-            }
-        };
-        p.act(
-            action,
-            format!("draining guest node {} of {machine}", node.name),
-        );
-    }
-    p.wait(POLL_DRAIN.min(deadline_in));
-    Some(format!(
-        "{machine}: draining guest node {} for {waited}, waiting for {} (deadline in {deadline_in})",
-        node.name,
-        waiting_on.join(", ")
-    ))
 }
 
 fn is_control_plane(p: &Planner<'_>, machine: &str) -> bool {

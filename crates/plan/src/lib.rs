@@ -23,6 +23,8 @@ pub mod member_gate;
 mod members;
 mod membership;
 pub mod memory;
+pub mod node_drain;
+mod node_meta;
 pub mod opennebula;
 mod remediation;
 mod removal;
@@ -148,8 +150,15 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
         let infra = infra::plan_infra(&mut p);
         rollout::plan_machines(&mut p, &infra);
         drain::plan_drains(&mut p);
+        removal::plan_node_deletions(&mut p);
+        node_meta::plan_node_meta(&mut p);
         churn::forget_idle(&mut p);
     }
+    let (draining, held) = (
+        std::mem::take(&mut p.drain_notes),
+        std::mem::take(&mut p.held_notes),
+    );
+    node_drain::publish(&mut p, &draining, &held);
     let plan = p.finish();
     match verify::verify_actions(&plan.actions, input.shared, input.options) {
         Ok(()) => plan,
@@ -229,6 +238,10 @@ pub(crate) struct Planner<'a> {
     pub seen_now: std::collections::BTreeSet<String>,
     /// See [`PlanInput::taken_up`].
     pub taken_up: Option<Timestamp>,
+    /// What each drain under way says, for the `Draining` condition.
+    pub drain_notes: Vec<String>,
+    /// What each deletion held by its node's annotation says, for `DeletionHeld`.
+    pub held_notes: Vec<String>,
 }
 
 impl<'a> Planner<'a> {
@@ -253,6 +266,8 @@ impl<'a> Planner<'a> {
             status: ClusterStatus::default(),
             seen_now: Default::default(),
             taken_up: input.taken_up,
+            drain_notes: Vec::new(),
+            held_notes: Vec::new(),
         }
     }
 

@@ -232,5 +232,6 @@ pub(crate) fn machine_status(
         }),
         up_to_date: m.template() == template,
         removing,
+        drain: None,
     }
 }

@@ -195,6 +195,14 @@ fn add_members(p: &mut Planner<'_>, pool_id: &str, port: u16, wanted: Vec<NewMem
 /// Members that carry this cluster's machine tag but whose machine no longer exists in
 /// memory: left behind by a crash, or by a removal that moved on too early. They are
 /// deleted, one per pass like every load-balancer change.
+///
+/// Not for [`LIST_LAG_MAX`](crate::LIST_LAG_MAX) after the cluster was taken up from the
+/// store: a store restored from a backup forgot the machines made since, and a lagging
+/// list may not show their servers yet. Such a machine is adopted, its member with it,
+/// once a list shows its server; deleting its member first would only make it again
+/// (swarm seed 41017523: a restore 3 minutes behind, under a Nova list lagging by up
+/// to 2 minutes, deleted the member of a surge machine made 53 s before, and made it
+/// again when the server was adopted).
 fn remove_orphan_members(p: &mut Planner<'_>, pool_id: &str) {
     let orphans: Vec<(String, String)> = p
         .observed
@@ -210,6 +218,13 @@ fn remove_orphan_members(p: &mut Planner<'_>, pool_id: &str) {
             (!known).then(|| (x.id.clone(), key.to_string()))
         })
         .collect();
+    if orphans.is_empty() {
+        return;
+    }
+    if let Some(left) = crate::creates::taken_up_lately(p) {
+        p.wait(left);
+        return;
+    }
     for (member_id, key) in orphans {
         p.act_on_load_balancer(
             Action::DeleteMember {

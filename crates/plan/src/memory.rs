@@ -56,6 +56,15 @@ fn is_zero(n: &u64) -> bool {
 pub struct Removal {
     pub since: Timestamp,
     pub reason: String,
+    /// When the drain of the machine's node started: `nodeDrainTimeout` counts from
+    /// here, and survives restarts. `None` until it starts (a hold annotation keeps it
+    /// from starting).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_since: Option<Timestamp>,
+    /// The machine's node, once seen: it is deleted from the workload cluster once the
+    /// machine is gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -204,6 +213,15 @@ pub struct Memory {
     /// KubeVirt: guest drains under way, by machine name (F9).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub drains: BTreeMap<String, DrainRecord>,
+    /// The labels and taints flightdeck has put on each set's Nodes (by set label), while
+    /// some may still be on a Node although the spec no longer asks for them: what it
+    /// takes off again, and never more.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_meta: BTreeMap<String, NodeMeta>,
+    /// Nodes of machines that are gone, by name, with when the machine was confirmed
+    /// gone: each is deleted from the workload cluster, until `nodeDeletionTimeout`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_deletions: BTreeMap<String, Timestamp>,
     /// Servers (by id) whose removal was confirmed, and when: for
     /// [`crate::LIST_LAG_MAX`] a lagging list may still show them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -266,6 +284,21 @@ pub struct DeletionProof {
 impl DeletionProof {
     pub fn is_empty(&self) -> bool {
         self.seen.is_empty() && !self.forget && self.empty_since.is_none()
+    }
+}
+
+/// Labels and taints of a set's Nodes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeMeta {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<flightdeck_cloud::Taint>,
+}
+
+impl NodeMeta {
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.taints.is_empty()
     }
 }
 
@@ -389,6 +422,8 @@ impl Memory {
             routes: BTreeSet::new(),
             one: OneHoldings::default(),
             drains: BTreeMap::new(),
+            node_deletions: BTreeMap::new(),
+            node_meta: BTreeMap::new(),
             gone_servers: BTreeMap::new(),
             identity: IdentityCheck::Confirmed,
             unobserved_since: None,

@@ -1,13 +1,15 @@
 //! Taking one machine out: its member first (awaited until Octavia no longer lists it),
 //! then its server (awaited until Nova no longer lists it), then its record.
 
-use flightdeck_cloud::ProvisioningStatus;
+use flightdeck_cloud::{ProvisioningStatus, Timestamp};
 
 use crate::action::Action;
 use crate::condition::PlanEvent;
 use crate::machines::{MachineView, ServerPhase};
 use crate::member_gate::MemberGate;
 use crate::memory::Removal;
+use crate::node_drain::{self, Ask, MissingNode, Step};
+use crate::safety::Mechanism;
 use crate::{POLL_MACHINES, POLL_OCTAVIA, POLL_STUCK, Planner};
 
 pub(crate) fn plan_removals(p: &mut Planner<'_>, all: &[MachineView<'_>]) {
@@ -21,6 +23,7 @@ pub(crate) fn plan_removals(p: &mut Planner<'_>, all: &[MachineView<'_>]) {
     // The unsafe seed-001 policy takes an ACTIVE load balancer as proof that the member
     // delete finished; the real gate waits until Octavia no longer lists the member.
     let trust_lb = p.options.member_gate == MemberGate::LoadBalancerOnly;
+    let blind = crate::remediation::blind_observer(p, all).is_some();
     for m in all {
         let Some(record) = p.memory.machines.get(m.name()) else {
             continue;
@@ -64,9 +67,22 @@ pub(crate) fn plan_removals(p: &mut Planner<'_>, all: &[MachineView<'_>]) {
             }
             continue;
         }
-        match m.server_phase() {
+        let phase = m.server_phase();
+        match phase {
             ServerPhase::Building | ServerPhase::Running | ServerPhase::Failed => {
                 if let Some(server) = m.server {
+                    match leave(p, m, phase == ServerPhase::Failed, blind) {
+                        Step::Go => {}
+                        Step::Wait(note) => {
+                            p.drain_notes.push(note);
+                            continue;
+                        }
+                        Step::Held(note) => {
+                            p.held_notes.push(note);
+                            p.wait(POLL_HELD);
+                            continue;
+                        }
+                    }
                     p.act(
                         Action::DeleteServer {
                             machine: m.name().to_string(),
@@ -101,8 +117,14 @@ pub(crate) fn plan_removals(p: &mut Planner<'_>, all: &[MachineView<'_>]) {
             }
             ServerPhase::Gone | ServerPhase::Requested => {
                 let now = p.now;
-                if let Some(id) = p.memory.machines.remove(m.name()).and_then(|r| r.server_id) {
-                    p.memory.gone_servers.insert(id, now);
+                if let Some(r) = p.memory.machines.remove(m.name()) {
+                    if let Some(id) = r.server_id {
+                        p.memory.gone_servers.insert(id, now);
+                    }
+                    let node = r.removal.and_then(|x| x.node);
+                    if let Some(node) = node.or_else(|| m.node.map(|n| n.name.clone())) {
+                        p.memory.node_deletions.entry(node).or_insert(now);
+                    }
                 }
                 p.events.push(PlanEvent::normal(
                     "MachineRemoved",
@@ -117,6 +139,169 @@ pub(crate) fn plan_removals(p: &mut Planner<'_>, all: &[MachineView<'_>]) {
     }
 }
 
+/// How often a deletion held by its node's annotation is looked at again.
+pub const POLL_HELD: flightdeck_spec::Duration = flightdeck_spec::Duration::from_secs(30);
+
+/// Whether machine `m`, being removed, may be deleted now: its node drained (see
+/// [`node_drain`]), its deadline passed, or no node to drain. A server in ERROR whose node
+/// is NotReady is not waited on: its kubelet is gone with it. While the node list is
+/// `blind` (unreachable, stale, empty, or all NotReady at once) a missing node is not
+/// taken for none and NotReady not for unreachable: the drain waits, at most until its
+/// deadline.
+fn leave(p: &mut Planner<'_>, m: &MachineView<'_>, failed: bool, blind: bool) -> Step {
+    let name = m.name().to_string();
+    let Some(removal) = p.memory.machines.get(&name).and_then(|r| r.removal.clone()) else {
+        return Step::Go;
+    };
+    let since = match removal.drain_since {
+        Some(since) => since,
+        None => {
+            if !p.options.on(Mechanism::DrainBeforeDelete) {
+                return Step::Go;
+            }
+            if let Some(held) = node_drain::held(&name, m.node) {
+                return held;
+            }
+            // A server in ERROR runs no kubelet: no node of its is anywhere to drain.
+            if m.node.is_none() && (!blind || failed) {
+                return Step::Go;
+            }
+            let now = p.now;
+            let timeout = p.spec.spec.flight.node_drain_timeout;
+            p.events.push(PlanEvent::normal(
+                "DrainStarted",
+                format!(
+                    "draining the node of {name} before it goes ({}): at most {timeout}",
+                    removal.reason
+                ),
+            ));
+            now
+        }
+    };
+    let unready_since = match m.record.node_unready_since {
+        Some(_) if failed => Some(Timestamp(0)),
+        Some(t) if !blind => Some(t),
+        _ => None,
+    };
+    if let Some(r) = p
+        .memory
+        .machines
+        .get_mut(&name)
+        .and_then(|r| r.removal.as_mut())
+    {
+        r.drain_since = Some(since);
+        if let Some(n) = m.node {
+            r.node = Some(n.name.clone());
+        }
+    }
+    let ask = Ask {
+        machine: &name,
+        node: m.node,
+        since,
+        timeout: p.spec.spec.flight.node_drain_timeout,
+        cause: &removal.reason,
+        missing: if blind && !failed {
+            MissingNode::WaitForDeadline
+        } else {
+            MissingNode::NothingToDrain
+        },
+        unready_since,
+    };
+    node_drain::drain(p, &ask)
+}
+
+/// Deletes the Nodes of machines that are gone, each until the workload cluster no
+/// longer lists it or `nodeDeletionTimeout` has passed since its machine went. Without a
+/// node list nothing is known, and nothing is given up on either.
+pub(crate) fn plan_node_deletions(p: &mut Planner<'_>) {
+    adopt_stale_nodes(p);
+    if p.memory.node_deletions.is_empty() {
+        return;
+    }
+    let Some(nodes) = p.observed.nodes.clone() else {
+        p.wait(crate::POLL_MACHINES);
+        return;
+    };
+    // A node missing from an empty list, or from one a broken watch keeps, may still be
+    // there: only a fresh list that shows nodes proves one gone.
+    let proves_gone = !nodes.is_empty() && p.observed.nodes_stale_since.is_none();
+    let timeout = p.spec.spec.flight.node_deletion_timeout;
+    let pending: Vec<(String, Timestamp)> = p
+        .memory
+        .node_deletions
+        .iter()
+        .map(|(n, t)| (n.clone(), *t))
+        .collect();
+    for (node, since) in pending {
+        // A node of that name that registered after the machine went is another
+        // machine's (a replacement under the same name): not this one to delete.
+        let listed = nodes
+            .iter()
+            .find(|n| n.name == node)
+            .filter(|n| n.created_at <= since);
+        let Some(listed) = listed else {
+            if proves_gone || p.now.since(since) >= timeout {
+                p.memory.node_deletions.remove(&node);
+            } else {
+                p.wait(crate::POLL_MACHINES);
+            }
+            continue;
+        };
+        if p.now.since(since) >= timeout {
+            p.memory.node_deletions.remove(&node);
+            p.events.push(PlanEvent::warning(
+                "NodeDeletionTimedOut",
+                format!(
+                    "node {node} of a machine that is gone could not be deleted within {timeout}; flightdeck no longer tries"
+                ),
+            ));
+            continue;
+        }
+        let machine = listed.server_id.clone().unwrap_or_else(|| node.clone());
+        p.act(
+            Action::DeleteNode {
+                machine,
+                node: node.clone(),
+            },
+            format!("the machine of node {node} is gone"),
+        );
+        p.wait(crate::POLL_MACHINES);
+    }
+}
+
+/// NotReady Nodes whose server (or VM) a direct read found gone, and which no machine
+/// flightdeck remembers holds, are deleted like the Node of a machine it removed.
+fn adopt_stale_nodes(p: &mut Planner<'_>) {
+    let Some(nodes) = &p.observed.nodes else {
+        return;
+    };
+    let remembered = |id: &str| {
+        p.memory
+            .machines
+            .values()
+            .any(|r| r.server_id.as_deref() == Some(id))
+    };
+    let stale: Vec<String> = nodes
+        .iter()
+        .filter(|n| !n.ready)
+        .filter(|n| {
+            n.server_id
+                .as_deref()
+                .is_some_and(|id| p.observed.direct_reads.get(id) == Some(&true) && !remembered(id))
+        })
+        .map(|n| n.name.clone())
+        .filter(|n| !p.memory.node_deletions.contains_key(n))
+        .collect();
+    let now = p.now;
+    for node in stale {
+        p.events.push(PlanEvent::normal(
+            "StaleNodeFound",
+            format!("node {node}'s machine is gone (read one by one); the node goes too"),
+        ));
+        p.memory.node_deletions.insert(node, now);
+    }
+}
+
 /// Marks machine `name` for removal (member first, then server, then the record), once.
 pub(crate) fn mark_removal(p: &mut Planner<'_>, name: &str, why: String) {
     let now = p.now;
@@ -126,6 +311,8 @@ pub(crate) fn mark_removal(p: &mut Planner<'_>, name: &str, why: String) {
         r.removal = Some(Removal {
             since: now,
             reason: why.clone(),
+            drain_since: None,
+            node: None,
         });
         p.events.push(PlanEvent::normal(
             "MachineRemovalStarted",

@@ -474,14 +474,14 @@ fn plan_set(
         machines: machines
             .iter()
             .map(|m| {
-                machine_status(
-                    m,
-                    &set.template,
-                    p.memory
-                        .machines
-                        .get(m.name())
-                        .is_some_and(|r| r.removal.is_some()),
-                )
+                let removal = p
+                    .memory
+                    .machines
+                    .get(m.name())
+                    .and_then(|r| r.removal.as_ref());
+                let mut status = machine_status(m, &set.template, removal.is_some());
+                status.drain = removal.and_then(|r| crate::node_drain::status(p, m, r));
+                status
             })
             .collect(),
     };

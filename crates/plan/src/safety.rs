@@ -14,10 +14,12 @@ pub enum Mechanism {
     BlindObserverGuard,
     /// F11: a slot or object re-created `churnLimit` times in `churnWindow` stops.
     ChurnBreaker,
-    /// F9: a VMI KubeVirt evacuates is deleted only once its guest node is drained.
+    /// A machine whose node is live is deleted only once its node is drained (cordoned,
+    /// its pods evicted), whatever the cloud and the cause: a rollout, a scale-down, a
+    /// repair, KubeVirt's evacuation (F9). Off, machines go with their pods.
     DrainBeforeDelete,
-    /// F9: a drain that does not finish within `drainTimeout` ends, so the infra node
-    /// is not blocked for ever.
+    /// A drain that does not finish within its deadline (`nodeDrainTimeout`, KubeVirt's
+    /// `drainTimeout` for F9) ends, so no machine (and no infra node) is held for ever.
     DrainDeadline,
     /// F1: a shared template or image is deleted only by the last cluster holding it.
     TemplateLastHolder,
@@ -52,7 +54,7 @@ impl Mechanism {
             Mechanism::RemediationBudget => "remediation-budget",
             Mechanism::BlindObserverGuard => "blind-observer-guard",
             Mechanism::ChurnBreaker => "churn-breaker",
-            Mechanism::DrainBeforeDelete => "drain-before-delete",
+            Mechanism::DrainBeforeDelete => "drain-on-delete",
             Mechanism::DrainDeadline => "drain-deadline",
             Mechanism::TemplateLastHolder => "template-last-holder",
             Mechanism::SurgeFirst => "surge-first",

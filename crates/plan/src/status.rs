@@ -90,6 +90,23 @@ pub struct MachineStatus {
     pub member: Option<MemberStatus>,
     pub up_to_date: bool,
     pub removing: bool,
+    /// While the machine's node is drained before it goes, or its deletion is held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain: Option<DrainStatus>,
+}
+
+/// The drain of a machine's node before the machine goes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DrainStatus {
+    /// When the drain started (`None` while the hold annotation keeps it from starting).
+    pub since: Option<flightdeck_cloud::Timestamp>,
+    /// When the machine goes whatever is left (`nodeDrainTimeout` after `since`).
+    pub deadline: Option<flightdeck_cloud::Timestamp>,
+    /// Pods that must still leave its node, when they were listed.
+    pub pods_left: Option<usize>,
+    /// The node carries `flightdeck.dev/hold-deletion`, which holds the deletion.
+    pub held: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

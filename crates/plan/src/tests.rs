@@ -10,6 +10,7 @@ mod deletion;
 mod drain;
 mod hazards;
 mod infra;
+mod leave;
 mod nodes;
 mod opennebula;
 mod restored;
@@ -166,6 +167,8 @@ struct World {
     gate: MemberGate,
     /// When the engine took the cluster up from the store (`None`: applied to it).
     taken_up: Option<Timestamp>,
+    /// Safety mechanisms switched off (none, but to prove a test notices).
+    disabled: crate::Disabled,
 }
 
 impl World {
@@ -178,6 +181,7 @@ impl World {
             now: T0,
             gate: MemberGate::default(),
             taken_up: None,
+            disabled: crate::Disabled::default(),
         }
     }
 
@@ -259,6 +263,7 @@ impl World {
             now: self.now,
             options: &PlanOptions {
                 member_gate: self.gate,
+                disabled: self.disabled.clone(),
                 ..PlanOptions::default()
             },
             shared: &crate::Shared::default(),
@@ -328,6 +333,9 @@ impl World {
                 created_at,
                 pod_cidr: None,
                 internal_ip: None,
+                labels: Default::default(),
+                taints: Vec::new(),
+                hold_deletion: None,
             });
         }
         self.memory.machine_seq = self.memory.machine_seq.max(n);
@@ -374,11 +382,30 @@ impl World {
             .expect("the machine is recorded")
     }
 
+    /// Marks `name` for removal, its node (if any) already drained: cordoned, no pod
+    /// left. The drain itself is `tests/drain.rs`'s.
     fn mark_removal(&mut self, name: &str) {
+        self.drained(name);
         self.record(name).removal = Some(Removal {
             since: Timestamp(T0.0 - 1000),
             reason: "test removal".into(),
+            drain_since: None,
+            node: None,
         });
+    }
+
+    /// The node of machine `name`, if it has one, drained: cordoned, with no pod left.
+    fn drained(&mut self, name: &str) {
+        if let Some(n) = self
+            .observed
+            .nodes
+            .iter_mut()
+            .flatten()
+            .find(|n| n.name == name)
+        {
+            n.unschedulable = true;
+            self.observed.pods.insert(name.to_string(), Vec::new());
+        }
     }
 
     fn member(&mut self, name: &str) -> &mut Member {
@@ -396,6 +423,15 @@ impl World {
     fn drop_server(&mut self, name: &str) {
         self.observed.servers.retain(|s| s.name != name);
     }
+}
+
+/// The messages of the plan's events of `reason`.
+fn events(p: &Plan, reason: &str) -> Vec<String> {
+    p.events
+        .iter()
+        .filter(|e| e.reason == reason)
+        .map(|e| e.message.clone())
+        .collect()
 }
 
 /// The machine names that actions of `kind` act on, in plan order.

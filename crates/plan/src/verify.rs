@@ -59,7 +59,10 @@ fn objects(action: &Action) -> Vec<String> {
         Action::CreateEndpointService { name, .. } | Action::DeleteEndpointService { name } => {
             vec![format!("service {name}")]
         }
-        Action::CordonNode { node, .. } | Action::UncordonNode { node, .. } => {
+        Action::CordonNode { node, .. }
+        | Action::UncordonNode { node, .. }
+        | Action::DeleteNode { node, .. }
+        | Action::PatchNode { node, .. } => {
             vec![format!("node {node}")]
         }
         Action::EvictPod { namespace, pod, .. } | Action::DeletePod { namespace, pod, .. } => {

@@ -96,6 +96,9 @@ fn healthy() -> (World, ClusterTrack) {
                 created_at: start,
                 pod_cidr: Some(pod(i)),
                 internal_ip: Some(address(i)),
+                labels: Default::default(),
+                taints: Vec::new(),
+                hold_deletion: None,
             },
         ));
         routes.push(Route {

@@ -199,6 +199,50 @@ pub const FILES: &[(&str, &str)] = &[
         "scenarios/clusters/squatter.yaml",
         include_str!("../../../scenarios/clusters/squatter.yaml"),
     ),
+    (
+        "scenarios/guest-rollout-openstack.yaml",
+        include_str!("../../../scenarios/guest-rollout-openstack.yaml"),
+    ),
+    (
+        "scenarios/guest-rollout-opennebula.yaml",
+        include_str!("../../../scenarios/guest-rollout-opennebula.yaml"),
+    ),
+    (
+        "scenarios/guest-rollout-kubevirt.yaml",
+        include_str!("../../../scenarios/guest-rollout-kubevirt.yaml"),
+    ),
+    (
+        "scenarios/guest-scale-down.yaml",
+        include_str!("../../../scenarios/guest-scale-down.yaml"),
+    ),
+    (
+        "scenarios/guest-drain-deadline.yaml",
+        include_str!("../../../scenarios/guest-drain-deadline.yaml"),
+    ),
+    (
+        "scenarios/guest-unreachable-node.yaml",
+        include_str!("../../../scenarios/guest-unreachable-node.yaml"),
+    ),
+    (
+        "scenarios/guest-hold-deletion.yaml",
+        include_str!("../../../scenarios/guest-hold-deletion.yaml"),
+    ),
+    (
+        "scenarios/guest-labels-taints.yaml",
+        include_str!("../../../scenarios/guest-labels-taints.yaml"),
+    ),
+    (
+        "scenarios/clusters/nebula-bigger-workers.yaml",
+        include_str!("../../../scenarios/clusters/nebula-bigger-workers.yaml"),
+    ),
+    (
+        "scenarios/clusters/demo-labelled.yaml",
+        include_str!("../../../scenarios/clusters/demo-labelled.yaml"),
+    ),
+    (
+        "scenarios/clusters/demo-relabelled.yaml",
+        include_str!("../../../scenarios/clusters/demo-relabelled.yaml"),
+    ),
 ];
 
 /// Names of the built-in scenarios, in order.

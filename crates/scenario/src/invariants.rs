@@ -161,7 +161,7 @@ impl Invariants {
 
     /// How much of `from..to` the Kubernetes APIs spent refusing calls (overlapping
     /// outages counted once).
-    fn kube_outage_within(&self, from: Timestamp, to: Timestamp) -> u64 {
+    pub(crate) fn kube_outage_within(&self, from: Timestamp, to: Timestamp) -> u64 {
         let mut spans: Vec<(u64, u64)> = self
             .kube_outages
             .iter()

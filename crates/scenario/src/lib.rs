@@ -15,6 +15,7 @@ mod dispatch;
 pub mod engine_faults;
 mod expect;
 pub mod flight;
+pub mod guest_checks;
 pub mod invariants;
 pub mod kubevirt;
 pub mod leases;

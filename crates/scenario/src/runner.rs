@@ -230,6 +230,7 @@ struct Driver<'a, P: Provider> {
     flight: FlightChecks,
     pace: Pace,
     truth: crate::truth::Truth,
+    guest: crate::guest_checks::GuestChecks,
 }
 
 impl<'a, P: Provider + 'static> Driver<'a, P> {
@@ -356,6 +357,7 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
             flight: FlightChecks::new(blind, outages, stale_lists),
             pace: Pace::new(slow),
             truth: crate::truth::Truth::new(fault_windows(loaded, options, start)),
+            guest: Default::default(),
         })
     }
 
@@ -738,6 +740,12 @@ impl<P: Provider + 'static> Driver<'_, P> {
         if !self.tracks.values().any(|t| t.deletion_requested) {
             why.insert(Invariant::NoLeaks, "no cluster is deleted".into());
         }
+        // Checked at each look while a Node outlives its machine (KubeVirt's guest
+        // Nodes are the VMs' own and go with them).
+        why.insert(
+            Invariant::NodesCleaned,
+            "no Node outlived its machine while its cluster lived".into(),
+        );
         if !specs().any(|s| s.provider.is_kubevirt()) {
             why.insert(
                 Invariant::DrainBeforeDelete,

@@ -191,7 +191,11 @@ pub async fn run_split_brain(seed: u64, unfenced: Unfenced) -> Result<SplitBrain
             fence.clone(),
         ))));
         let engine = Engine::new(
-            Arc::new(DynProvider::new(cloud.clone())),
+            // As the product reaches a cloud: the workload clusters through kube-rs, so
+            // that machines are drained before they go.
+            Arc::new(DynProvider::new(flightdeck_embedded::in_process_openstack(
+                cloud.clone(),
+            ))),
             store,
             Arc::new(clock.clone()),
             Box::new(SeededRng::fork(seed, &format!("engine-r{i}"))),

@@ -155,7 +155,10 @@ pub(crate) fn cloud_faults(
                 FaultKind::TagFilterIgnored => {}
                 // Never drawn: in process a watch answer carries at most one event per
                 // node (the simulated API records nodes only when read), nothing to reorder.
-                FaultKind::K8sWatchReorder => {}
+                // Never drawn: an operator's hold lasts as long as the operator wants.
+                FaultKind::K8sWatchReorder
+                | FaultKind::OperatorHoldNodeDeletion
+                | FaultKind::OperatorStripNodeLabels => {}
                 FaultKind::OneLockTemplate => {
                     f.level = Some(*pick(
                         rng,

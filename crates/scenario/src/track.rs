@@ -29,6 +29,10 @@ pub struct ClusterTrack {
     pub external_endpoint: bool,
     /// KubeVirt: how long a guest drain may take (F9).
     pub drain_timeout: Option<flightdeck_spec::Duration>,
+    /// `flight.nodeDrainTimeout` and `flight.nodeDeletionTimeout`, from the scenario's
+    /// spec.
+    pub node_drain_timeout: flightdeck_spec::Duration,
+    pub node_deletion_timeout: flightdeck_spec::Duration,
     /// `flight.resyncPeriod`: a lost requeue is made up for by the next resync.
     pub resync_period: flightdeck_spec::Duration,
     /// The cluster's pod network (the routes to it are the cluster's, via its servers).
@@ -69,6 +73,8 @@ impl ClusterTrack {
             external_endpoint: s.provider.external_endpoint(),
             drain_timeout: s.provider.kubevirt.as_ref().map(|k| k.drain_timeout),
             resync_period: s.flight.resync_period,
+            node_drain_timeout: s.flight.node_drain_timeout,
+            node_deletion_timeout: s.flight.node_deletion_timeout,
             pod_cidr: s.network.pod_cidr,
             pod_network_uid: None,
             addresses: Default::default(),

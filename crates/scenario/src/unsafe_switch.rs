@@ -50,6 +50,12 @@ impl Unsafe {
 
     /// The mechanism `--unsafe-disable <flag>` names.
     pub fn from_flag(flag: &str) -> Result<Unsafe, String> {
+        // The switch's name before every machine deletion drained (F9's alone).
+        let flag = if flag == "drain-before-delete" {
+            "drain-on-delete"
+        } else {
+            flag
+        };
         Unsafe::all()
             .into_iter()
             .chain(FENCES)

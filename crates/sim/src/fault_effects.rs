@@ -65,6 +65,15 @@ fn start(st: &mut State, t: Timestamp, i: usize) {
             done + k8s::delete_out_of_band(st, t, &fault, n.saturating_sub(done as usize))
         }
         FaultKind::ServerError => nova::fail_running(st, t, &fault, count(1)),
+        FaultKind::OperatorHoldNodeDeletion => {
+            let held = k8s::hold_nodes(st, t, &fault);
+            let n = held.len() as u64;
+            if let Some(rec) = st.faults.get_mut(i) {
+                rec.chosen = held;
+            }
+            n
+        }
+        FaultKind::OperatorStripNodeLabels => k8s::strip_node_labels(st, t, &fault),
         FaultKind::LbPendingUpdate => {
             let held = octavia::hold(st, &fault);
             let n = held.len() as u64;
@@ -135,6 +144,10 @@ fn end(st: &mut State, t: Timestamp, i: usize) {
             }
         }
         FaultKind::K8sPdbBlocks => k8s::fault_changed(st),
+        FaultKind::OperatorHoldNodeDeletion => {
+            let held = take_chosen(st);
+            k8s::release_nodes(st, t, &held);
+        }
         FaultKind::LbPendingUpdate => {
             let held = take_chosen(st);
             octavia::release(st, &held);

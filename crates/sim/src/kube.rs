@@ -29,6 +29,14 @@ pub(crate) struct NodeRec {
     /// The cluster name of the server the node runs on.
     pub(crate) cluster: Option<String>,
     pub(crate) node: Node,
+    /// When its server or VM went, if it did (its kubelet with it).
+    pub(crate) machine_gone_at: Option<Timestamp>,
+    /// The ownership tags of its machine when it registered: a Node outlives its
+    /// machine, and still belongs to it.
+    pub(crate) machine_tags: Vec<String>,
+    /// Its machine is a Nova server (else an OpenNebula VM): its providerID's scheme,
+    /// which outlives the machine.
+    pub(crate) nova: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -57,20 +65,27 @@ pub(crate) fn server_active(st: &mut State, t: Timestamp, server_id: &str) {
 /// Server `server_id` stopped at `t` but still exists (it went ERROR): its kubelet
 /// stopped, so its Node goes NotReady and stays (the cloud controller manager removes
 /// only nodes whose server is gone).
-pub(crate) fn server_stopped(st: &mut State, _t: Timestamp, server_id: &str) {
+pub(crate) fn server_stopped(st: &mut State, t: Timestamp, server_id: &str) {
     if let Some(rec) = st.nodes.get_mut(server_id) {
         rec.node.ready = false;
     }
+    crate::k8s::node_changed(st, t, server_id);
 }
 
-/// Server `server_id` is gone at `t`: its kubelet stopped, and its Node will be removed.
+/// Server `server_id` is gone at `t`: its kubelet stopped, the pods on its node went
+/// with it, and its Node will be removed.
 pub(crate) fn server_gone(st: &mut State, t: Timestamp, server_id: &str) {
+    crate::k8s::machine_gone(st, t, server_id);
+    crate::k8s::node_changed(st, t, server_id);
     let Some(rec) = st.nodes.get_mut(server_id) else {
         return;
     };
     rec.node.ready = false;
-    let latency = st.config.latencies.node_gone_after_server;
-    st.schedule_after(t, latency, SimEvent::Kube(Event::Gone(server_id.into())));
+    rec.machine_gone_at.get_or_insert(t);
+    if st.config.node_controller {
+        let latency = st.config.latencies.node_gone_after_server;
+        st.schedule_after(t, latency, SimEvent::Kube(Event::Gone(server_id.into())));
+    }
 }
 
 pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
@@ -99,10 +114,24 @@ pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
                 created_at: t,
                 pod_cidr,
                 internal_ip,
+                labels: Default::default(),
+                taints: Vec::new(),
+                hold_deletion: None,
             };
             let seq = st.next_seq();
-            st.nodes
-                .insert(seq, sid.clone(), NodeRec { uid, cluster, node });
+            st.nodes.insert(
+                seq,
+                sid.clone(),
+                NodeRec {
+                    uid,
+                    cluster,
+                    node,
+                    machine_gone_at: None,
+                    machine_tags: host.tags.clone(),
+                    nova: st.servers.get(&sid).is_some(),
+                },
+            );
+            crate::k8s::node_changed(st, t, &sid);
             let latency = st.config.latencies.node_ready;
             st.schedule_after(t, latency, SimEvent::Kube(Event::Ready(sid)));
         }
@@ -111,8 +140,10 @@ pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
             if let Some(rec) = st.nodes.get_mut(&sid) {
                 rec.node.ready = running;
             }
+            crate::k8s::node_changed(st, t, &sid);
         }
         Event::Gone(sid) => {
+            crate::k8s::node_changed(st, t, &sid);
             if st.nodes.remove(&sid).is_some() {
                 routes::release_pod_cidr(st, &sid);
             }
@@ -131,7 +162,7 @@ pub(crate) fn is_live(st: &State, event: &Event) -> bool {
 /// Whether `owner`'s API endpoint answers: a configured load balancer of the owner
 /// (ACTIVE, or PENDING_UPDATE: its amphora keeps forwarding while a change is applied)
 /// has an ACTIVE member, `ONLINE` or `NO_MONITOR`, whose server runs with a Ready node.
-fn api_reachable(st: &State, owner: &Ownership) -> bool {
+pub(crate) fn api_reachable(st: &State, owner: &Ownership) -> bool {
     // The owner's pools and their members, by index: this runs at every node list.
     let serving = |lb_id: &str| {
         let pools = st

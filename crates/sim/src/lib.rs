@@ -54,10 +54,11 @@ pub use auth::{ISSUE_OP as KEYSTONE_ISSUE_OP, TOKEN_LIFETIME_MS};
 pub use faults::{FAULTS_MAX, FaultId, SimFault};
 pub use flightdeck_cloud::{Route, Router};
 pub use k8s::{
-    BOOKMARK_START, INFRA_CLUSTER, KUBE_BODY_MAX, KUBE_EVENTS_MAX, KUBE_OBJECTS_MAX,
-    KUBE_WORKLOAD_CLUSTERS_MAX, KubeNodeView, KubeObjectView, KubePdbView, KubePodView,
-    KubeRequest, KubeResponse, KubeVmView, KubeVmiView, KubeWorkloadView, KubeWorld, LABEL_CLUSTER,
-    LABEL_MACHINE, LABEL_ROLE, LABEL_UID, VMI_DELETIONS_MAX, VmiDeletion, query_param,
+    BOOKMARK_START, BUDGET_EVENTS_MAX, BudgetEvent, BudgetEventKind, GUEST_EVENTS_MAX,
+    INFRA_CLUSTER, KUBE_BODY_MAX, KUBE_EVENTS_MAX, KUBE_OBJECTS_MAX, KUBE_WORKLOAD_CLUSTERS_MAX,
+    KubeNodeView, KubeObjectView, KubePdbView, KubePodView, KubeRequest, KubeResponse, KubeVmView,
+    KubeVmiView, KubeWorkloadView, KubeWorld, LABEL_CLUSTER, LABEL_MACHINE, LABEL_ROLE, LABEL_UID,
+    LOST_PODS_MAX, LostPod, StaleNode, VMI_DELETIONS_MAX, VmiDeletion, query_param,
     watch_line_version, with_resource_version,
 };
 pub use neutron::{RULES_PER_GROUP_MAX, SECURITY_GROUPS_MAX};
@@ -164,6 +165,10 @@ pub struct SimConfig {
     /// Replicas of the `web` app every KubeVirt workload cluster runs (with a PDB
     /// `minAvailable: 1`).
     pub workload_replicas: usize,
+    /// Whether a cloud controller manager deletes the Node of a server or VM that is
+    /// gone (2 to 5 s after), as cloud-provider-openstack's does. Off by default, as on
+    /// a cluster without one: the Node stays, NotReady, until someone deletes it.
+    pub node_controller: bool,
 }
 
 impl Default for SimConfig {
@@ -175,6 +180,7 @@ impl Default for SimConfig {
             one_password: "opennebula".into(),
             infra_nodes: vec!["infra-1".into(), "infra-2".into(), "infra-3".into()],
             workload_replicas: 2,
+            node_controller: false,
         }
     }
 }
@@ -382,6 +388,12 @@ impl State {
     pub(crate) fn settle(&mut self, now: Timestamp) {
         members::evaluate(self, now);
         k8s::settle(self, now);
+    }
+
+    /// Whether a transition is due at or before `t` (one of the same instant, while
+    /// transitions are applied).
+    pub(crate) fn due_by(&self, t: Timestamp) -> bool {
+        self.timers.first_key_value().is_some_and(|(k, _)| k.0 <= t)
     }
 
     /// When the next pending transition that would change anything is due. Drops

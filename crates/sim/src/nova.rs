@@ -187,7 +187,7 @@ fn ambiguous(op: &str, name: &str) -> CloudError {
     )
 }
 
-fn delete(st: &mut State, now: Timestamp, id: &str) -> Result<()> {
+fn delete(st: &mut State, now: Timestamp, id: &str, by_api: bool) -> Result<()> {
     const OP: &str = "DELETE /servers/{server_id}";
     let Some(rec) = st.servers.get_mut(id) else {
         return Err(not_found(OP, id));
@@ -197,6 +197,7 @@ fn delete(st: &mut State, now: Timestamp, id: &str) -> Result<()> {
         return Ok(());
     }
     rec.server.task_state = Some("deleting".into());
+    crate::k8s::machine_deleting(st, now, id, by_api);
     let latency = st.config.latencies.server_delete;
     st.schedule_after(now, latency, SimEvent::Nova(Event::Gone(id.into())));
     Ok(())
@@ -387,7 +388,7 @@ pub(crate) fn delete_out_of_band(
     let n = chosen.len() as u64;
     for id in chosen {
         // As if through the API, but not flightdeck's call: neither counted nor logged.
-        let _ = delete(st, now, &id);
+        let _ = delete(st, now, &id, false);
     }
     n
 }
@@ -446,7 +447,7 @@ impl Compute for SimCloud {
             "DELETE /servers/{server_id}",
             MutationKind::Delete,
             id,
-            |st, now| delete(st, now, id),
+            |st, now| delete(st, now, id, true),
         )
     }
 

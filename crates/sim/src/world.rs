@@ -327,15 +327,17 @@ impl SimCloud {
         let now = self.clock.now();
         st.run_due(now);
         let changes = st.log.changes;
+        // A stale world goes before the new one is taken: a fleet's world is large.
+        let cached = cached.filter(|(at, _)| *at == changes);
         match cached {
-            Some((at, mut world)) if at == changes => {
+            Some((_, mut world)) => {
                 world.now = now;
                 world.route_limit =
                     faults::lowest_route_limit(&st, now).unwrap_or(st.config.max_routes);
                 world.route_limit_changed = faults::route_limit_changed(&st, now);
                 (changes, world)
             }
-            _ => (changes, snapshot(&st, now)),
+            None => (changes, snapshot(&st, now)),
         }
     }
 }

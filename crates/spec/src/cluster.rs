@@ -1,5 +1,6 @@
 //! `kind: Cluster`: the infrastructure of one Kubernetes cluster.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
@@ -52,6 +53,12 @@ pub struct ControlPlane {
     pub replicas: ControlPlaneReplicas,
     pub version: KubernetesVersion,
     pub machine: MachineTemplate,
+    /// Labels flightdeck keeps on the set's Nodes (see [`NodePool::labels`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Taints flightdeck keeps on the set's Nodes (see [`NodePool::taints`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<NodeTaint>,
 }
 
 /// What a machine is made from. A change to any field of a control-plane template (or to
@@ -80,6 +87,25 @@ pub struct NodePool {
     pub name: Name,
     pub replicas: PoolReplicas,
     pub machine: MachineTemplate,
+    /// Labels flightdeck puts on the pool's Nodes once they register, and puts back
+    /// when someone removes them (`node-role.kubernetes.io/*` included, which a kubelet
+    /// may not set on itself). A change is made to the Nodes in place: no rollout.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Taints flightdeck keeps on the pool's Nodes, as it keeps the labels.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<NodeTaint>,
+}
+
+/// A taint of a set's Nodes (`spec.taints[]` of a Node).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NodeTaint {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+    pub effect: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -234,6 +260,17 @@ pub struct Flight {
     pub churn_limit: u32,
     #[serde(default = "default_churn_window")]
     pub churn_window: Duration,
+    /// How long a machine's node may take to drain (cordon, then every pod that must
+    /// leave evicted through the Eviction API) before the machine is deleted anyway,
+    /// with an event saying so (Cluster API's `nodeDrainTimeout`). Counts from the
+    /// drain's start, which is recorded, so a restart keeps the deadline.
+    #[serde(default = "default_node_drain_timeout")]
+    pub node_drain_timeout: Duration,
+    /// How long flightdeck keeps asking the workload cluster to delete the Node of a
+    /// machine that is gone (Cluster API's `nodeDeletionTimeout`), from when the
+    /// machine was confirmed gone.
+    #[serde(default = "default_node_deletion_timeout")]
+    pub node_deletion_timeout: Duration,
 }
 
 /// Switches for flight control's repairs.
@@ -291,8 +328,17 @@ impl Default for Flight {
             repairs: Repairs::default(),
             churn_limit: default_churn_limit(),
             churn_window: default_churn_window(),
+            node_drain_timeout: default_node_drain_timeout(),
+            node_deletion_timeout: default_node_deletion_timeout(),
         }
     }
+}
+
+fn default_node_drain_timeout() -> Duration {
+    Duration::from_mins(10)
+}
+fn default_node_deletion_timeout() -> Duration {
+    Duration::from_mins(10)
 }
 
 fn default_member_timeout() -> Duration {
@@ -578,6 +624,19 @@ impl Cluster {
             ));
         }
         out.extend(crate::capacity::check_cluster(self));
+        let cp = &self.spec.control_plane;
+        out.extend(crate::node_meta::problems(
+            "spec.controlPlane",
+            &cp.labels,
+            &cp.taints,
+        ));
+        for (i, pool) in self.spec.node_pools.iter().enumerate() {
+            out.extend(crate::node_meta::problems(
+                &format!("spec.nodePools[{i}]"),
+                &pool.labels,
+                &pool.taints,
+            ));
+        }
         let mut seen = std::collections::BTreeSet::new();
         for (i, pool) in self.spec.node_pools.iter().enumerate() {
             if !seen.insert(pool.name.as_str()) {
@@ -635,6 +694,16 @@ impl Cluster {
             ),
             ("resyncPeriod", f.resync_period, Duration::from_secs(10)),
             ("churnWindow", f.churn_window, Duration::from_mins(1)),
+            (
+                "nodeDrainTimeout",
+                f.node_drain_timeout,
+                Duration::from_secs(10),
+            ),
+            (
+                "nodeDeletionTimeout",
+                f.node_deletion_timeout,
+                Duration::from_secs(10),
+            ),
         ] {
             if value < min {
                 out.push((

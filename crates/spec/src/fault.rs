@@ -122,6 +122,15 @@ pub enum FaultKind {
     /// an informer behind one need not). Only a watch sees it: a list is as ever.
     #[serde(rename = "k8s.watchReorder")]
     K8sWatchReorder,
+    /// While active, an operator's `flightdeck.dev/hold-deletion` annotation is on the
+    /// targeted Nodes of OpenStack and OpenNebula clusters (put on at the start, taken
+    /// off at the end): the pre-drain hook, holding their machines' deletion.
+    #[serde(rename = "operator.holdNodeDeletion")]
+    OperatorHoldNodeDeletion,
+    /// At the start, an operator removes every label (but the kubelet's own) and every
+    /// taint from the targeted Nodes of OpenStack and OpenNebula clusters.
+    #[serde(rename = "operator.stripNodeLabels")]
+    OperatorStripNodeLabels,
 }
 
 impl FaultKind {
@@ -165,10 +174,16 @@ impl FaultKind {
     /// of a watch carries at most one event per node, and the swarm draws none of them.
     pub const WATCH_ONLY: [FaultKind; 1] = [FaultKind::K8sWatchReorder];
 
+    /// What an operator does to the Nodes of a workload cluster: a scenario's to draw, not
+    /// the swarm's (a hold holds a machine's deletion as long as the operator wants).
+    pub const OPERATOR_NODES: [FaultKind; 2] = [
+        FaultKind::OperatorHoldNodeDeletion,
+        FaultKind::OperatorStripNodeLabels,
+    ];
     /// Every kind: [`FaultKind::OPENSTACK`], then [`FaultKind::OTHER_CLOUDS`], then
-    /// [`FaultKind::WATCH_ONLY`].
-    pub const ALL: [FaultKind; 27] = {
-        let mut all = [FaultKind::MemberStuckPending; 27];
+    /// [`FaultKind::WATCH_ONLY`], then [`FaultKind::OPERATOR_NODES`].
+    pub const ALL: [FaultKind; 29] = {
+        let mut all = [FaultKind::MemberStuckPending; 29];
         let mut i = 0;
         while i < Self::OPENSTACK.len() {
             all[i] = Self::OPENSTACK[i];
@@ -178,8 +193,13 @@ impl FaultKind {
             all[i] = Self::OTHER_CLOUDS[i - Self::OPENSTACK.len()];
             i += 1;
         }
+        let before_watch = Self::OPENSTACK.len() + Self::OTHER_CLOUDS.len();
+        while i < before_watch + Self::WATCH_ONLY.len() {
+            all[i] = Self::WATCH_ONLY[i - before_watch];
+            i += 1;
+        }
         while i < all.len() {
-            all[i] = Self::WATCH_ONLY[i - Self::OPENSTACK.len() - Self::OTHER_CLOUDS.len()];
+            all[i] = Self::OPERATOR_NODES[i - before_watch - Self::WATCH_ONLY.len()];
             i += 1;
         }
         all
@@ -214,6 +234,8 @@ impl FaultKind {
             FaultKind::ApiStaleRead => "api.staleRead",
             FaultKind::TagFilterIgnored => "nova.tagFilterIgnored",
             FaultKind::K8sWatchReorder => "k8s.watchReorder",
+            FaultKind::OperatorHoldNodeDeletion => "operator.holdNodeDeletion",
+            FaultKind::OperatorStripNodeLabels => "operator.stripNodeLabels",
         }
     }
 }
@@ -275,6 +297,8 @@ impl FaultKind {
             | FaultKind::MaxRoutes
             | FaultKind::EmptyNodeList
             | FaultKind::AllNotReady
+            | FaultKind::OperatorHoldNodeDeletion
+            | FaultKind::OperatorStripNodeLabels
             | FaultKind::OneVmBootFailure
             | FaultKind::K8sPdbBlocks
             | FaultKind::OperatorDeleteMachine
@@ -383,6 +407,8 @@ impl FaultKind {
                 | FaultKind::OperatorDeleteMachine
                 | FaultKind::ServerError
                 | FaultKind::MemberStuckDeleting
+                | FaultKind::OperatorHoldNodeDeletion
+                | FaultKind::OperatorStripNodeLabels
         )
     }
 }
@@ -455,6 +481,8 @@ impl Fault {
             FaultKind::ApiStaleRead => (true, false, true, false, false),
             FaultKind::TagFilterIgnored => (false, false, false, false, false),
             FaultKind::K8sWatchReorder => (false, false, false, false, false),
+            FaultKind::OperatorHoldNodeDeletion => (false, false, false, false, false),
+            FaultKind::OperatorStripNodeLabels => (false, false, false, false, false),
         };
         if FaultKind::WATCH_ONLY.contains(&f.kind) {
             return Err((

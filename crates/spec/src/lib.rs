@@ -12,6 +12,7 @@ pub mod kubevirt;
 pub mod load;
 pub mod locate;
 pub mod names;
+pub mod node_meta;
 pub mod opennebula;
 pub mod scenario;
 pub mod userdata;

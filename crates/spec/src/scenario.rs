@@ -153,10 +153,21 @@ pub enum Invariant {
     /// Ready for long before the world first shows the cluster ready, and never withholds
     /// Ready for long, without a reason, from a cluster the world shows as its spec asks.
     StatusTruthful,
+    /// No pod is lost with a machine flightdeck deleted while its node was Ready, unless
+    /// the node's drain deadline (`nodeDrainTimeout`, counted from its cordon) had
+    /// passed. Read from the pods the simulator saw go with their machines.
+    NoPodLost,
+    /// flightdeck never takes a PodDisruptionBudget below what it allows: no healthy pod
+    /// a budget with no disruption left covers is deleted, or lost with its machine,
+    /// by flightdeck's doing.
+    DisruptionBudgetsKept,
+    /// No Node of a machine that is gone outlives `nodeDeletionTimeout` plus one
+    /// resync: `kubectl get nodes` lists no machine that no longer exists.
+    NodesCleaned,
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 13] = [
+    pub const ALL: [Invariant; 16] = [
         Invariant::ApiEndpointServing,
         Invariant::NoChurn,
         Invariant::NoLeaks,
@@ -170,6 +181,9 @@ impl Invariant {
         Invariant::DrainBeforeDelete,
         Invariant::ReconcilePace,
         Invariant::StatusTruthful,
+        Invariant::NoPodLost,
+        Invariant::DisruptionBudgetsKept,
+        Invariant::NodesCleaned,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -187,6 +201,9 @@ impl Invariant {
             Invariant::DrainBeforeDelete => "drainBeforeDelete",
             Invariant::ReconcilePace => "reconcilePace",
             Invariant::StatusTruthful => "statusTruthful",
+            Invariant::NoPodLost => "noPodLost",
+            Invariant::DisruptionBudgetsKept => "disruptionBudgetsKept",
+            Invariant::NodesCleaned => "nodesCleaned",
         }
     }
 }

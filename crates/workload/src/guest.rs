@@ -70,6 +70,22 @@ pub fn pods_on_selector(node: &str) -> String {
 }
 
 /// The body that cordons (or uncordons) a node, sent as a JSON merge patch.
+/// The merge patch that sets (or, for `None`, removes) `labels` and, when given,
+/// replaces the node's taints with `taints` (a merge patch replaces a list whole).
+pub fn metadata_patch(
+    labels: &std::collections::BTreeMap<String, Option<String>>,
+    taints: Option<&[flightdeck_cloud::Taint]>,
+) -> serde_json::Value {
+    let mut patch = serde_json::json!({});
+    if !labels.is_empty() {
+        patch["metadata"] = serde_json::json!({ "labels": labels });
+    }
+    if let Some(t) = taints {
+        patch["spec"] = serde_json::json!({ "taints": t });
+    }
+    patch
+}
+
 pub fn unschedulable_patch(unschedulable: bool) -> serde_json::Value {
     serde_json::json!({"spec": {"unschedulable": unschedulable}})
 }
@@ -291,6 +307,41 @@ impl<W: WorkloadClients> GuestDrain for KubeGuest<W> {
             .await
             .map_err(workload_error(OP, CallKind::Plain))?;
         tracing::debug!(namespace, pod = name, "deleted pod");
+        Ok(())
+    }
+
+    async fn patch_node_metadata(
+        &self,
+        owner: &Ownership,
+        node: &str,
+        labels: &std::collections::BTreeMap<String, Option<String>>,
+        taints: Option<&[flightdeck_cloud::Taint]>,
+    ) -> Result<()> {
+        const OP: &str = "patch node";
+        let client = self.workload_client_or_unreachable(owner, OP).await?;
+        let api: Api<core::Node> = Api::all(client);
+        api.patch(
+            node,
+            &PatchParams::default(),
+            &Patch::Merge(metadata_patch(labels, taints)),
+        )
+        .await
+        .map_err(workload_error(OP, CallKind::Plain))?;
+        tracing::debug!(node, "patched node labels and taints");
+        Ok(())
+    }
+
+    async fn delete_node(&self, owner: &Ownership, node: &str) -> Result<()> {
+        const OP: &str = "delete node";
+        let client = self.workload_client_or_unreachable(owner, OP).await?;
+        let api: Api<core::Node> = Api::all(client);
+        match api.delete(node, &DeleteParams::default()).await {
+            Ok(_) => {}
+            // Gone already (by the cloud controller manager, say): what was asked holds.
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(workload_error(OP, CallKind::Plain)(e)),
+        }
+        tracing::debug!(node, "deleted node");
         Ok(())
     }
 }

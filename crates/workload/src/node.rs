@@ -1,7 +1,7 @@
 //! A workload cluster's Node as flightdeck sees it: the one conversion the lists, the
 //! watches and the drains share.
 
-use flightdeck_cloud::Node;
+use flightdeck_cloud::{HOLD_DELETION, Node, Taint};
 use k8s_openapi::api::core::v1 as core;
 
 use crate::provider_id::ProviderIdFormat;
@@ -32,6 +32,23 @@ pub fn node_of(n: &core::Node, format: ProviderIdFormat) -> Node {
         ready,
         unschedulable: spec.unschedulable.unwrap_or(false),
         created_at: timestamp_of(n.metadata.creation_timestamp.as_ref()),
+        labels: n.metadata.labels.clone().unwrap_or_default(),
+        taints: spec
+            .taints
+            .unwrap_or_default()
+            .into_iter()
+            .map(|t| Taint {
+                key: t.key,
+                value: t.value.filter(|v| !v.is_empty()),
+                effect: t.effect,
+            })
+            .collect(),
+        hold_deletion: n
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(HOLD_DELETION))
+            .cloned(),
         pod_cidr: spec.pod_cidr.filter(|c| !c.is_empty()),
     }
 }

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use flightdeck_plan::ClusterStatus;
-use flightdeck_plan::status::{MachineStatus, SetStatus};
+use flightdeck_plan::status::{DrainStatus, MachineStatus, SetStatus};
 
 use super::render::{Table, age, budget_line};
 use super::types::{ClusterDetail, ClusterSummary, SetCount};
@@ -59,7 +59,38 @@ fn join_details(parts: Vec<String>) -> String {
         .join(", ")
 }
 
-fn machine_node(m: &MachineStatus, instance: &str, members: bool) -> Node {
+/// What a person reads of a machine's drain: held, or draining with what is left.
+fn drain_node(d: &DrainStatus, now: u64) -> Node {
+    if d.held {
+        return Node::new(
+            "Drain",
+            "held",
+            format!(
+                "{} on its node holds the deletion",
+                flightdeck_cloud::HOLD_DELETION
+            ),
+        );
+    }
+    let left = d.pods_left.map_or("pods not listed yet".to_string(), |n| {
+        format!("{n} pod(s) left")
+    });
+    let deadline = d.deadline.map_or(String::new(), |t| {
+        let secs = (i128::from(t.millis()) - i128::from(now)) / 1000;
+        if secs > 0 {
+            format!("deadline in {}", super::render::human_duration(secs))
+        } else {
+            "deadline passed".to_string()
+        }
+    });
+    let since = format!("for {}", age(d.since.map(|t| t.millis()), now));
+    Node::new(
+        "Drain",
+        "draining",
+        join_details(vec![left, deadline, since]),
+    )
+}
+
+fn machine_node(m: &MachineStatus, instance: &str, members: bool, now: u64) -> Node {
     let state = if m.up_to_date {
         "up to date"
     } else {
@@ -91,6 +122,9 @@ fn machine_node(m: &MachineStatus, instance: &str, members: bool) -> Node {
         Some(n) => Node::new("Node", n.clone(), ""),
         None => Node::new("Node", "-", "not joined yet"),
     });
+    if let Some(d) = &m.drain {
+        node.children.push(drain_node(d, now));
+    }
     if members || m.member.is_some() {
         node.children.push(match &m.member {
             Some(x) => Node::new(
@@ -110,6 +144,7 @@ fn set_node(
     set: Option<&SetStatus>,
     instance: &str,
     members: bool,
+    now: u64,
 ) -> Node {
     let (ready, desired, fresh) = match (count, set) {
         (Some(c), _) => (c.ready, c.desired, c.up_to_date),
@@ -122,7 +157,7 @@ fn set_node(
         format!("{fresh} up to date"),
     );
     for m in set.map(|s| s.machines.as_slice()).unwrap_or_default() {
-        node.children.push(machine_node(m, instance, members));
+        node.children.push(machine_node(m, instance, members, now));
     }
     node
 }
@@ -165,6 +200,7 @@ fn cluster_tree(s: &ClusterSummary, status: Option<&ClusterStatus>) -> Node {
         cp,
         instance,
         has_members(&s.cloud),
+        s.now,
     ));
     let pools = status
         .map(|st| st.node_pools.as_slice())
@@ -177,6 +213,7 @@ fn cluster_tree(s: &ClusterSummary, status: Option<&ClusterStatus>) -> Node {
             set,
             instance,
             false,
+            s.now,
         ));
     }
     for set in pools
@@ -189,6 +226,7 @@ fn cluster_tree(s: &ClusterSummary, status: Option<&ClusterStatus>) -> Node {
             Some(set),
             instance,
             false,
+            s.now,
         ));
     }
     root

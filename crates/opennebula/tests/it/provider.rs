@@ -36,6 +36,9 @@ impl GuestCluster for OneNode {
             created_at: Timestamp(0),
             pod_cidr: None,
             internal_ip: None,
+            labels: Default::default(),
+            taints: Vec::new(),
+            hold_deletion: None,
         }]))
     }
 

@@ -140,6 +140,9 @@ impl World {
                 created_at: T0.minus_mins(25),
                 pod_cidr: None,
                 internal_ip: None,
+                labels: Default::default(),
+                taints: Vec::new(),
+                hold_deletion: None,
             });
         }
         observed.nodes = Some(nodes);
@@ -274,7 +277,7 @@ fn f9_the_vmi_is_deleted_once_only_daemonset_and_mirror_pods_remain() {
     );
     let p = w.plan();
     assert_eq!(kinds(&p), vec!["DeleteVmi"]);
-    assert!(p.events.iter().any(|e| e.reason == "GuestDrained"));
+    assert!(p.events.iter().any(|e| e.reason == "NodeDrained"));
     assert!(p.memory.drains[VM].vmi_deleted.is_some());
 }
 
@@ -317,7 +320,7 @@ fn f9_an_empty_guest_node_not_yet_cordoned_is_cordoned_first_then_taken_for_drai
         vec!["CordonNode"],
         "no DeleteVmi on a list taken uncordoned"
     );
-    assert!(p.events.iter().all(|e| e.reason != "GuestDrained"));
+    assert!(p.events.iter().all(|e| e.reason != "NodeDrained"));
     assert!(p.requeue_after.is_some_and(|d| d <= Duration::from_secs(5)));
     w.memory = p.memory;
     w.node_mut(VM).unschedulable = true;

@@ -110,6 +110,7 @@ fn f7_a_route_the_restored_store_never_recorded_goes_with_the_machine_removed_in
         tags: vec![],
         routes: routes.clone(),
     });
+    w.drained("demo-workers-5");
     let p = w.plan();
     assert_eq!(targets(&p, "DeleteServer"), ["demo-workers-5"]);
     let via_5 = Route {

@@ -37,6 +37,8 @@ impl<P: Provider + 'static> Driver<'_, P> {
         self.invariants.check(&world, fresh, spells, &self.tracks);
         self.invariants
             .check_deletions(&world, &self.tracks, now, self.truth.fault_at(now));
+        self.guest
+            .check(&mut self.invariants, &self.cloud, &world, &self.tracks, now);
         self.flight.check(
             &mut self.invariants,
             now,

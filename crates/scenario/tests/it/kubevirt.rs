@@ -233,7 +233,7 @@ async fn f9_a_vmi_already_being_deleted_is_left_alone() {
     for wire in [false, true] {
         let run = run_named("f9-vmi-already-deleting", RunOptions::default(), wire).await;
         assert_passed(&run.report);
-        // The scale-down deleted kv-workers-4's VM at 4:50; its guest had 60 s to shut
+        // The scale-down drained kv-workers-4 and deleted its VM at 4:30; its guest had 60 s to shut
         // down, so its VMI was still going when infra-3 was drained at 5:00.
         let all = run.cloud.snapshot().kube.vmi_deletions;
         let by_vm: Vec<_> = all.iter().filter(|d| d.vmi == "kv-workers-4").collect();
@@ -247,8 +247,9 @@ async fn f9_a_vmi_already_being_deleted_is_left_alone() {
             !run.report
                 .timeline
                 .iter()
-                .any(|e| e.reason == "DrainStarted" && e.message.contains("kv-workers-4")),
-            "not drained"
+                .any(|e| e.reason == "DrainStarted"
+                    && e.message.contains("KubeVirt evacuates kv-workers-4")),
+            "not drained for the evacuation (the scale-down drained it before its VM went)"
         );
     }
 }

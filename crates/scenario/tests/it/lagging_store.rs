@@ -237,3 +237,34 @@ fn f1_templates_registered_after_the_backup_are_still_deleted_with_their_cluster
         passes_with_lagging_restores(seed);
     }
 }
+
+/// Seed 41011018 (the 20,000-seed run on bdd4f66): a pod-network rule (udp) was lost
+/// 7 s before c2 first turned Ready, and the pass that said Ready took the security
+/// groups' list again from a pass 64 s before (`reuse.rs`): Ready without the rule
+/// until the next resync, 88 s after the fault window closed (`statusTruthful`). A pass
+/// that turns a cluster Ready now plans again from fresh lists.
+#[test]
+fn ready_is_said_from_fresh_lists() {
+    passes_with_lagging_restores(41_011_018);
+}
+
+/// F12, seed 41014399: both machines of an OpenNebula cluster were being replaced
+/// (their servers deleted, their replacements held back after a restore from a backup)
+/// when it was deleted. The removals' records outlived the deletion, and a cloud that
+/// rightly showed none of their servers held it as unconfirmed forever
+/// (`convergence`). A removal under way now finishes during the deletion by its own
+/// rule.
+#[test]
+fn f12_removals_under_way_finish_when_the_cluster_is_deleted() {
+    passes_with_lagging_restores(41_014_399);
+}
+
+/// F11, seed 41017523: the store came back 3 minutes behind, from before a surge
+/// machine (cp-2) was made, while a lagging Nova list did not show its server yet. Its
+/// load-balancer member was deleted as a leak, and made again when the server was
+/// adopted (`noChurn`). A member of a machine memory does not know is now left alone
+/// for `LIST_LAG_MAX` after the cluster was taken up from the store.
+#[test]
+fn f11_a_member_of_a_machine_made_after_the_backup_is_not_deleted_before_the_lists_caught_up() {
+    passes_with_lagging_restores(41_017_523);
+}

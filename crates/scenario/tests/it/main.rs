@@ -6,6 +6,7 @@ mod engine_backoff;
 mod f12_foreign_lists;
 mod f2_member_gate;
 mod flight_control;
+mod guest;
 mod handover;
 mod identity;
 mod kubevirt;

@@ -95,7 +95,7 @@ pub(crate) fn handle(
             let ns = ns.as_deref().unwrap_or("");
             get_object(st, cluster, res, version, ns, name, *watch, &params)
         }
-        (Route::Object { .. }, "PUT" | "PATCH") => update(st, cluster, req, route),
+        (Route::Object { .. }, "PUT" | "PATCH") => update(st, now, cluster, req, route),
         (
             Route::Object {
                 res,
@@ -132,7 +132,14 @@ fn turned_away(st: &State, cluster: &str, req: &KubeRequest) -> Option<Answer> {
         ));
     }
     let infra = cluster == INFRA_CLUSTER;
-    if !infra && !st.kube.workloads.get(cluster).is_some_and(|w| w.up) {
+    // A cloud guest's API answers while its cluster's endpoint does (`kubelets`).
+    if !infra
+        && !st
+            .kube
+            .workloads
+            .get(cluster)
+            .is_some_and(|w| w.up || w.cloud)
+    {
         return Some(unavailable());
     }
     None

@@ -9,6 +9,7 @@ use flightdeck_cloud::Timestamp;
 use serde_json::{Value, json};
 
 use super::answers::{self, Answer};
+use super::lost::{BudgetEventKind, note_budget};
 use super::store::{Kind, at, deleting, name_of, obj_at, rfc3339, str_at};
 use super::{disruption, pods};
 use crate::State;
@@ -94,6 +95,7 @@ pub(crate) fn evict(
                     n("desiredHealthy"),
                     n("currentHealthy")
                 );
+                note_budget(st, now, cluster, &pod, BudgetEventKind::EvictionRefused);
                 return answers::fail_with(
                     429,
                     "TooManyRequests",
@@ -101,6 +103,7 @@ pub(crate) fn evict(
                     Some(json!({"causes": [{"reason": "DisruptionBudget", "message": cause}]})),
                 );
             }
+            note_budget(st, now, cluster, &pod, BudgetEventKind::EvictionGranted);
             if let Some(s) = st.kube.store_mut(cluster) {
                 s.modify(Kind::Pdb, ns, &pdb_name, |p| {
                     let status = obj_at(p, &["status"]);

@@ -1,13 +1,15 @@
-//! The Kubernetes API of OpenStack and OpenNebula workload clusters, as far as nodes go:
+//! The Kubernetes API of OpenStack and OpenNebula workload clusters: their nodes are
 //! the kubelets of [`crate::kube`] seen through the same wire as a real cluster's, so
-//! flightdeck reads them with the same kube-rs client it uses on a real workload cluster.
+//! flightdeck reads them with the same kube-rs client it uses on a real workload cluster;
+//! everything else (pods, evictions, budgets, discovery beyond `/api`) is the guest of
+//! [`super::machines`], answered as a KubeVirt guest's is ([`super::api`]).
 //!
 //! Each Node carries `spec.providerID` in its cloud's format (`openstack:///<server id>`,
-//! `opennebula://<VM ID>`), its `spec.podCIDR`, and its address as `InternalIP`. Only
-//! reads are served (`GET` of the node list, one node, a watch of nodes, and discovery):
-//! drains are KubeVirt's business. While the cluster's API is down (no serving
-//! load-balancer member, no running control-plane VM) every request is a 503; the
-//! `observer.*` faults change what the list answers, as they do in process.
+//! `opennebula://<VM ID>`), its `spec.podCIDR`, and its address as `InternalIP`. Nodes are
+//! read (`GET` of the node list, one node, a watch of nodes), cordoned (a `PATCH` or
+//! `PUT` of `spec.unschedulable`) and deleted. While the cluster's API is down (no
+//! serving load-balancer member, no running control-plane VM) every request is a 503;
+//! the `observer.*` faults change what the node list answers, as they do in process.
 //!
 //! Nodes are made from the simulator's state on each request, so each cluster keeps a
 //! [`NodeLog`] of what its API served: every request first records the nodes that
@@ -29,7 +31,7 @@ use super::objects::node_object;
 use super::read::{
     BOOKMARK_START, bookmark_line, expired_line, wants_bookmarks, watch_answer, watch_since,
 };
-use super::routes::{SERVICE, is_watch, query};
+use super::routes::{Route, SERVICE, is_watch, query};
 use super::store::rfc3339;
 use super::{INFRA_CLUSTER, KubeRequest};
 use crate::{State, faults};
@@ -52,8 +54,17 @@ fn uids(st: &State, cluster: &str) -> Vec<String> {
 /// a KubeVirt one, not the infra cluster).
 pub(crate) fn plays(st: &State, cluster: &str) -> bool {
     cluster != INFRA_CLUSTER
-        && !st.kube.workloads.contains_key(cluster)
-        && !uids(st, cluster).is_empty()
+        && !kubevirt_guest(st, cluster)
+        && (st
+            .kube
+            .workloads
+            .get(cluster)
+            .is_some_and(|w| !w.uids.is_empty())
+            || !uids(st, cluster).is_empty())
+}
+
+fn kubevirt_guest(st: &State, cluster: &str) -> bool {
+    st.kube.workloads.get(cluster).is_some_and(|w| !w.cloud)
 }
 
 /// The OpenStack and OpenNebula workload clusters this API plays.
@@ -61,8 +72,21 @@ pub(crate) fn clusters(st: &State) -> Vec<String> {
     st.nodes
         .values()
         .filter_map(|n| n.cluster.clone())
-        .filter(|c| !st.kube.workloads.contains_key(c))
+        .filter(|c| !kubevirt_guest(st, c))
         .collect()
+}
+
+/// Whether the API of `cluster` answers now (without striking any fault).
+fn reachable(st: &State, cluster: &str) -> bool {
+    uids(st, cluster).into_iter().any(|uid| {
+        crate::kube::api_reachable(
+            st,
+            &Ownership {
+                cluster: cluster.to_string(),
+                uid,
+            },
+        )
+    })
 }
 
 /// The nodes of `cluster` as its API serves them now, to a list or a watch; `None` while
@@ -85,13 +109,20 @@ fn nodes(st: &mut State, now: Timestamp, cluster: &str) -> Option<Vec<Node>> {
 /// A node as the API server shows it.
 fn node_json(st: &State, n: &Node, now: Timestamp) -> Value {
     let sid = n.server_id.as_deref().unwrap_or_default();
-    let provider_id = if st.servers.get(sid).is_some() {
+    let nova = st
+        .nodes
+        .get(sid)
+        .map_or_else(|| st.servers.get(sid).is_some(), |r| r.nova);
+    let provider_id = if nova {
         format!("openstack:///{sid}")
     } else {
         format!("opennebula://{sid}")
     };
     let control_plane = n.name.contains("-cp-");
     let mut v = node_object(&n.name, Some(&provider_id), control_plane, n.ready, now);
+    if n.unschedulable {
+        v["spec"]["unschedulable"] = json!(true);
+    }
     v["metadata"]["creationTimestamp"] = json!(rfc3339(n.created_at));
     v["metadata"]["uid"] = json!(format!("node-{sid}"));
     if let Some(cidr) = &n.pod_cidr {
@@ -100,6 +131,19 @@ fn node_json(st: &State, n: &Node, now: Timestamp) -> Value {
     }
     if let (Some(ip), Some(addresses)) = (n.internal_ip, v["status"]["addresses"].as_array_mut()) {
         addresses.insert(0, json!({"type": "InternalIP", "address": ip.to_string()}));
+    }
+    // What was put on the node through the API: labels beyond the kubelet's own,
+    // taints, and the hold annotation.
+    if let Some(labels) = v["metadata"]["labels"].as_object_mut() {
+        for (k, val) in &n.labels {
+            labels.insert(k.clone(), json!(val));
+        }
+    }
+    if !n.taints.is_empty() {
+        v["spec"]["taints"] = json!(n.taints);
+    }
+    if let Some(hold) = &n.hold_deletion {
+        v["metadata"]["annotations"] = json!({ flightdeck_cloud::HOLD_DELETION: hold });
     }
     v
 }
@@ -216,21 +260,77 @@ fn watch(log: &NodeLog, params: &BTreeMap<String, String>) -> Answer {
 }
 
 /// Answers one request to the API of `cluster`.
-pub(crate) fn handle(st: &mut State, now: Timestamp, cluster: &str, req: &KubeRequest) -> Answer {
-    if !req.method.eq_ignore_ascii_case("GET") {
-        return fail(
-            405,
-            "MethodNotAllowed",
-            "this simulated workload cluster serves reads of nodes only",
-        );
-    }
+pub(crate) fn handle(
+    st: &mut State,
+    now: Timestamp,
+    cluster: &str,
+    req: &KubeRequest,
+    route: &Route,
+) -> Answer {
     let segs: Vec<&str> = req.path.split('/').filter(|s| !s.is_empty()).collect();
+    let get = req.method.eq_ignore_ascii_case("GET");
     match segs.as_slice() {
-        ["version"] => return (json_response(200, &discovery::version()), None),
-        ["api"] => return (json_response(200, &discovery::api_versions()), None),
-        ["api", "v1", "nodes"] | ["api", "v1", "nodes", _] | ["api", "v1", "watch", "nodes"] => {}
-        _ => return not_found_path(),
+        ["version"] if get => return (json_response(200, &discovery::version()), None),
+        ["api"] if get => return (json_response(200, &discovery::api_versions()), None),
+        ["api", "v1", "nodes"] | ["api", "v1", "watch", "nodes"] if get => {}
+        ["api", "v1", "nodes", name] if !get => return write_node(st, now, cluster, req, name),
+        ["api", "v1", "nodes", _] if get => {}
+        ["api", "v1", "nodes", ..] | ["api", "v1", "watch", "nodes", ..] => {
+            return super::answers::method_not_allowed();
+        }
+        _ => return guest_request(st, now, cluster, req, route),
     }
+    read_nodes(st, now, cluster, req, &segs)
+}
+
+/// Anything but nodes: the guest's API answers, while the cluster's API answers at all.
+fn guest_request(
+    st: &mut State,
+    now: Timestamp,
+    cluster: &str,
+    req: &KubeRequest,
+    route: &Route,
+) -> Answer {
+    if !reachable(st, cluster) || !st.kube.is_cloud_guest(cluster) {
+        return unavailable();
+    }
+    let answer = super::api::handle(st, now, cluster, req, route);
+    super::machines::compact(st, cluster);
+    answer
+}
+
+/// A cordon or deletion of node `name`, answered with the node as served after it.
+fn write_node(
+    st: &mut State,
+    now: Timestamp,
+    cluster: &str,
+    req: &KubeRequest,
+    name: &str,
+) -> Answer {
+    let segs = ["api", "v1", "nodes", name];
+    let (current, _) = read_nodes(st, now, cluster, req, &segs);
+    if current.status != 200 {
+        return (current, None);
+    }
+    let Ok(served) = serde_json::from_slice::<Value>(&current.body) else {
+        return fail(500, "InternalError", "a served node no longer parses");
+    };
+    if let Some(answer) = super::machines::node_write(st, now, cluster, name, req, &served) {
+        return answer;
+    }
+    let (answer, _) = read_nodes(st, now, cluster, req, &segs);
+    let touched = serde_json::from_slice(&answer.body).ok();
+    (answer, touched)
+}
+
+/// A read of `cluster`'s nodes at `segs`, recorded in its node log first.
+fn read_nodes(
+    st: &mut State,
+    now: Timestamp,
+    cluster: &str,
+    req: &KubeRequest,
+    segs: &[&str],
+) -> Answer {
     let Some(nodes) = nodes(st, now, cluster) else {
         return unavailable();
     };
@@ -238,10 +338,10 @@ pub(crate) fn handle(st: &mut State, now: Timestamp, cluster: &str, req: &KubeRe
     let log = logs.entry(cluster.to_string()).or_default();
     log.record(nodes, |n| node_json(st, n, now));
     let params = query(&req.query);
-    let answer = answer(log, &segs, &params);
+    let answer = answer(log, segs, &params);
     st.kube.kubelet_logs = logs;
-    let watching = matches!(segs.as_slice(), ["api", "v1", "watch", "nodes"])
-        || (segs.as_slice() == ["api", "v1", "nodes"] && is_watch(&params));
+    let watching = matches!(segs, ["api", "v1", "watch", "nodes"])
+        || (segs == ["api", "v1", "nodes"] && is_watch(&params));
     if watching {
         reorder(st, now, cluster, answer)
     } else {
@@ -330,6 +430,9 @@ mod tests {
             created_at: Timestamp(0),
             pod_cidr: None,
             internal_ip: None,
+            labels: Default::default(),
+            taints: Vec::new(),
+            hold_deletion: None,
         }
     }
 

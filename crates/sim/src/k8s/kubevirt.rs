@@ -301,7 +301,7 @@ pub(crate) fn step(st: &mut State, t: Timestamp, r: &VmiRef) {
             });
             st.kube.running_since.insert(r.uid.clone(), t);
             if let Some(cluster) = cluster_of(&vmi) {
-                guests::ensure(st, t, &cluster);
+                guests::ensure(st, t, &cluster, false);
                 let latency = st.config.latencies.node_register;
                 after(st, t, latency, Event::NodeRegister(r.clone()));
                 if is_control_plane(&vmi) {
@@ -391,6 +391,9 @@ pub(crate) fn start_deletion(
     }
     let cluster = cluster_of(&vmi).unwrap_or_default();
     let (guest_node, pods_left) = guests::guest_pods_left(st, &cluster, name);
+    // An operator's (or a fault's) deletion is out of band; every other is a client's.
+    let by_api = !cause.starts_with("operator:");
+    guests::deletion_begins(st, now, &cluster, name, by_api);
     st.kube.record_deletion(VmiDeletion {
         at: now,
         cluster,

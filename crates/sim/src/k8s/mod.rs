@@ -26,12 +26,16 @@
 
 mod answers;
 mod api;
+mod compact;
 mod discovery;
 mod disruption;
 mod eviction;
 mod guests;
+mod keyed;
 mod kubelets;
 mod kubevirt;
+mod lost;
+mod machines;
 mod objects;
 mod patch;
 mod pods;
@@ -40,6 +44,7 @@ mod routes;
 mod select;
 mod store;
 mod validate;
+mod views;
 mod watch_query;
 mod workload;
 mod writes;
@@ -53,9 +58,11 @@ use serde_json::Value;
 
 use crate::{Event as SimEvent, Mutation, SimCloud, State};
 
+pub use lost::{BUDGET_EVENTS_MAX, BudgetEvent, BudgetEventKind, LOST_PODS_MAX, LostPod};
 pub use read::BOOKMARK_START;
-pub use store::{KUBE_EVENTS_MAX, KUBE_OBJECTS_MAX};
+pub use store::{GUEST_EVENTS_MAX, KUBE_EVENTS_MAX, KUBE_OBJECTS_MAX};
 use store::{Kind, Store};
+pub use views::StaleNode;
 pub use watch_query::{query_param, watch_line_version, with_resource_version};
 
 /// The name [`SimCloud::kube_request`] knows the infrastructure cluster by.
@@ -229,7 +236,9 @@ pub struct KubeWorld {
     pub infra_nodes: Vec<KubeNodeView>,
     pub vms: Vec<KubeVmView>,
     pub vmis: Vec<KubeVmiView>,
-    /// Workload clusters by name (also those whose API is not up yet).
+    /// The workload clusters of KubeVirt-hosted clusters by name (also those whose API
+    /// is not up yet). Those of OpenStack and OpenNebula clusters are read one at a
+    /// time ([`SimCloud::guest_view`]): a fleet of them would weigh on every snapshot.
     pub workloads: Vec<KubeWorkloadView>,
     /// Client-initiated VMI deletions, oldest first (the latest [`VMI_DELETIONS_MAX`]).
     pub vmi_deletions: Vec<VmiDeletion>,
@@ -242,9 +251,21 @@ pub struct KubeWorld {
 #[derive(Debug, Default)]
 pub(crate) struct Workload {
     pub(crate) store: Store,
+    /// Its controllers run: its API server answers them.
     pub(crate) up: bool,
-    /// Guest node → the ownership tags of the machine (VM) it runs on.
+    /// Guest node → the ownership tags of the machine (VM) it runs on (KubeVirt).
     pub(crate) node_tags: BTreeMap<String, Vec<String>>,
+    /// Its machines are Nova servers or OpenNebula VMs ([`machines`]), not VMIs.
+    pub(crate) cloud: bool,
+    /// Cloud guests: the cluster UIDs whose nodes it holds.
+    pub(crate) uids: BTreeSet<String>,
+    /// Cloud guests draw from a stream of their own, so that their pods change no
+    /// KubeVirt cluster's draws.
+    pub(crate) rng: Option<SeededRng>,
+    /// Node → when its machine's deletion began, and how.
+    pub(crate) deletions_begun: BTreeMap<String, lost::DeletionBegun>,
+    /// Node → since when it has been cordoned (`spec.unschedulable` set through the API).
+    pub(crate) cordoned_at: BTreeMap<String, Timestamp>,
 }
 
 /// Everything the simulated Kubernetes API servers hold.
@@ -256,10 +277,17 @@ pub(crate) struct KubeState {
     pub(crate) running_since: BTreeMap<String, Timestamp>,
     /// VMI uid → when its `evacuationNodeName` was set.
     pub(crate) evacuation_since: BTreeMap<String, Timestamp>,
-    /// Pod uids with a start transition pending.
-    pub(crate) pods_starting: BTreeSet<String>,
-    /// Something changed since controllers last ran.
+    /// `(cluster, pod uid)` with a start transition pending.
+    pub(crate) pods_starting: BTreeSet<(String, String)>,
+    /// Something changed since controllers last ran (infra and KubeVirt guests).
     pub(crate) dirty: bool,
+    /// Cloud guests whose controllers must run.
+    pub(crate) guests_dirty: BTreeSet<String>,
+    /// Lost pods and budget events.
+    pub(crate) records: lost::Records,
+    /// Where the cloud guests' streams come from, and how many were made.
+    guest_seed: u64,
+    guests_made: u64,
     /// What the API of each OpenStack/OpenNebula workload cluster served of its nodes,
     /// so a watch can answer the changes since a resourceVersion.
     pub(crate) kubelet_logs: BTreeMap<String, kubelets::NodeLog>,
@@ -276,8 +304,26 @@ impl KubeState {
             evacuation_since: BTreeMap::new(),
             pods_starting: BTreeSet::new(),
             dirty: false,
+            guests_dirty: BTreeSet::new(),
+            records: lost::Records::default(),
+            guest_seed: SeededRng::fork(seed, "guests").next_u64(),
+            guests_made: 0,
             kubelet_logs: BTreeMap::new(),
             rng: SeededRng::new(seed),
+        }
+    }
+
+    /// A stream for a new cloud guest.
+    pub(crate) fn guest_rng(&mut self) -> SeededRng {
+        self.guests_made += 1;
+        SeededRng::fork(self.guest_seed, &self.guests_made.to_string())
+    }
+
+    /// The stream `cluster` draws from.
+    fn rng_for(&mut self, cluster: &str) -> &mut SeededRng {
+        match self.workloads.get_mut(cluster).and_then(|w| w.rng.as_mut()) {
+            Some(rng) => rng,
+            None => &mut self.rng,
         }
     }
 
@@ -285,15 +331,35 @@ impl KubeState {
         crate::ids::uuid(&mut self.rng)
     }
 
-    /// A random suffix as Kubernetes' `generateName` makes it (5 characters).
-    pub(crate) fn suffix(&mut self, len: usize) -> String {
+    /// A uid for an object of `cluster`.
+    pub(crate) fn uid_in(&mut self, cluster: &str) -> String {
+        crate::ids::uuid(self.rng_for(cluster))
+    }
+
+    /// A random suffix as Kubernetes' `generateName` makes it, for `cluster`.
+    pub(crate) fn suffix(&mut self, cluster: &str, len: usize) -> String {
         const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+        let rng = self.rng_for(cluster);
         (0..len)
             .map(|_| {
-                let i = self.rng.below(ALPHABET.len() as u64) as usize;
+                let i = rng.below(ALPHABET.len() as u64) as usize;
                 char::from(ALPHABET.get(i).copied().unwrap_or(b'x'))
             })
             .collect()
+    }
+
+    /// Whether `cluster` is the guest of OpenStack servers or OpenNebula VMs.
+    pub(crate) fn is_cloud_guest(&self, cluster: &str) -> bool {
+        self.workloads.get(cluster).is_some_and(|w| w.cloud)
+    }
+
+    /// Something changed in `cluster`: its controllers run at the next settle.
+    pub(crate) fn touch(&mut self, cluster: &str) {
+        if self.is_cloud_guest(cluster) {
+            self.guests_dirty.insert(cluster.to_string());
+        } else {
+            self.dirty = true;
+        }
     }
 
     /// The store of `cluster` (`"infra"` or a workload cluster, up or not).
@@ -378,6 +444,34 @@ pub(crate) fn after(st: &mut State, now: Timestamp, range: (u64, u64), event: Ev
     st.schedule(now.plus_millis(ms), SimEvent::K8s(event));
 }
 
+/// [`after`], drawn from `cluster`'s stream (and on a cloud guest's tick).
+pub(crate) fn after_in(
+    st: &mut State,
+    cluster: &str,
+    now: Timestamp,
+    range: (u64, u64),
+    event: Event,
+) {
+    let ms = st.kube.rng_for(cluster).between(range.0, range.1);
+    let at = on_tick(st, cluster, now.plus_millis(ms));
+    st.schedule(at, SimEvent::K8s(event));
+}
+
+/// The kubelets of the guests of OpenStack and OpenNebula clusters report on this tick.
+const GUEST_TICK_MS: u64 = 5_000;
+
+/// When something due at `at` in `cluster` happens: at once, or in a cloud guest at the
+/// next [`GUEST_TICK_MS`] tick. A fleet's pods then change at a few shared instants
+/// instead of each at its own, and whoever steps from one change to the next (the
+/// scenario runner checks the world at each) takes a few steps, not one per pod.
+pub(crate) fn on_tick(st: &State, cluster: &str, at: Timestamp) -> Timestamp {
+    if st.kube.is_cloud_guest(cluster) {
+        Timestamp(at.millis().div_ceil(GUEST_TICK_MS) * GUEST_TICK_MS)
+    } else {
+        at
+    }
+}
+
 fn uid_of(v: &Value) -> &str {
     store::str_at(v, &["metadata", "uid"]).unwrap_or("")
 }
@@ -386,12 +480,38 @@ fn uid_of(v: &Value) -> &str {
 fn has_uid(st: &State, cluster: &str, kind: Kind, ns: &str, name: &str, uid: &str) -> bool {
     st.kube
         .store(cluster)
-        .and_then(|s| s.get(kind, ns, name))
-        .is_some_and(|o| uid_of(o) == uid)
+        .and_then(|s| s.peek(kind, ns, name, |o| uid_of(o) == uid))
+        .unwrap_or(false)
+}
+
+/// The cluster a timer is about, if it is about one workload cluster.
+fn cluster_of_event(event: &Event) -> Option<&str> {
+    match event {
+        Event::NodeReady { cluster, .. }
+        | Event::PodStart { cluster, .. }
+        | Event::PodGone { cluster, .. } => Some(cluster),
+        _ => None,
+    }
 }
 
 pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
-    st.kube.dirty = true;
+    let guest = match cluster_of_event(&event) {
+        Some(c) if st.kube.is_cloud_guest(c) => Some(c.to_string()),
+        _ => None,
+    };
+    match &guest {
+        Some(c) => st.kube.touch(c),
+        None => st.kube.dirty = true,
+    }
+    apply_event(st, t, event);
+    // Its controllers may wait for the instant's other transitions: what this one
+    // parsed must not wait with them (a tick starts pods in every guest of a fleet).
+    if let Some(c) = guest {
+        machines::compact(st, &c);
+    }
+}
+
+fn apply_event(st: &mut State, t: Timestamp, event: Event) {
     match event {
         Event::VmiStep(r) => kubevirt::step(st, t, &r),
         Event::VmiGone(r) => kubevirt::gone(st, t, &r),
@@ -470,6 +590,11 @@ pub(crate) fn init(st: &mut State, now: Timestamp) {
 
 /// Runs the controllers until nothing changes (at most a few passes).
 pub(crate) fn settle(st: &mut State, now: Timestamp) {
+    // The guests' controllers run once the instant's transitions are all applied: a
+    // fleet's pods start on shared ticks, and a pass per pod would cost a pass per pod.
+    if !st.kube.guests_dirty.is_empty() && !st.due_by(now) {
+        machines::reconcile(st, now);
+    }
     if !st.kube.dirty {
         return;
     }
@@ -485,16 +610,12 @@ pub(crate) fn settle(st: &mut State, now: Timestamp) {
 }
 
 fn versions(st: &State) -> (u64, u64, usize) {
-    let workloads = st
-        .kube
-        .workloads
-        .values()
-        .map(|w| w.store.resource_version())
-        .sum::<u64>();
+    let kubevirt = || st.kube.workloads.values().filter(|w| !w.cloud);
+    let workloads = kubevirt().map(|w| w.store.resource_version()).sum::<u64>();
     (
         st.kube.infra.resource_version(),
         workloads,
-        st.kube.workloads.iter().filter(|(_, w)| w.up).count(),
+        kubevirt().filter(|w| w.up).count(),
     )
 }
 
@@ -504,6 +625,10 @@ pub(crate) fn fault_changed(st: &mut State) {
 }
 
 pub(crate) use kubevirt::{delete_out_of_band, drain_end, drain_start};
+pub(crate) use machines::{
+    hold_nodes, machine_deleting, machine_gone, node_changed, release_nodes, strip_node_labels,
+};
+pub(crate) use views::snapshot;
 
 impl SimCloud {
     /// One HTTP request to a simulated Kubernetes API server. `cluster` is `"infra"`
@@ -530,7 +655,7 @@ impl SimCloud {
         let (response, touched) = match entered {
             Err(e) => (answers::refused(&e), None),
             Ok(now) if kubelets::plays(&st, cluster) => {
-                kubelets::handle(&mut st, now, cluster, &req)
+                kubelets::handle(&mut st, now, cluster, &req, &route)
             }
             Ok(now) => api::handle(&mut st, now, cluster, &req, &route),
         };
@@ -558,6 +683,7 @@ impl SimCloud {
                 caller: None,
             });
             st.kube.dirty = true;
+            st.kube.touch(cluster);
             // A read changes nothing a controller or a health check looks at: only a
             // mutation settles the world again.
             st.settle(now);
@@ -586,7 +712,7 @@ impl SimCloud {
             return answers::fail(400, "BadRequest", "only a watch goes on").0;
         }
         if kubelets::plays(&st, cluster) {
-            kubelets::handle(&mut st, now, cluster, req).0
+            kubelets::handle(&mut st, now, cluster, req, &route).0
         } else {
             api::handle(&mut st, now, cluster, req, &route).0
         }
@@ -600,116 +726,13 @@ impl SimCloud {
             .kube
             .workloads
             .iter()
-            .filter(|(_, w)| w.up)
+            .filter(|(_, w)| w.up && !w.cloud)
             .map(|(name, _)| name.clone())
             .collect();
         names.extend(kubelets::clusters(&st));
         names.sort();
         names.dedup();
         names
-    }
-}
-
-/// The Kubernetes side of the world snapshot.
-pub(crate) fn snapshot(st: &State) -> KubeWorld {
-    use store::{at, deleting, labels_of, name_of, str_at};
-    let node_view = |n: &Value| KubeNodeView {
-        name: name_of(n).to_string(),
-        ready: objects::node_is_ready(n),
-        unschedulable: at(n, &["spec", "unschedulable"]).and_then(Value::as_bool) == Some(true),
-    };
-    let infra = &st.kube.infra;
-    let objects = |kind: Kind| -> Vec<KubeObjectView> {
-        infra
-            .list(kind, None)
-            .map(|v| KubeObjectView {
-                namespace: str_at(v, &["metadata", "namespace"])
-                    .unwrap_or("")
-                    .to_string(),
-                name: name_of(v).to_string(),
-                tags: tags_of_labels(&labels_of(v)),
-            })
-            .collect()
-    };
-    let vms = infra
-        .list(Kind::Vm, None)
-        .map(|v| KubeVmView {
-            name: name_of(v).to_string(),
-            uid: uid_of(v).to_string(),
-            run_strategy: kubevirt::run_strategy(v).to_string(),
-            printable_status: str_at(v, &["status", "printableStatus"])
-                .unwrap_or("")
-                .to_string(),
-            tags: tags_of_labels(&labels_of(v)),
-            deleting: store::deleting(v),
-        })
-        .collect();
-    let vmis = infra
-        .list(Kind::Vmi, None)
-        .map(|v| KubeVmiView {
-            name: name_of(v).to_string(),
-            uid: uid_of(v).to_string(),
-            phase: str_at(v, &["status", "phase"]).unwrap_or("").to_string(),
-            node: str_at(v, &["status", "nodeName"]).map(str::to_string),
-            evacuation_node: str_at(v, &["status", "evacuationNodeName"]).map(str::to_string),
-            eviction_strategy: str_at(v, &["spec", "evictionStrategy"]).map(str::to_string),
-            migrating: kubevirt::migrating(v),
-            deleting: deleting(v),
-            tags: tags_of_labels(&labels_of(v)),
-            evacuation_since: st.kube.evacuation_since.get(uid_of(v)).copied(),
-        })
-        .collect();
-    let workloads = st
-        .kube
-        .workloads
-        .iter()
-        .map(|(name, w)| KubeWorkloadView {
-            name: name.clone(),
-            api_up: w.up,
-            nodes: w.store.list(Kind::Node, None).map(node_view).collect(),
-            pods: w
-                .store
-                .list(Kind::Pod, None)
-                .map(|p| KubePodView {
-                    namespace: str_at(p, &["metadata", "namespace"])
-                        .unwrap_or("")
-                        .to_string(),
-                    name: name_of(p).to_string(),
-                    uid: uid_of(p).to_string(),
-                    node: str_at(p, &["spec", "nodeName"]).map(str::to_string),
-                    phase: str_at(p, &["status", "phase"]).unwrap_or("").to_string(),
-                    ready: objects::pod_is_ready(p),
-                    daemonset: objects::is_daemonset_pod(p),
-                    mirror: objects::is_mirror_pod(p),
-                    deleting: deleting(p),
-                })
-                .collect(),
-            pdbs: w
-                .store
-                .list(Kind::Pdb, None)
-                .map(|p| {
-                    let n = |f: &str| at(p, &["status", f]).and_then(Value::as_i64).unwrap_or(0);
-                    KubePdbView {
-                        namespace: str_at(p, &["metadata", "namespace"])
-                            .unwrap_or("")
-                            .to_string(),
-                        name: name_of(p).to_string(),
-                        disruptions_allowed: n("disruptionsAllowed"),
-                        current_healthy: n("currentHealthy"),
-                        desired_healthy: n("desiredHealthy"),
-                    }
-                })
-                .collect(),
-        })
-        .collect();
-    KubeWorld {
-        infra_nodes: infra.list(Kind::Node, None).map(node_view).collect(),
-        vms,
-        vmis,
-        workloads,
-        vmi_deletions: st.kube.deletions.iter().cloned().collect(),
-        services: objects(Kind::Service),
-        secrets: objects(Kind::Secret),
     }
 }
 

@@ -10,7 +10,7 @@ use super::store::{at, deleting, labels_of, obj_at, rfc3339, set_at, str_at};
 
 /// The Kubernetes version the simulated servers and kubelets report.
 pub(crate) const KUBE_VERSION: &str = "v1.24.17";
-const CONTROL_PLANE_LABEL: &str = "node-role.kubernetes.io/control-plane";
+pub(crate) const CONTROL_PLANE_LABEL: &str = "node-role.kubernetes.io/control-plane";
 pub(crate) const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
 /// A Node object, Ready or not.

@@ -46,8 +46,9 @@ pub(crate) fn delete_pod(
         );
         meta.insert("deletionGracePeriodSeconds".into(), json!(grace));
     });
+    let gone_at = super::on_tick(st, cluster, now.plus_millis(grace * 1000));
     st.schedule(
-        now.plus_millis(grace * 1000),
+        gone_at,
         SimEvent::K8s(Event::PodGone {
             cluster: cluster.to_string(),
             ns: ns.to_string(),
@@ -67,7 +68,9 @@ pub(crate) fn pod_start(
     name: &str,
     uid: &str,
 ) {
-    st.kube.pods_starting.remove(uid);
+    st.kube
+        .pods_starting
+        .remove(&(cluster.to_string(), uid.to_string()));
     let Some(store) = st.kube.store_mut(cluster) else {
         return;
     };

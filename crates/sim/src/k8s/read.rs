@@ -88,8 +88,8 @@ pub(crate) fn read_list(
         Some((_, Ok(events))) => {
             for e in events {
                 let in_ns = ns.is_none_or(|n| n == e.namespace);
-                if e.kind == res.kind && in_ns && matches(&e.object) {
-                    presented_line(&mut body, e.kind_of_change, &presented(&e.object));
+                if e.kind == res.kind && in_ns && matches(e.object()) {
+                    presented_line(&mut body, e.kind_of_change, &presented(e.object()));
                 }
             }
         }

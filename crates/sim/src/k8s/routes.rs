@@ -320,11 +320,17 @@ pub(crate) fn target(st: &State, cluster: &str, route: &Route, created: Option<&
         .and_then(|s| s.get(res.kind, &ns, &name));
     let obj = created.or(stored);
     let workload = st.kube.workloads.get(cluster);
+    let node_tags = |w: &super::Workload, node: &str| {
+        if w.cloud {
+            super::machines::node_machine_tags(st, cluster, node)
+        } else {
+            w.node_tags.get(node).cloned().unwrap_or_default()
+        }
+    };
     let tags = match (res.kind, workload, obj) {
-        (Kind::Node, Some(w), _) => w.node_tags.get(&name).cloned().unwrap_or_default(),
+        (Kind::Node, Some(w), _) => node_tags(w, &name),
         (Kind::Pod, Some(w), Some(pod)) => str_at(pod, &["spec", "nodeName"])
-            .and_then(|n| w.node_tags.get(n))
-            .cloned()
+            .map(|n| node_tags(w, n))
             .unwrap_or_default(),
         (_, _, Some(obj)) => tags_of_labels(&labels_of(obj)),
         _ => Vec::new(),

@@ -7,11 +7,20 @@ use std::collections::{BTreeMap, VecDeque};
 use flightdeck_cloud::Timestamp;
 use serde_json::{Map, Value, json};
 
+use super::compact::Stored;
+use super::keyed::Objects;
+
 /// The most objects one simulated cluster holds; creates beyond it are refused.
 pub const KUBE_OBJECTS_MAX: usize = 20_000;
 /// The most watch events one simulated cluster keeps; a watch from before the oldest
 /// kept one answers `410 Expired`, as a compacted etcd does.
 pub const KUBE_EVENTS_MAX: usize = 4_096;
+/// The most watch events the workload cluster of an OpenStack or OpenNebula cluster
+/// keeps ([`Store::compacting`]): none. A fleet holds a thousand of them, and nothing
+/// watches them yet: a watch from before the latest resourceVersion is told to list
+/// again (`410 Expired`), as an API server whose etcd was just compacted says; one from
+/// the latest waits for what comes.
+pub const GUEST_EVENTS_MAX: usize = 0;
 
 /// The resources the simulated API servers serve.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -195,13 +204,19 @@ impl Kind {
 }
 
 /// One change, as a watch reports it.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub(crate) struct WatchEvent {
     pub(crate) resource_version: u64,
     pub(crate) kind: Kind,
     pub(crate) namespace: String,
     pub(crate) kind_of_change: &'static str,
-    pub(crate) object: Value,
+    object: Stored,
+}
+
+impl WatchEvent {
+    pub(crate) fn object(&self) -> &Value {
+        self.object.get()
+    }
 }
 
 type Key = (Kind, String, String);
@@ -209,11 +224,14 @@ type Key = (Kind, String, String);
 /// One cluster's objects.
 #[derive(Debug, Default)]
 pub(crate) struct Store {
-    objects: BTreeMap<Key, Value>,
+    objects: Objects<Key>,
     resource_version: u64,
     events: VecDeque<WatchEvent>,
     /// Events up to and including this resourceVersion were dropped from the log.
     events_dropped_through: u64,
+    /// Keeps its objects encoded between passes ([`Store::compact`]) and at most
+    /// [`GUEST_EVENTS_MAX`] watch events.
+    compacting: bool,
 }
 
 /// `t` as RFC 3339 in UTC with whole seconds, as Kubernetes writes `metav1.Time`.
@@ -299,6 +317,50 @@ pub(crate) fn deleting(v: &Value) -> bool {
 }
 
 impl Store {
+    /// A store that keeps its objects small at rest (see [`super::compact`]).
+    pub(crate) fn compacting() -> Self {
+        Store {
+            compacting: true,
+            objects: Objects::Sorted(Vec::new()),
+            ..Store::default()
+        }
+    }
+
+    /// Drops what was parsed since the last call (a compacting store; others keep
+    /// everything parsed).
+    pub(crate) fn compact(&mut self) {
+        if !self.compacting {
+            return;
+        }
+        for o in self.objects.values_mut() {
+            o.compact();
+        }
+        for e in &mut self.events {
+            e.object.compact();
+        }
+    }
+
+    /// `f` of the object, without keeping it parsed.
+    pub(crate) fn peek<R>(
+        &self,
+        kind: Kind,
+        ns: &str,
+        name: &str,
+        f: impl FnOnce(&Value) -> R,
+    ) -> Option<R> {
+        self.objects
+            .get(&(kind, ns.to_string(), name.to_string()))
+            .map(|o| o.peek(f))
+    }
+
+    /// `f` of each object of `kind`, without keeping them parsed.
+    pub(crate) fn peek_all(&self, kind: Kind, mut f: impl FnMut(&Value)) {
+        self.objects
+            .from(&(kind, String::new(), String::new()))
+            .take_while(|((k, _, _), _)| *k == kind)
+            .for_each(|(_, o)| o.peek(&mut f));
+    }
+
     pub(crate) fn resource_version(&self) -> u64 {
         self.resource_version
     }
@@ -308,7 +370,9 @@ impl Store {
     }
 
     pub(crate) fn get(&self, kind: Kind, ns: &str, name: &str) -> Option<&Value> {
-        self.objects.get(&(kind, ns.to_string(), name.to_string()))
+        self.objects
+            .get(&(kind, ns.to_string(), name.to_string()))
+            .map(Stored::get)
     }
 
     pub(crate) fn contains(&self, kind: Kind, ns: &str, name: &str) -> bool {
@@ -319,10 +383,10 @@ impl Store {
     pub(crate) fn list(&self, kind: Kind, ns: Option<&str>) -> impl Iterator<Item = &Value> {
         let ns = ns.map(str::to_string);
         self.objects
-            .range((kind, String::new(), String::new())..)
+            .from(&(kind, String::new(), String::new()))
             .take_while(move |((k, _, _), _)| *k == kind)
             .filter(move |((_, n, _), _)| ns.as_ref().is_none_or(|want| want == n))
-            .map(|(_, v)| v)
+            .map(|(_, v)| v.get())
     }
 
     /// Clones of the objects of `kind` (in `ns` if given).
@@ -336,7 +400,16 @@ impl Store {
     }
 
     fn record(&mut self, kind: Kind, ns: &str, change: &'static str, object: &Value) {
-        if self.events.len() >= KUBE_EVENTS_MAX
+        let max = if self.compacting {
+            GUEST_EVENTS_MAX
+        } else {
+            KUBE_EVENTS_MAX
+        };
+        if max == 0 {
+            self.events_dropped_through = self.resource_version;
+            return;
+        }
+        if self.events.len() >= max
             && let Some(dropped) = self.events.pop_front()
         {
             self.events_dropped_through = dropped.resource_version;
@@ -346,7 +419,7 @@ impl Store {
             kind,
             namespace: ns.to_string(),
             kind_of_change: change,
-            object: object.clone(),
+            object: Stored::new(object.clone()),
         });
     }
 
@@ -365,7 +438,7 @@ impl Store {
         let name = name_of(&obj).to_string();
         let ns = if kind.namespaced() { ns } else { "" };
         let key = (kind, ns.to_string(), name);
-        if self.objects.contains_key(&key) || self.objects.len() >= KUBE_OBJECTS_MAX {
+        if self.objects.get(&key).is_some() || self.objects.len() >= KUBE_OBJECTS_MAX {
             return None;
         }
         let rv = self.bump();
@@ -386,7 +459,7 @@ impl Store {
         meta.remove("deletionTimestamp");
         meta.remove("deletionGracePeriodSeconds");
         self.record(kind, ns, "ADDED", &obj);
-        self.objects.insert(key, obj.clone());
+        self.objects.insert(key, Stored::new(obj.clone()));
         Some(obj)
     }
 
@@ -398,7 +471,7 @@ impl Store {
         let name = name_of(&obj).to_string();
         let ns = if kind.namespaced() { ns } else { "" };
         let key = (kind, ns.to_string(), name);
-        let old = self.objects.get(&key)?;
+        let old = self.objects.get(&key)?.get();
         for field in ["uid", "creationTimestamp", "resourceVersion", "generation"] {
             let kept = at(old, &["metadata", field])
                 .cloned()
@@ -429,7 +502,7 @@ impl Store {
             meta.insert("generation".into(), json!(generation + 1));
         }
         self.record(kind, ns, "MODIFIED", &obj);
-        self.objects.insert(key, obj.clone());
+        self.objects.insert(key, Stored::new(obj.clone()));
         Some(obj)
     }
 
@@ -450,9 +523,10 @@ impl Store {
     /// Removes an object for good; answers it as it was last.
     pub(crate) fn remove(&mut self, kind: Kind, ns: &str, name: &str) -> Option<Value> {
         let ns = if kind.namespaced() { ns } else { "" };
-        let mut obj = self
+        let stored = self
             .objects
             .remove(&(kind, ns.to_string(), name.to_string()))?;
+        let mut obj = stored.into_value();
         let rv = self.bump();
         obj_at(&mut obj, &["metadata"]).insert("resourceVersion".into(), json!(rv.to_string()));
         self.record(kind, ns, "DELETED", &obj);

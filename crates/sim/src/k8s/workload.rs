@@ -6,6 +6,9 @@
 //! are in [`super::pods`]; a new cluster's objects and a guest's end in
 //! [`super::guests`].
 //!
+//! The guests of OpenStack servers and OpenNebula VMs run the same controllers
+//! ([`controllers`]) from [`super::machines`].
+//!
 //! A guest node registers `node_register` after its VMI runs (named for the VM, with
 //! `spec.providerID: kubevirt://<vm>`) and turns Ready `node_ready` later. A re-created
 //! VMI brings its existing Node back to Ready and keeps its `spec.unschedulable`. When
@@ -26,7 +29,7 @@ use super::objects::{
 use super::pods::delete_pod;
 use super::store::{Kind, at, deleting, labels_of, name_of, obj_at, set_at, str_at};
 use super::{
-    DEFAULT_GRACE_SECONDS, Event, INFRA_CLUSTER, POD_START_MS, VmiRef, after, kubevirt,
+    DEFAULT_GRACE_SECONDS, Event, INFRA_CLUSTER, POD_START_MS, VmiRef, after_in, kubevirt,
     tags_of_labels, uid_of,
 };
 use crate::State;
@@ -56,7 +59,7 @@ pub(crate) fn register(st: &mut State, t: Timestamp, r: &VmiRef) {
     let Some(cluster) = kubevirt::cluster_of(&vmi) else {
         return;
     };
-    if !ensure(st, t, &cluster) {
+    if !ensure(st, t, &cluster, false) {
         return;
     }
     let uid = st.kube.uid();
@@ -78,7 +81,7 @@ pub(crate) fn register(st: &mut State, t: Timestamp, r: &VmiRef) {
     }
     w.node_tags.insert(r.name.clone(), tags);
     let latency = st.config.latencies.node_ready;
-    after(
+    super::after(
         st,
         t,
         latency,
@@ -101,8 +104,15 @@ pub(crate) fn node_ready(st: &mut State, t: Timestamp, cluster: &str, node: &str
     }
 }
 
+/// The controller pass of the infrastructure cluster and of every KubeVirt guest.
 pub(crate) fn reconcile(st: &mut State, now: Timestamp) {
-    let names: Vec<String> = st.kube.workloads.keys().cloned().collect();
+    let names: Vec<String> = st
+        .kube
+        .workloads
+        .iter()
+        .filter(|(_, w)| !w.cloud)
+        .map(|(name, _)| name.clone())
+        .collect();
     // One walk of the infra VMIs for every cluster: whose API serves, and which VMIs run.
     let mut serving_apis: std::collections::BTreeSet<String> = Default::default();
     let mut running_vmis: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -154,12 +164,44 @@ pub(crate) fn reconcile(st: &mut State, now: Timestamp) {
         pod_readiness(st, now, cluster);
         pdb_status(st, now, cluster);
     }
-    let live: std::collections::BTreeSet<String> = clusters
-        .iter()
-        .filter_map(|c| st.kube.store(c))
-        .flat_map(|s| s.list(Kind::Pod, None).map(|p| uid_of(p).to_string()))
-        .collect();
-    st.kube.pods_starting.retain(|uid| live.contains(uid));
+    forget_starts(st, &clusters);
+}
+
+/// Forgets the pending starts of `clusters`' pods that are gone (keeps the set bounded).
+pub(crate) fn forget_starts(st: &mut State, clusters: &[String]) {
+    for c in clusters {
+        let from = (c.clone(), String::new());
+        let gone: Vec<(String, String)> = st
+            .kube
+            .pods_starting
+            .range(from..)
+            .take_while(|(cluster, _)| cluster == c)
+            .filter(|(_, uid)| {
+                st.kube.store(c).is_none_or(|s| {
+                    let mut live = false;
+                    s.peek_all(Kind::Pod, |p| live |= uid_of(p) == uid);
+                    !live
+                })
+            })
+            .cloned()
+            .collect();
+        for key in gone {
+            st.kube.pods_starting.remove(&key);
+        }
+    }
+}
+
+/// One pass of a workload cluster's controllers: while its API serves them (`up`), the
+/// DaemonSet and mirror pods, the ReplicaSets and the scheduler; pod readiness and
+/// the PodDisruptionBudgets' status always.
+pub(crate) fn controllers(st: &mut State, now: Timestamp, cluster: &str, up: bool) {
+    if up {
+        system_pods(st, now, cluster);
+        replica_sets(st, now, cluster);
+        schedule_pods(st, now, cluster);
+    }
+    pod_readiness(st, now, cluster);
+    pdb_status(st, now, cluster);
 }
 
 /// The DaemonSet pod on every node and the mirror pod on every Ready control-plane
@@ -218,7 +260,7 @@ fn system_pods(st: &mut State, now: Timestamp, cluster: &str) {
         .map(|p| (pod_ns(p).to_string(), name_of(p).to_string()))
         .collect();
     for pod in wanted {
-        let uid = st.kube.uid();
+        let uid = st.kube.uid_in(cluster);
         if let Some(s) = st.kube.store_mut(cluster) {
             s.create(Kind::Pod, "kube-system", pod, uid, now);
         }
@@ -275,8 +317,8 @@ fn replica_sets(st: &mut State, now: Timestamp, cluster: &str) {
             .cloned()
             .collect();
         for _ in 0..missing {
-            let name = format!("{rs_name}-{}", st.kube.suffix(5));
-            let uid = st.kube.uid();
+            let name = format!("{rs_name}-{}", st.kube.suffix(cluster, 5));
+            let uid = st.kube.uid_in(cluster);
             let mut meta = json!({
                 "name": name,
                 "labels": at(&template, &["metadata", "labels"]).cloned().unwrap_or(json!({})),
@@ -376,7 +418,11 @@ fn schedule_pods(st: &mut State, now: Timestamp, cluster: &str) {
     let to_start: Vec<(String, String, String)> = store
         .list(Kind::Pod, None)
         .filter(|p| !deleting(p) && pod_phase(p) == "Pending")
-        .filter(|p| !st.kube.pods_starting.contains(uid_of(p)))
+        .filter(|p| {
+            !st.kube
+                .pods_starting
+                .contains(&(cluster.to_string(), uid_of(p).to_string()))
+        })
         .filter(|p| {
             pod_node(p)
                 .and_then(|n| store.get(Kind::Node, "", n))
@@ -391,9 +437,12 @@ fn schedule_pods(st: &mut State, now: Timestamp, cluster: &str) {
         })
         .collect();
     for (ns, name, uid) in to_start {
-        st.kube.pods_starting.insert(uid.clone());
-        after(
+        st.kube
+            .pods_starting
+            .insert((cluster.to_string(), uid.clone()));
+        after_in(
             st,
+            cluster,
             now,
             POD_START_MS,
             Event::PodStart {

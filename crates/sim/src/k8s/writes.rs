@@ -10,10 +10,13 @@ use super::answers::{
     present, qualified, status_response, unavailable,
 };
 use super::kubevirt;
+use super::lost;
 use super::patch;
 use super::pods;
 use super::routes::{Route, query, route_version};
-use super::store::{Kind, RESOURCES, Resource, Store, at, name_of, obj_at, set_at, str_at};
+use super::store::{
+    Kind, RESOURCES, Resource, Store, at, deleting, name_of, obj_at, set_at, str_at,
+};
 use super::validate::{parse_object, valid_name, validate_meta};
 use super::{DEFAULT_GRACE_SECONDS, KUBE_OBJECTS_MAX, KubeRequest, uid_of};
 use crate::State;
@@ -33,7 +36,7 @@ pub(crate) fn create(
     if let Err(a) = check_kind_and_namespace(&obj, res, ns) {
         return a;
     }
-    let name = match new_name(st, res, &obj) {
+    let name = match new_name(st, cluster, res, &obj) {
         Ok(n) => n,
         Err(a) => return a,
     };
@@ -45,7 +48,7 @@ pub(crate) fn create(
     }
     set_at(&mut obj, &["metadata", "name"], json!(name));
     set_defaults(res.kind, &mut obj);
-    let uid = st.kube.uid();
+    let uid = st.kube.uid_in(cluster);
     let version = match route_version(req) {
         Some(v) => v,
         None => res.versions.first().copied().unwrap_or("v1").to_string(),
@@ -96,13 +99,13 @@ fn check_kind_and_namespace(obj: &Value, res: &Resource, ns: &str) -> Result<(),
 
 /// The new object's name (`metadata.name`, or `metadata.generateName` with a random
 /// suffix), once it and the object's labels and annotations are valid.
-fn new_name(st: &mut State, res: &Resource, obj: &Value) -> Result<String, Answer> {
+fn new_name(st: &mut State, cluster: &str, res: &Resource, obj: &Value) -> Result<String, Answer> {
     let name = match (
         str_at(obj, &["metadata", "name"]).filter(|n| !n.is_empty()),
         str_at(obj, &["metadata", "generateName"]).filter(|n| !n.is_empty()),
     ) {
         (Some(n), _) => n.to_string(),
-        (None, Some(prefix)) => format!("{prefix}{}", st.kube.suffix(5)),
+        (None, Some(prefix)) => format!("{prefix}{}", st.kube.suffix(cluster, 5)),
         (None, None) => {
             return Err(invalid(
                 res.kind,
@@ -178,7 +181,13 @@ fn set_defaults(kind: Kind, obj: &mut Value) {
     }
 }
 
-pub(crate) fn update(st: &mut State, cluster: &str, req: &KubeRequest, route: &Route) -> Answer {
+pub(crate) fn update(
+    st: &mut State,
+    now: Timestamp,
+    cluster: &str,
+    req: &KubeRequest,
+    route: &Route,
+) -> Answer {
     let Route::Object {
         res,
         version,
@@ -206,6 +215,10 @@ pub(crate) fn update(st: &mut State, cluster: &str, req: &KubeRequest, route: &R
     }
     let mut next = next_object(&current, incoming, status_only, put);
     set_at(&mut next, &["metadata", "name"], json!(name));
+    if res.kind == Kind::Node {
+        let cordoned = at(&next, &["spec", "unschedulable"]).and_then(Value::as_bool) == Some(true);
+        super::lost::note_cordon(st, now, cluster, name, cordoned);
+    }
     match st
         .kube
         .store_mut(cluster)
@@ -354,6 +367,15 @@ pub(crate) fn delete(
         let d = json!({"name": name, "group": res.group, "kind": res.plural, "uid": uid_of(obj)});
         status_response(200, "", "", Some(d))
     };
+    if res.kind == Kind::Pod && !deleting(&current) {
+        lost::note_budget(
+            st,
+            now,
+            cluster,
+            &current,
+            lost::BudgetEventKind::PodDeleted,
+        );
+    }
     match res.kind {
         Kind::Pod => match pods::delete_pod(st, now, cluster, ns, name, grace) {
             Some(pod) => (

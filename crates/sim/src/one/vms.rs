@@ -388,6 +388,7 @@ pub(crate) fn step(st: &mut State, t: Timestamp, id: u32, change: u64) {
             if let Some(n) = st.nodes.get_mut(&key) {
                 n.node.ready = false;
             }
+            crate::k8s::node_changed(st, t, &key);
         }
         (ACTIVE, EPILOG) | (ACTIVE, CLEANUP_DELETE) => done(st, t, id),
         _ => {}
@@ -484,6 +485,9 @@ pub(crate) fn action(st: &mut State, ctx: &mut Ctx, p: &Params) -> OneResult<Val
     match name.as_str() {
         "terminate" | "terminate-hard" => {
             let hard = name == "terminate-hard";
+            if state != DONE {
+                crate::k8s::machine_deleting(st, now, &vid.to_string(), true);
+            }
             match state {
                 POWEROFF | 4 | 5 | 9 => {
                     set(st, ACTIVE, EPILOG);
@@ -630,6 +634,7 @@ pub(crate) fn terminate_out_of_band(
     let n = chosen.len() as u64;
     let latency = st.config.latencies.one_vm_shutdown;
     for vid in chosen {
+        crate::k8s::machine_deleting(st, now, &vid.to_string(), false);
         stop_serving(st, vid);
         if let Some(vm) = st.one.vms.get_mut(&vid) {
             set_state(vm, ACTIVE, SHUTDOWN);

@@ -186,10 +186,16 @@ fn pdb_blocks_keeps_disruptions_allowed_at_zero_while_active() {
 fn a_vmi_deleted_with_pods_still_on_its_node_is_recorded_and_the_pods_are_killed() {
     let sim = sim(33);
     cluster_up(&sim, "c1", 2, "External");
-    let on_w0: Vec<String> = web_pods(&sim, "c1")
+    let web_on_w0 = web_pods(&sim, "c1")
         .into_iter()
         .filter(|p| p.1.as_deref() == Some("c1-w-0"))
-        .map(|p| format!("default/{}", p.0))
+        .count();
+    assert_eq!(web_on_w0, 1);
+    let on_w0: Vec<String> = kube(&sim).workloads[0]
+        .pods
+        .iter()
+        .filter(|p| p.node.as_deref() == Some("c1-w-0") && !p.daemonset && !p.mirror)
+        .map(|p| format!("default/{}", p.name))
         .collect();
     assert_eq!(on_w0.len(), 1);
     let (code, _) = delete(&sim, INFRA, &format!("{VMIS}/c1-w-0"));
@@ -287,5 +293,26 @@ fn a_re_registered_node_keeps_its_cordon_and_pod_mutations_carry_the_machine_tag
     assert_eq!(
         node["spec"]["unschedulable"], true,
         "a re-registered node keeps its cordon"
+    );
+}
+
+#[test]
+fn a_kubevirt_vm_deleted_under_running_pods_records_them_lost() {
+    let sim = common::sim(412);
+    cluster_up(&sim, "c1", 2, "External");
+    let (name, node, _, _) = web_pods(&sim, "c1").remove(0);
+    let node = node.expect("bound");
+    let (code, body) = delete(&sim, INFRA, &format!("{VMS}/{node}"));
+    assert_eq!(code, 200, "{body}");
+    wait_for(&sim, |sim| !sim.lost_pods().is_empty());
+    let lost = sim.lost_pods();
+    assert!(
+        lost.iter()
+            .any(|p| p.name == name && p.cluster == "c1" && p.node == node),
+        "{lost:?}"
+    );
+    assert!(
+        lost.iter()
+            .all(|p| p.node_ready_at_deletion && p.deletion_began_at.is_some())
     );
 }

@@ -17,7 +17,7 @@ fn nodes(sim: &SimCloud, uid: &str) -> Vec<Node> {
 
 #[test]
 fn node_registers_then_turns_ready_and_goes_after_its_server() {
-    let sim = sim(1);
+    let sim = common::sim_with_node_controller(1);
     let o = owner("u1");
     let (sid, _) = active_server(&sim, &o, "cp-1");
     let active_at = now(&sim);
@@ -141,7 +141,11 @@ fn an_openstack_workload_cluster_serves_its_nodes_on_the_kubernetes_wire() {
     assert_eq!(ready["status"], "True");
     assert_eq!(call("GET", "/api/v1/nodes/demo-cp-1").status, 200);
     assert_eq!(call("GET", "/api/v1/nodes/nope").status, 404);
-    assert_eq!(call("PATCH", "/api/v1/nodes/demo-cp-1").status, 405);
+    assert_eq!(
+        call("POST", "/api/v1/nodes").status,
+        405,
+        "nodes are their kubelets'"
+    );
     assert!(sim.kube_clusters().contains(&"demo".to_string()));
 }
 
@@ -149,7 +153,7 @@ fn an_openstack_workload_cluster_serves_its_nodes_on_the_kubernetes_wire() {
 /// node with their real ID, unless told never to register, and lose it when they go.
 #[test]
 fn mirrored_servers_of_a_real_cloud_register_by_their_real_ids() {
-    let sim = sim(8);
+    let sim = common::sim_with_node_controller(8);
     let o = cluster_owner("demo", "u8");
     let real = |id: &str, name: &str, key: &str, last: u8| {
         real_server(&o, id, name, key, [192, 168, 7, last], now(&sim))

@@ -233,7 +233,7 @@ fn boot_failure_fault_ends_the_boot_in_boot_failure_and_terminate_cleans_up() {
 
 #[test]
 fn running_vm_with_flightdeck_tags_registers_a_node_that_goes_after_done() {
-    let sim = sim(35);
+    let sim = common::sim_with_node_controller(35);
     let o = owner("u1");
     let (lb, pool) = api_lb(&sim, &o, false);
     let t = allocate_template(&sim, "web", VM_BODY);

@@ -48,7 +48,7 @@ fn nodes_get_the_lowest_free_slices_in_registration_order() {
 
 #[test]
 fn a_gone_nodes_slice_is_handed_out_again_at_once() {
-    let sim = sim(2);
+    let sim = common::sim_with_node_controller(2);
     let alpha = cluster_owner("alpha", "ua");
     sim.set_pod_network("alpha", "ua", "10.244.0.0/16".parse().expect("cidr"));
     let (first, _) = active_server(&sim, &alpha, "alpha-0");

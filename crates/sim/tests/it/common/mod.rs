@@ -16,6 +16,18 @@ pub fn sim(seed: u64) -> SimCloud {
     sim_with(SimConfig::default(), seed)
 }
 
+/// A simulator whose clusters run a cloud controller manager: a Node goes 2 to 5 s after
+/// its server or VM (by default it stays until someone deletes it).
+pub fn sim_with_node_controller(seed: u64) -> SimCloud {
+    sim_with(
+        SimConfig {
+            node_controller: true,
+            ..SimConfig::default()
+        },
+        seed,
+    )
+}
+
 pub fn sim_with(config: SimConfig, seed: u64) -> SimCloud {
     SimCloud::new(config, seed, SimClock::new(Timestamp::SIM_EPOCH))
 }

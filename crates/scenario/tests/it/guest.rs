@@ -1,0 +1,87 @@
+//! Machines leave gracefully on every cloud (seed 003): every rollout, scale-down and
+//! repair drains a live node before its machine goes, within its deadline, and deletes
+//! the Node after; judged by what the simulated workload clusters saw (noPodLost,
+//! disruptionBudgetsKept, nodesCleaned).
+
+use flightdeck_plan::{Disabled, Mechanism};
+use flightdeck_scenario::report::Report;
+use flightdeck_scenario::{RunOptions, load_scenario, run};
+
+async fn report(name: &str, options: &RunOptions) -> Report {
+    let loaded = load_scenario(name).expect("built-in scenario loads");
+    run(&loaded, options, &mut |_| {})
+        .await
+        .expect("run completes")
+        .report
+}
+
+fn verdict<'r>(r: &'r Report, name: &str) -> &'r flightdeck_scenario::invariants::Verdict {
+    r.invariants
+        .iter()
+        .find(|v| v.name == name)
+        .unwrap_or_else(|| panic!("{name} is checked"))
+}
+
+fn without_drains() -> RunOptions {
+    let mut o = RunOptions::default();
+    o.engine.plan.disabled = Disabled::of([Mechanism::DrainBeforeDelete]);
+    o
+}
+
+/// Each rollout scenario passes as built, and loses pods without the drain: the check
+/// reads the simulator's lost pods, so it goes red when the product stops draining.
+async fn drains_or_loses_pods(name: &str) {
+    let r = report(name, &RunOptions::default()).await;
+    assert!(
+        r.passed,
+        "{name}: {:#?} {:#?}",
+        r.invariants, r.expectations
+    );
+    for inv in ["noPodLost", "disruptionBudgetsKept"] {
+        let v = verdict(&r, inv);
+        assert!(v.held && v.checks > 0, "{name}: {inv}: {v:?}");
+    }
+    let r = report(name, &without_drains()).await;
+    let lost = verdict(&r, "noPodLost");
+    assert!(
+        !lost.held,
+        "{name}: without drains no pod was lost: {lost:?}"
+    );
+    let message = &lost.first_violation.as_ref().expect("a violation").message;
+    assert!(message.contains("was lost with node"), "{message}");
+}
+
+#[tokio::test]
+async fn seed_003_an_openstack_worker_rollout_drains_before_each_server_goes() {
+    drains_or_loses_pods("guest-rollout-openstack").await;
+}
+
+#[tokio::test]
+async fn seed_003_an_opennebula_worker_rollout_drains_before_each_vm_goes() {
+    drains_or_loses_pods("guest-rollout-opennebula").await;
+}
+
+/// On KubeVirt the same drain runs; without it the simulated KubeVirt stops the VMI
+/// gracefully (its guest's pods get their grace period), so no loss is recorded there and
+/// only the passing run is asserted (the F9 switch test covers KubeVirt's undrained VMIs).
+#[tokio::test]
+async fn seed_003_a_kubevirt_worker_rollout_drains_before_each_vm_goes() {
+    let r = report("guest-rollout-kubevirt", &RunOptions::default()).await;
+    assert!(r.passed, "{:#?} {:#?}", r.invariants, r.expectations);
+    assert!(
+        r.timeline
+            .iter()
+            .filter(|e| e.reason == "NodeDrained")
+            .count()
+            >= 2,
+        "both old workers drained"
+    );
+}
+
+#[tokio::test]
+async fn seed_003_a_scale_down_drains_each_worker_and_deletes_its_node() {
+    let r = report("guest-scale-down", &RunOptions::default()).await;
+    assert!(r.passed, "{:#?} {:#?}", r.invariants, r.expectations);
+    let v = verdict(&r, "nodesCleaned");
+    assert!(v.held && v.checks > 0, "{v:?}");
+}
