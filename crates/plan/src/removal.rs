@@ -281,9 +281,15 @@ fn adopt_stale_nodes(p: &mut Planner<'_>) {
             .values()
             .any(|r| r.server_id.as_deref() == Some(id))
     };
+    // Only a Node old enough that no list can lag behind its machine, and whose name no
+    // listed server carries: a direct read answered for a machine that runs must never
+    // cost that machine its Node (swarm seed 42000692).
+    let now = p.now;
     let stale: Vec<String> = nodes
         .iter()
         .filter(|n| !n.ready)
+        .filter(|n| now.since(n.created_at) >= crate::LIST_LAG_MAX)
+        .filter(|n| !p.observed.servers.iter().any(|s| s.name == n.name))
         .filter(|n| {
             n.server_id
                 .as_deref()
@@ -292,7 +298,6 @@ fn adopt_stale_nodes(p: &mut Planner<'_>) {
         .map(|n| n.name.clone())
         .filter(|n| !p.memory.node_deletions.contains_key(n))
         .collect();
-    let now = p.now;
     for node in stale {
         p.events.push(PlanEvent::normal(
             "StaleNodeFound",
