@@ -235,6 +235,66 @@ pub trait GuestDrain {
     }
 }
 
+/// The [`GuestDrain`] methods of a provider that drains through its workload cluster
+/// (a field holding a `GuestDrain`, such as `flightdeck_workload::KubeGuest`): each
+/// forwards to that field. Every cloud's provider drains the same way.
+#[macro_export]
+macro_rules! forward_guest_drain {
+    ($field:ident) => {
+        async fn list_pods_on(
+            &self,
+            owner: &$crate::Ownership,
+            node: &str,
+        ) -> $crate::provider::Result<Option<Vec<$crate::Pod>>> {
+            self.$field.list_pods_on(owner, node).await
+        }
+        async fn set_unschedulable(
+            &self,
+            owner: &$crate::Ownership,
+            node: &str,
+            unschedulable: bool,
+        ) -> $crate::provider::Result<()> {
+            self.$field
+                .set_unschedulable(owner, node, unschedulable)
+                .await
+        }
+        async fn evict_pod(
+            &self,
+            owner: &$crate::Ownership,
+            namespace: &str,
+            name: &str,
+        ) -> $crate::provider::Result<()> {
+            self.$field.evict_pod(owner, namespace, name).await
+        }
+        async fn delete_pod(
+            &self,
+            owner: &$crate::Ownership,
+            namespace: &str,
+            name: &str,
+        ) -> $crate::provider::Result<()> {
+            self.$field.delete_pod(owner, namespace, name).await
+        }
+        async fn patch_node_metadata(
+            &self,
+            owner: &$crate::Ownership,
+            node: &str,
+            labels: &std::collections::BTreeMap<String, Option<String>>,
+            taints: Option<&[$crate::Taint]>,
+        ) -> $crate::provider::Result<()> {
+            self.$field
+                .patch_node_metadata(owner, node, labels, taints)
+                .await
+        }
+        async fn delete_node(
+            &self,
+            owner: &$crate::Ownership,
+            node: &str,
+        ) -> $crate::provider::Result<()> {
+            self.$field.delete_node(owner, node).await
+        }
+    };
+}
+
 fn unsupported(operation: &str) -> CloudError {
     CloudError::new(
         ErrorClass::Permanent,

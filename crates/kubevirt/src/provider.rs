@@ -19,9 +19,9 @@ use flightdeck_cloud::provider::Result;
 use flightdeck_cloud::{
     CloudError, Compute, EndpointService, ErrorClass, GuestCluster, GuestDrain, HealthMonitor,
     HealthMonitorCreate, Listener, ListenerCreate, LoadBalancer, LoadBalancerCreate, LoadBalancing,
-    Member, MemberCreate, Network, Node, Ownership, Pod, Pool, PoolCreate, Route, Router,
-    SecurityGroup, SecurityGroupRule, SecurityGroupRuleCreate, Server, ServerCreate, Templates,
-    VirtualMachines, Vmi,
+    Member, MemberCreate, Network, Node, Ownership, Pool, PoolCreate, Route, Router, SecurityGroup,
+    SecurityGroupRule, SecurityGroupRuleCreate, Server, ServerCreate, Templates, VirtualMachines,
+    Vmi,
 };
 use k8s_openapi::api::core::v1::{Secret, Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -432,43 +432,7 @@ impl<W: WorkloadClients> GuestCluster for KubeVirtCloud<W> {
 }
 
 impl<W: WorkloadClients> GuestDrain for KubeVirtCloud<W> {
-    async fn list_pods_on(&self, owner: &Ownership, node: &str) -> Result<Option<Vec<Pod>>> {
-        self.guest.list_pods_on(owner, node).await
-    }
-
-    async fn set_unschedulable(
-        &self,
-        owner: &Ownership,
-        node: &str,
-        unschedulable: bool,
-    ) -> Result<()> {
-        self.guest
-            .set_unschedulable(owner, node, unschedulable)
-            .await
-    }
-
-    async fn evict_pod(&self, owner: &Ownership, namespace: &str, name: &str) -> Result<()> {
-        self.guest.evict_pod(owner, namespace, name).await
-    }
-
-    async fn delete_pod(&self, owner: &Ownership, namespace: &str, name: &str) -> Result<()> {
-        self.guest.delete_pod(owner, namespace, name).await
-    }
-
-    async fn patch_node_metadata(
-        &self,
-        owner: &Ownership,
-        node: &str,
-        labels: &std::collections::BTreeMap<String, Option<String>>,
-        taints: Option<&[flightdeck_cloud::Taint]>,
-    ) -> Result<()> {
-        self.guest
-            .patch_node_metadata(owner, node, labels, taints)
-            .await
-    }
-    async fn delete_node(&self, owner: &Ownership, node: &str) -> Result<()> {
-        self.guest.delete_node(owner, node).await
-    }
+    flightdeck_cloud::forward_guest_drain!(guest);
 }
 
 #[cfg(test)]

@@ -357,43 +357,7 @@ impl<T: Transport, G: GuestCluster + Send + Sync> GuestCluster for OpenNebulaClo
 impl<T: Transport, G: Send + Sync> flightdeck_cloud::VirtualMachines for OpenNebulaCloud<T, G> {}
 /// The workload cluster's nodes are drained, and their Nodes deleted, through the guest.
 impl<T: Transport, G: GuestDrain + Send + Sync> GuestDrain for OpenNebulaCloud<T, G> {
-    async fn list_pods_on(
-        &self,
-        owner: &Ownership,
-        node: &str,
-    ) -> Result<Option<Vec<flightdeck_cloud::Pod>>> {
-        self.guest.list_pods_on(owner, node).await
-    }
-    async fn set_unschedulable(
-        &self,
-        owner: &Ownership,
-        node: &str,
-        unschedulable: bool,
-    ) -> Result<()> {
-        self.guest
-            .set_unschedulable(owner, node, unschedulable)
-            .await
-    }
-    async fn evict_pod(&self, owner: &Ownership, namespace: &str, name: &str) -> Result<()> {
-        self.guest.evict_pod(owner, namespace, name).await
-    }
-    async fn delete_pod(&self, owner: &Ownership, namespace: &str, name: &str) -> Result<()> {
-        self.guest.delete_pod(owner, namespace, name).await
-    }
-    async fn patch_node_metadata(
-        &self,
-        owner: &Ownership,
-        node: &str,
-        labels: &std::collections::BTreeMap<String, Option<String>>,
-        taints: Option<&[flightdeck_cloud::Taint]>,
-    ) -> Result<()> {
-        self.guest
-            .patch_node_metadata(owner, node, labels, taints)
-            .await
-    }
-    async fn delete_node(&self, owner: &Ownership, node: &str) -> Result<()> {
-        self.guest.delete_node(owner, node).await
-    }
+    flightdeck_cloud::forward_guest_drain!(guest);
 }
 
 impl<T: Transport, G: Send + Sync> Templates for OpenNebulaCloud<T, G> {
