@@ -145,7 +145,8 @@ pub(crate) fn drain(p: &mut Planner<'_>, ask: &Ask<'_>) -> Step {
         return Step::Go;
     }
     if !node.unschedulable {
-        p.act(
+        act_once(
+            p,
             Action::CordonNode {
                 machine: machine.to_string(),
                 node: node.name.clone(),
@@ -204,7 +205,11 @@ pub(crate) fn drain(p: &mut Planner<'_>, ask: &Ask<'_>) -> Step {
                 pod: name,
             }
         };
-        p.act(action, format!("draining node {} of {machine}", node.name));
+        act_once(
+            p,
+            action,
+            format!("draining node {} of {machine}", node.name),
+        );
     }
     p.wait(POLL_DRAIN.min(deadline_in));
     Step::Wait(format!(
@@ -213,6 +218,19 @@ pub(crate) fn drain(p: &mut Planner<'_>, ask: &Ask<'_>) -> Step {
         waiting_on.len(),
         waiting_on.join(", ")
     ))
+}
+
+/// Plans `action` unless this pass already holds it: a machine being removed whose VMI
+/// KubeVirt also evacuates is drained by both (each keeps its own deadline), and one
+/// cordon and one eviction per pod serve both.
+fn act_once(p: &mut Planner<'_>, action: Action, reason: String) {
+    let same = |planned: &Action| match (planned, &action) {
+        (Action::CordonNode { node: a, .. }, Action::CordonNode { node: b, .. }) => a == b,
+        (a, b) => a == b,
+    };
+    if !p.actions.iter().any(|a| same(&a.action)) {
+        p.act(action, reason);
+    }
 }
 
 /// The nodes whose pods the next plan needs to drain them: those of the machines being

@@ -178,6 +178,22 @@ fn leave(p: &mut Planner<'_>, m: &MachineView<'_>, failed: bool, blind: bool) ->
             now
         }
     };
+    // A drain that began before its node could be seen (the node list was blind) starts
+    // again when the node first shows: its pods get their whole `nodeDrainTimeout` from
+    // the cordon, not what the blindness left of it.
+    let since = match (removal.drain_since, &removal.node, m.node) {
+        (Some(_), None, Some(node)) => {
+            p.events.push(PlanEvent::normal(
+                "DrainStarted",
+                format!(
+                    "draining node {} of {name} now that it is seen ({}): at most {}",
+                    node.name, removal.reason, p.spec.spec.flight.node_drain_timeout
+                ),
+            ));
+            p.now
+        }
+        _ => since,
+    };
     let unready_since = match m.record.node_unready_since {
         Some(_) if failed => Some(Timestamp(0)),
         Some(t) if !blind => Some(t),

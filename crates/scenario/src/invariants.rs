@@ -359,6 +359,7 @@ impl Invariants {
                 self.record(Invariant::NoChurn, m.at, Some(v));
             }
             if self.enabled.contains(&Invariant::NoChurn)
+                && !guest_object(m)
                 && let Some(identity) = identity(&m.target_tags)
                 && let Some(cluster) = clusters.values().find(|c| c.uid == identity.0)
             {
@@ -634,6 +635,13 @@ fn shared_kind(m: &Mutation) -> Option<&'static str> {
     } else {
         None
     }
+}
+
+/// Whether `m` is of a workload cluster's Node or Pod: such objects carry their
+/// machine's tags (so that `onlyOwned` knows whose they are), but deleting a gone
+/// machine's Node, or evicting a pod, is not deleting the machine.
+fn guest_object(m: &Mutation) -> bool {
+    m.service == "kubernetes" && (m.target_id.contains("/node/") || m.target_id.contains("/pod/"))
 }
 
 fn identity(tags: &[String]) -> Option<Identity> {

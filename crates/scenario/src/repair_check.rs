@@ -14,7 +14,10 @@
 //!   evidence no node list is needed for.
 //!
 //! A machine is live from its create until its removal was asked for (a deleting
-//! server, a terminating VM, a VirtualMachine with a deletion timestamp).
+//! server, a terminating VM, a VirtualMachine with a deletion timestamp). For the
+//! repair count, a machine whose guest node is cordoned is leaving too: flightdeck
+//! drains a machine before it asks the cloud to delete it, and a set scaled down and
+//! then up again makes a new machine while the old one's drain runs on.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -41,6 +44,9 @@ pub(crate) struct Live<'a> {
     pub(crate) failed: bool,
     /// It runs (ACTIVE, RUNNING, a Running VMI) and its node is registered and Ready.
     pub(crate) serving: bool,
+    /// Its guest node is cordoned: its drain has begun, so its removal was asked for
+    /// even if the cloud has not been told yet (the machine goes once drained).
+    pub(crate) cordoned: bool,
     /// OpenStack: the image and flavor it was made from.
     pub(crate) image_flavor: Option<(&'a str, &'a str)>,
     /// OpenNebula: the template it was instantiated from.
@@ -58,12 +64,12 @@ fn machine_tags(tags: &[String]) -> Option<(&str, &str)> {
     Some((uid_of(tags)?, set_of(key)))
 }
 
-/// The servers (and OpenNebula VMs) of `world` that have a Ready node, by id.
-fn ready_nodes(world: &World) -> BTreeSet<&str> {
+/// The servers (and OpenNebula VMs) of `world` whose node passes `keep`, by id.
+fn nodes_where(world: &World, keep: impl Fn(&flightdeck_cloud::Node) -> bool) -> BTreeSet<&str> {
     world
         .nodes
         .iter()
-        .filter(|(_, n)| n.ready)
+        .filter(|(_, n)| keep(n))
         .filter_map(|(_, n)| n.server_id.as_deref())
         .collect()
 }
@@ -71,8 +77,9 @@ fn ready_nodes(world: &World) -> BTreeSet<&str> {
 /// Every live machine in `world`, on every cloud. Each list is walked once (a fleet
 /// of N clusters costs O(N log N), not O(N²)).
 pub(crate) fn live_machines(world: &World) -> Vec<Live<'_>> {
-    let ready = ready_nodes(world);
+    let ready = nodes_where(world, |n| n.ready);
     let node_ready = |id: &str| ready.contains(id);
+    let cordoned = nodes_where(world, |n| n.unschedulable);
     let vmi_phase: BTreeMap<&str, &str> = world
         .kube
         .vmis
@@ -80,17 +87,21 @@ pub(crate) fn live_machines(world: &World) -> Vec<Live<'_>> {
         .map(|i| (i.name.as_str(), i.phase.as_str()))
         .rev()
         .collect();
-    let workload_ready: BTreeSet<(&str, &str)> = world
-        .kube
-        .workloads
-        .iter()
-        .flat_map(|w| {
-            w.nodes
-                .iter()
-                .filter(|n| n.ready)
-                .map(move |n| (w.name.as_str(), n.name.as_str()))
-        })
-        .collect();
+    let workload_nodes = |keep: fn(&flightdeck_sim::KubeNodeView) -> bool| {
+        world
+            .kube
+            .workloads
+            .iter()
+            .flat_map(move |w| {
+                w.nodes
+                    .iter()
+                    .filter(move |n| keep(n))
+                    .map(move |n| (w.name.as_str(), n.name.as_str()))
+            })
+            .collect::<BTreeSet<(&str, &str)>>()
+    };
+    let workload_ready = workload_nodes(|n| n.ready);
+    let workload_cordoned = workload_nodes(|n| n.unschedulable);
     let servers = world
         .servers
         .iter()
@@ -104,6 +115,7 @@ pub(crate) fn live_machines(world: &World) -> Vec<Live<'_>> {
                 set,
                 failed: s.status == ServerStatus::Error,
                 serving: s.status == ServerStatus::Active && node_ready(&s.id),
+                cordoned: cordoned.contains(s.id.as_str()),
                 image_flavor: Some((&s.image, &s.flavor)),
                 template: None,
             })
@@ -127,6 +139,7 @@ pub(crate) fn live_machines(world: &World) -> Vec<Live<'_>> {
                 set,
                 failed: status.status == ServerStatus::Error,
                 serving: status.status == ServerStatus::Active && node_ready(&v.id.to_string()),
+                cordoned: cordoned.contains(v.id.to_string().as_str()),
                 image_flavor: None,
                 template: v.template_id,
             })
@@ -152,6 +165,7 @@ pub(crate) fn live_machines(world: &World) -> Vec<Live<'_>> {
                 set,
                 failed: phase == Some("Failed"),
                 serving: phase == Some("Running") && node_ready,
+                cordoned: workload_cordoned.contains(&(cluster, v.name.as_str())),
                 image_flavor: None,
                 template: None,
             })
@@ -232,7 +246,9 @@ impl RepairCheck {
         self.first_seen.retain(|id, _| ids.contains(id.as_str()));
         // Grouped once: a fleet of N clusters is looked at in O(N), not O(N²).
         let mut by_set: BTreeMap<(&str, &str), Vec<&Live<'_>>> = BTreeMap::new();
-        for m in &live {
+        // A machine whose drain has begun (its guest node cordoned) is leaving: it is no
+        // longer counted against its set, as a deleting server is not.
+        for m in live.iter().filter(|m| !m.cordoned) {
             by_set.entry((m.uid, m.set)).or_default().push(m);
         }
         for c in clusters.values() {

@@ -499,3 +499,28 @@ fn f9_at_the_deadline_control_plane_vmis_still_leave_one_at_a_time() {
     assert!(kinds(&p).contains(&"DeleteVmi"), "{:?}", kinds(&p));
     assert!(p.events.iter().any(|e| e.reason == "DrainDeadlinePassed"));
 }
+
+/// Seed 42005826: a machine being removed (a rollout, a scale-down) whose VMI KubeVirt
+/// evacuates at the same time is drained by both. One cordon and one eviction per pod
+/// serve both drains, so the plan is not refused as two actions on one node.
+#[test]
+fn g1_a_machine_removed_while_its_vmi_is_evacuated_is_cordoned_and_evicted_once() {
+    let mut w = World::new(EvictionStrategy::External, true);
+    w.memory.machines.get_mut(VM).expect("the worker").removal = Some(crate::memory::Removal {
+        since: T0,
+        reason: "an operator removes it".into(),
+        drain_since: None,
+        node: None,
+    });
+    w.pods(VM, vec![pod("web-1", false, false, "Running")]);
+    let p = w.plan();
+    assert!(
+        !p.events.iter().any(|e| e.reason == "PlanRejected"),
+        "{:#?}",
+        p.events
+    );
+    let cordons = kinds(&p).iter().filter(|k| **k == "CordonNode").count();
+    assert_eq!(cordons, 1, "{:?}", kinds(&p));
+    assert_eq!(evicted(&p), vec!["web-1"]);
+    assert_eq!(p.memory.drains[VM].since, T0, "F9's drain runs too");
+}

@@ -119,6 +119,56 @@ fn a_drain_that_outlives_its_deadline_lets_the_machine_go_with_an_event() {
     assert!(e[0].contains("1 pod(s) still on its node"), "{}", e[0]);
 }
 
+/// Seed 103142837: a drain that began while the node list was empty cordons the node
+/// only when the list comes back; its pods get the whole timeout from then, not what
+/// the blindness left of it.
+#[test]
+fn a_drain_begun_blind_starts_again_when_its_node_is_first_seen() {
+    let mut w = scale_down();
+    removing_worker(&mut w);
+    let nodes = w.observed.nodes.replace(Vec::new());
+    let p = step(&mut w);
+    assert_eq!(events(&p, "DrainStarted").len(), 1);
+    assert_eq!(count(&p, "CordonNode"), 0, "no node to cordon");
+    assert!(
+        targets(&p, "DeleteServer").is_empty(),
+        "a blind list proves no node gone"
+    );
+
+    w.now = T0.plus(Duration::from_mins(6));
+    w.observed.nodes = nodes;
+    let p = step(&mut w);
+    assert_eq!(count(&p, "CordonNode"), 1);
+    let started = events(&p, "DrainStarted");
+    assert!(
+        started.len() == 1 && started[0].contains("now that it is seen"),
+        "{started:?}"
+    );
+    let r = p.memory.machines[WORKER]
+        .removal
+        .as_ref()
+        .expect("removing");
+    assert_eq!(
+        r.drain_since,
+        Some(w.now),
+        "the deadline counts from the cordon"
+    );
+
+    // Past the first deadline, within the second: the pod under its budget still has time.
+    node_mut(&mut w, WORKER).unschedulable = true;
+    w.observed
+        .pods
+        .insert(WORKER.into(), vec![pod("web-1", WORKER)]);
+    w.now = T0.plus(Duration::from_mins(11));
+    let p = step(&mut w);
+    assert!(targets(&p, "DeleteServer").is_empty(), "{:#?}", p.actions);
+    assert!(
+        events(&p, "DrainStarted").is_empty(),
+        "it starts again once only"
+    );
+    assert_eq!(evicted(&p), ["web-1"]);
+}
+
 /// `WORKER` marked for removal (by a repair, an operator), its node not drained.
 fn removing_worker(w: &mut World) {
     w.record(WORKER).removal = Some(crate::memory::Removal {

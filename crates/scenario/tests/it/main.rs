@@ -7,6 +7,7 @@ mod f12_foreign_lists;
 mod f2_member_gate;
 mod flight_control;
 mod guest;
+mod guest_swarm;
 mod handover;
 mod identity;
 mod kubevirt;

@@ -1,0 +1,66 @@
+//! G1 findings of the swarm once the workload clusters ran pods (10,000 seeds from
+//! 42000000 and CI's run from 103142435, on 625d423): each seed replays as it failed and
+//! passes now.
+
+use flightdeck_scenario::swarm::{SwarmOptions, run_seed};
+
+/// Runs one swarm seed as `sim swarm` does (lagging restores drawn) and asserts that it
+/// passes.
+fn passes(seed: u64) {
+    let options = SwarmOptions {
+        seeds: 1,
+        from: seed,
+        jobs: 1,
+        disabled: Vec::new(),
+        check_determinism: false,
+        lagging_store: true,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let outcome = runtime.block_on(run_seed(seed, &options));
+    assert!(
+        outcome.failure.is_none(),
+        "seed {seed}: {:#?}",
+        outcome.failure
+    );
+}
+
+/// G1 and F9, seeds 42005826 and 42000075 (11 seeds in all): a control-plane machine
+/// being rolled out whose VMI KubeVirt evacuated at the same time was drained twice in
+/// one pass, by its removal and by F9. Both cordoned the node, the plan was refused as
+/// two actions on one node, and so was every pass after: the VMI blocked its infra node
+/// for 35 minutes. One cordon and one eviction per pod now serve both drains.
+#[test]
+fn g1_a_machine_removed_while_kubevirt_evacuates_it_is_drained_once_per_pass() {
+    passes(42_005_826);
+    passes(42_000_075);
+}
+
+/// G1, seed 103142837: a scale-down's drain began while the node list was empty, so the
+/// node was cordoned only when the list came back, 4m22s into its 10m deadline, and a
+/// pod under its budget was lost at the deadline. The drain now starts again when the
+/// node is first seen: its pods get the whole `nodeDrainTimeout` from the cordon.
+#[test]
+fn g1_a_drain_begun_while_the_node_list_was_blind_gives_its_pods_the_whole_timeout() {
+    passes(103_142_837);
+    passes(42_000_829);
+}
+
+/// F3 and G1, seed 103142548: a pool scaled to 0 and back to 1 while its machine was
+/// being drained makes a new machine beside the one leaving. The check counted that as
+/// a repair begun while the node list was empty; a machine whose guest node is cordoned
+/// is leaving, as a deleting server is (a bug in the check).
+#[test]
+fn f3_a_new_machine_beside_one_being_drained_is_no_repair() {
+    passes(103_142_548);
+}
+
+/// F11 and G1, seed 42001508: an operator deleted a control-plane machine; flightdeck
+/// deleted its stale Node and made the machine again. The Node carries its machine's
+/// tags, and the check took the Node's deletion for the machine's (a bug in the check).
+#[test]
+fn f11_deleting_a_gone_machines_node_is_not_deleting_the_machine() {
+    passes(42_001_508);
+    passes(42_000_692);
+}
