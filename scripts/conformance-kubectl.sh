@@ -3,7 +3,9 @@
 # --kubernetes`. Finds or installs kubectl, builds flightdeck, serves the simulator on
 # loopback with a KubeVirt fixture (cluster `demo`: VMs demo-cp-1, demo-workers-2,
 # demo-workers-3) and every PodDisruptionBudget blocked for the first PDB_BLOCK_WALL_S
-# seconds, runs the suite, and stops the server on exit.
+# seconds, runs the suite, and stops the server on exit. The suite also builds the
+# OpenStack example (as cluster `os`) with `flightdeck up --openstack` on the served
+# simulator and drains one of its workers with kubectl.
 #
 # KUBECTL=/path/to/kubectl runs the suite with another kubectl.
 set -euo pipefail
@@ -77,6 +79,7 @@ echo "simulated Kubernetes at $(cat "$url_file") (ready after $(($(date +%s) - b
 status=0
 FLIGHTDECK="$fd" KUBECTL="$kubectl_bin" INFRA_KUBECONFIG="$work/kube/infra.kubeconfig" \
   DEMO_KUBECONFIG="$work/kube/demo.kubeconfig" KUBECTL_CACHE_DIR="$work/kube-cache" \
+  OS_CLIENT_CONFIG_FILE="$work/clouds.yaml" OPENSTACK_EXAMPLE=examples/openstack.yaml \
   SIM_SPEED="$speed" PDB_BLOCKS_UNTIL="$(awk -v s="$serve_started" -v b="$pdb_block_wall_s" 'BEGIN { printf "%.3f", s + b }')" \
   python3 tests/conformance/kubectl_conformance.py || status=$?
 if [ "$status" != 0 ]; then

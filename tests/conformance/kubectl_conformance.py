@@ -413,6 +413,105 @@ def test_large_user_data_comes_from_a_secret_the_vm_owns():
        [("VirtualMachine", vm["metadata"]["name"], vm["metadata"]["uid"])], "the Secret's owner")
 
 
+# The OpenStack cluster `flightdeck up --openstack` builds on the served simulator (the
+# repository's example, renamed): its workload cluster runs the simulated workload (web
+# under a PodDisruptionBudget, a cache pod with emptyDir data, a DaemonSet, static pods),
+# and kubectl drains one of its workers as it would a real cluster's.
+OS_CLUSTER = "os"
+OS_WORKERS = ["os-workers-4", "os-workers-5"]
+
+
+def os_kubeconfig():
+    return os.path.join(os.path.dirname(INFRA), OS_CLUSTER + ".kubeconfig")
+
+
+def test_flightdeck_up_builds_an_openstack_cluster_whose_nodes_kubectl_lists():
+    work = os.path.dirname(INFRA)
+    with open(os.environ["OPENSTACK_EXAMPLE"]) as f:
+        example = f.read()
+    spec = (example.replace("name: demo\n", f"name: {OS_CLUSTER}\n", 1)
+            .replace("cloud: sim\n", "cloud: flightdeck-sim\n")
+            .replace("      router: demo-router\n", ""))
+    spec += f"  workload:\n    kubeconfig: {os_kubeconfig()}\n"
+    path = os.path.join(work, "os.yaml")
+    with open(path, "w") as f:
+        f.write(spec)
+    with open(os.path.join(work, "up-os.log"), "w") as log:
+        code = subprocess.run(
+            [os.environ["FLIGHTDECK"], "up", "--openstack", "-f", path, "--state-dir",
+             os.path.join(work, "os-state"), "--timeout", "30m", "--quiet"],
+            stdout=log, stderr=subprocess.STDOUT, timeout=600,
+        ).returncode
+    with open(os.path.join(work, "up-os.log")) as log:
+        eq(code, 0, f"flightdeck up --openstack's exit code\n{log.read()[-3000:]}")
+
+    def all_ready():
+        nodes = get_json(os_kubeconfig(), "nodes")["items"]
+        return nodes if len(nodes) == 5 and all(ready(n) for n in nodes) else None
+    nodes = wait(all_ready, "the OpenStack cluster's 5 nodes Ready", virtual_seconds=600)
+    names = sorted(n["metadata"]["name"] for n in nodes)
+    assert set(OS_WORKERS) <= set(names), names
+    for n in nodes:
+        provider = n["spec"].get("providerID", "")
+        assert provider.startswith("openstack:///"), f"{n['metadata']['name']}: {provider!r}"
+    _, out, _ = kubectl(os_kubeconfig(), "get", "nodes")
+    # The simulator serves no server-side Table (kubectl then prints NAME and AGE only).
+    header, rows = table(out)
+    eq(header[0], "NAME", "first column of `kubectl get nodes`")
+    eq(sorted(r[0] for r in rows), names, "names in `kubectl get nodes`")
+
+
+def os_pods_on(node):
+    return [p for p in get_json(os_kubeconfig(), "pods", "-A")["items"]
+            if p["spec"].get("nodeName") == node and not p["metadata"].get("deletionTimestamp")]
+
+
+def test_the_openstack_workload_runs_under_its_budget():
+    def running():
+        pods = get_json(os_kubeconfig(), "pods", "-A")["items"]
+        web = [p for p in pods if p["metadata"].get("labels", {}).get("app") == "web"]
+        if len(web) < 2 or any(p["status"].get("phase") != "Running" for p in web):
+            return None
+        return pods
+    pods = wait(running, "web's two pods Running", virtual_seconds=600)
+    kinds = {owner_kind(p) for p in pods}
+    assert "DaemonSet" in kinds, kinds
+    assert any(any("emptyDir" in v for v in p["spec"].get("volumes", [])) for p in pods), \
+        "no pod with emptyDir data"
+    pdb = get_json(os_kubeconfig(), "pdb", "web")
+    assert pdb["spec"].get("minAvailable") is not None, pdb["spec"]
+
+
+def test_kubectl_drains_an_openstack_worker_and_its_pods_move():
+    drained = max(OS_WORKERS, key=lambda n: sum(
+        1 for p in os_pods_on(n) if owner_kind(p) not in ("DaemonSet", "Node")))
+    leaving = [p["metadata"]["name"] for p in os_pods_on(drained)
+               if owner_kind(p) not in ("DaemonSet", "Node")]
+    assert leaving, f"no pod that must leave on {drained}"
+    code, out, err = kubectl(
+        os_kubeconfig(), "drain", drained, "--ignore-daemonsets", "--delete-emptydir-data",
+        "--timeout=300s", timeout=330, check=False)
+    transcript = f"--- stdout\n{out}--- stderr\n{err}"
+    eq(code, 0, f"kubectl drain's exit code\n{transcript}")
+    for name in leaving:
+        assert f"pod/{name} evicted" in out, f"pod/{name} evicted not printed\n{transcript}"
+    _, flag, _ = kubectl(os_kubeconfig(), "get", "node", drained, "-o",
+                         "jsonpath={.spec.unschedulable}")
+    eq(flag, "true", "spec.unschedulable after drain")
+    left = [p["metadata"]["name"] for p in os_pods_on(drained)
+            if owner_kind(p) not in ("DaemonSet", "Node")]
+    eq(left, [], f"pods that must leave still on {drained}")
+
+    def moved():
+        web = [p for p in get_json(os_kubeconfig(), "pods", "-l", "app=web")["items"]
+               if not p["metadata"].get("deletionTimestamp")]
+        ok = len(web) == 2 and all(p["status"].get("phase") == "Running"
+                                   and p["spec"].get("nodeName") != drained for p in web)
+        return web if ok else None
+    wait(moved, f"web's pods Running again, none on {drained}", virtual_seconds=600)
+    kubectl(os_kubeconfig(), "uncordon", drained)
+
+
 def stop_up():
     proc = UP.pop("proc", None)
     if proc is not None:

@@ -48,6 +48,11 @@ pub(crate) enum MissingNode {
     /// by the machine's identity and never takes a miss for drained). The machine goes
     /// at the deadline.
     WaitForDeadline,
+    /// Not known: the node list is blind (unreachable, stale, empty) and the node was
+    /// never seen. Nothing proves its pods gone or the node absent, so the machine waits
+    /// for the list, without a deadline: the deadline bounds a drain, and this one has
+    /// not begun. Once the node is seen it is cordoned and its deadline starts.
+    WaitUntilSeen,
 }
 
 /// One machine to drain.
@@ -93,6 +98,13 @@ pub(crate) fn drain(p: &mut Planner<'_>, ask: &Ask<'_>) -> Step {
     if !p.options.on(Mechanism::DrainBeforeDelete) {
         return Step::Go;
     }
+    if ask.node.is_none() && ask.missing == MissingNode::WaitUntilSeen {
+        p.wait(POLL_DRAIN);
+        return Step::Wait(format!(
+            "{machine}: the node list is blind and its node has not been seen; it goes once the list shows its node drained or shows none (its deadline of {} starts when the node is seen)",
+            ask.timeout
+        ));
+    }
     let waited = p.now.since(ask.since);
     let deadline_on = p.options.on(Mechanism::DrainDeadline);
     if deadline_on && waited >= ask.timeout {
@@ -122,7 +134,7 @@ pub(crate) fn drain(p: &mut Planner<'_>, ask: &Ask<'_>) -> Step {
     let Some(node) = ask.node else {
         return match ask.missing {
             MissingNode::NothingToDrain => Step::Go,
-            MissingNode::WaitForDeadline => {
+            MissingNode::WaitForDeadline | MissingNode::WaitUntilSeen => {
                 p.wait(POLL_DRAIN.min(deadline_in));
                 Step::Wait(format!(
                     "{machine}: its node cannot be found by the machine's identity; it is not taken for drained, and the machine goes at the deadline in {deadline_in}"

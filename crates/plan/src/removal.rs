@@ -146,8 +146,9 @@ pub const POLL_HELD: flightdeck_spec::Duration = flightdeck_spec::Duration::from
 /// [`node_drain`]), its deadline passed, or no node to drain. A server in ERROR whose node
 /// is NotReady is not waited on: its kubelet is gone with it. While the node list is
 /// `blind` (unreachable, stale, empty, or all NotReady at once) a missing node is not
-/// taken for none and NotReady not for unreachable: the drain waits, at most until its
-/// deadline.
+/// taken for none and NotReady not for unreachable: the drain waits, for a node never
+/// seen until the list shows it (its deadline starts then), for one seen before at most
+/// until its deadline.
 fn leave(p: &mut Planner<'_>, m: &MachineView<'_>, failed: bool, blind: bool) -> Step {
     let name = m.name().to_string();
     let Some(removal) = p.memory.machines.get(&name).and_then(|r| r.removal.clone()) else {
@@ -216,10 +217,13 @@ fn leave(p: &mut Planner<'_>, m: &MachineView<'_>, failed: bool, blind: bool) ->
         since,
         timeout: p.spec.spec.flight.node_drain_timeout,
         cause: &removal.reason,
-        missing: if blind && !failed {
-            MissingNode::WaitForDeadline
-        } else {
-            MissingNode::NothingToDrain
+        // A blind list hides whether the node is there: one never seen is waited for
+        // (a machine is never deleted under pods flightdeck could not see), one seen and
+        // cordoned before keeps its deadline.
+        missing: match (blind && !failed, &removal.node) {
+            (false, _) => MissingNode::NothingToDrain,
+            (true, None) => MissingNode::WaitUntilSeen,
+            (true, Some(_)) => MissingNode::WaitForDeadline,
         },
         unready_since,
     };

@@ -39,6 +39,9 @@ pub struct FlightChecks {
     since: BTreeMap<Episode, Timestamp>,
     reported: BTreeSet<Episode>,
     repairs: crate::repair_check::RepairCheck,
+    /// Some cluster was looked at while the world showed it ready, it was not being
+    /// deleted and no API outage was on: the repairs' checks applied at least once.
+    looked_at_ready: bool,
 }
 
 type Episode = (Invariant, String, String);
@@ -85,6 +88,7 @@ impl FlightChecks {
                 self.since.retain(|(_, c, _), _| c != name);
                 continue;
             }
+            self.looked_at_ready = true;
             let bound =
                 Duration::from_millis(spec.flight.resync_period.as_millis() * 11 / 10 + 180_000);
             let pod = spec.network.pod_cidr;
@@ -133,6 +137,12 @@ impl FlightChecks {
                 inv.record(Invariant::RoutesConsistent, now, v);
             }
         }
+    }
+
+    /// Whether `rulesRestored` and `routesConsistent` were judged at least once: some
+    /// cluster was looked at while ready, not being deleted, and outside an API outage.
+    pub fn looked_at_ready(&self) -> bool {
+        self.looked_at_ready
     }
 
     /// What the repair check knows of the machines it has seen.

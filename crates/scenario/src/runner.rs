@@ -787,6 +787,14 @@ impl<P: Provider + 'static> Driver<'_, P> {
             ] {
                 why.insert(i, never.into());
             }
+        } else if !self.flight.looked_at_ready() {
+            // Seed 43006849: a cluster ready only during an API outage, then deleted.
+            for i in [Invariant::RulesRestored, Invariant::RoutesConsistent] {
+                why.insert(
+                    i,
+                    "no cluster was ready outside an API outage and before its deletion".into(),
+                );
+            }
         }
         why.insert(Invariant::StatusTruthful, self.truth.not_checked());
         for i in [

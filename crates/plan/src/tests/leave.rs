@@ -121,7 +121,7 @@ fn a_drain_that_outlives_its_deadline_lets_the_machine_go_with_an_event() {
 
 /// Seed 103142837: a drain that began while the node list was empty cordons the node
 /// only when the list comes back; its pods get the whole timeout from then, not what
-/// the blindness left of it.
+/// the blindness left of it, and until then the machine waits past any deadline.
 #[test]
 fn a_drain_begun_blind_starts_again_when_its_node_is_first_seen() {
     let mut w = scale_down();
@@ -134,8 +134,14 @@ fn a_drain_begun_blind_starts_again_when_its_node_is_first_seen() {
         targets(&p, "DeleteServer").is_empty(),
         "a blind list proves no node gone"
     );
+    // Seed 43004743: past the deadline, still blind: a node never seen is not given up
+    // on (its pods would go with the machine, never cordoned).
+    w.now = T0.plus(Duration::from_mins(12));
+    let p = step(&mut w);
+    assert!(targets(&p, "DeleteServer").is_empty(), "{:#?}", p.actions);
+    assert!(events(&p, "DrainDeadlinePassed").is_empty());
 
-    w.now = T0.plus(Duration::from_mins(6));
+    w.now = T0.plus(Duration::from_mins(16));
     w.observed.nodes = nodes;
     let p = step(&mut w);
     assert_eq!(count(&p, "CordonNode"), 1);
@@ -159,7 +165,7 @@ fn a_drain_begun_blind_starts_again_when_its_node_is_first_seen() {
     w.observed
         .pods
         .insert(WORKER.into(), vec![pod("web-1", WORKER)]);
-    w.now = T0.plus(Duration::from_mins(11));
+    w.now = T0.plus(Duration::from_mins(25));
     let p = step(&mut w);
     assert!(targets(&p, "DeleteServer").is_empty(), "{:#?}", p.actions);
     assert!(

@@ -1,6 +1,6 @@
 //! G1 findings of the swarm once the workload clusters ran pods (10,000 seeds from
-//! 42000000 and CI's run from 103142435, on 625d423): each seed replays as it failed and
-//! passes now.
+//! 42000000 and CI's run from 103142435, on 625d423; 10,000 from 43000000 on d04df84):
+//! each seed replays as it failed and passes now.
 
 use flightdeck_scenario::swarm::{SwarmOptions, run_seed};
 
@@ -41,10 +41,24 @@ fn g1_a_machine_removed_while_kubevirt_evacuates_it_is_drained_once_per_pass() {
 /// node was cordoned only when the list came back, 4m22s into its 10m deadline, and a
 /// pod under its budget was lost at the deadline. The drain now starts again when the
 /// node is first seen: its pods get the whole `nodeDrainTimeout` from the cordon.
+///
+/// Seeds 43004743 and 43009015: the list stayed blind past the deadline (a dropped
+/// requeue hid the minute it came back), and the machine went with its pods, never
+/// cordoned. A node never seen through a blind list is now waited for without deadline.
 #[test]
 fn g1_a_drain_begun_while_the_node_list_was_blind_gives_its_pods_the_whole_timeout() {
     passes(103_142_837);
     passes(42_000_829);
+    passes(43_004_743);
+    passes(43_009_015);
+}
+
+/// Seed 43006849: a KubeVirt cluster ready only while the API rate-limited every call,
+/// then deleted; `rulesRestored` had never been judged, and the run called it failed
+/// (a bug in the check: it did not apply).
+#[test]
+fn a_cluster_ready_only_during_an_outage_leaves_the_flight_checks_not_applicable() {
+    passes(43_006_849);
 }
 
 /// F3 and G1, seed 103142548: a pool scaled to 0 and back to 1 while its machine was
