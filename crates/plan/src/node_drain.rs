@@ -8,7 +8,8 @@
 //!    an empty node proves nothing (a pod may land on it in the meantime);
 //! 3. every pod that must leave (not DaemonSet, not mirror) is evicted through the
 //!    Eviction API; a 429 (a PodDisruptionBudget) is looked at again after
-//!    [`POLL_DRAIN`], never waited for inside a reconcile; a pod that needs no budget
+//!    [`POLL_DRAIN`] (every [`POLL_DRAIN_SLOW`] once the drain has run a minute), never
+//!    waited for inside a reconcile; a pod that needs no budget
 //!    check (finished, pending, already being deleted) is deleted;
 //! 4. the machine may go once no such pod is left, or once the drain's deadline has
 //!    passed (with an event naming the deadline and the pods left), or at once when its
@@ -35,6 +36,25 @@ pub const DELETION_HELD: &str = "DeletionHeld";
 /// How often a drain is looked at while pods leave or a disruption budget blocks
 /// (`kubectl drain` retries a 429 after 5 s).
 pub const POLL_DRAIN: Duration = Duration::from_secs(5);
+
+/// How often a drain is looked at once it has run for [`DRAIN_FAST_FOR`]: a disruption
+/// budget that has held a drain that long is not about to let go, and a fleet whose
+/// drains all wait on budgets must not poll the workload APIs (and the cloud, at every
+/// pass) every 5 s for ten minutes. Cluster API's machine controller requeues a drain
+/// every 20 s.
+pub const POLL_DRAIN_SLOW: Duration = Duration::from_secs(20);
+
+/// How long a drain is looked at every [`POLL_DRAIN`] before every [`POLL_DRAIN_SLOW`].
+pub const DRAIN_FAST_FOR: Duration = Duration::from_mins(1);
+
+/// How soon a drain that has run for `waited` is looked at again.
+fn poll(waited: Duration) -> Duration {
+    if waited < DRAIN_FAST_FOR {
+        POLL_DRAIN
+    } else {
+        POLL_DRAIN_SLOW
+    }
+}
 
 /// How long a node must have been NotReady before its drain is not waited for.
 pub const UNREACHABLE_AFTER: Duration = Duration::from_mins(5);
@@ -99,7 +119,7 @@ pub(crate) fn drain(p: &mut Planner<'_>, ask: &Ask<'_>) -> Step {
         return Step::Go;
     }
     if ask.node.is_none() && ask.missing == MissingNode::WaitUntilSeen {
-        p.wait(POLL_DRAIN);
+        p.wait(poll(p.now.since(ask.since)));
         return Step::Wait(format!(
             "{machine}: the node list is blind and its node has not been seen; it goes once the list shows its node drained or shows none (its deadline of {} starts when the node is seen)",
             ask.timeout
@@ -129,13 +149,13 @@ pub(crate) fn drain(p: &mut Planner<'_>, ask: &Ask<'_>) -> Step {
     let deadline_in = if deadline_on {
         Duration::from_millis(ask.timeout.as_millis().saturating_sub(waited.as_millis()))
     } else {
-        POLL_DRAIN
+        POLL_DRAIN_SLOW
     };
     let Some(node) = ask.node else {
         return match ask.missing {
             MissingNode::NothingToDrain => Step::Go,
             MissingNode::WaitForDeadline | MissingNode::WaitUntilSeen => {
-                p.wait(POLL_DRAIN.min(deadline_in));
+                p.wait(poll(waited).min(deadline_in));
                 Step::Wait(format!(
                     "{machine}: its node cannot be found by the machine's identity; it is not taken for drained, and the machine goes at the deadline in {deadline_in}"
                 ))
@@ -170,7 +190,7 @@ pub(crate) fn drain(p: &mut Planner<'_>, ask: &Ask<'_>) -> Step {
         );
     }
     let Some(pods) = p.observed.pods.get(&node.name).cloned() else {
-        p.wait(POLL_DRAIN.min(deadline_in));
+        p.wait(poll(waited).min(deadline_in));
         return Step::Wait(format!(
             "{machine}: the pods of node {} are not listed yet",
             node.name
@@ -180,7 +200,7 @@ pub(crate) fn drain(p: &mut Planner<'_>, ask: &Ask<'_>) -> Step {
     if leaving.is_empty() && !node.unschedulable {
         // Until the cordon is in force pods may still land on it (evicted from another
         // node in this very pass, say): an empty list taken before proves nothing.
-        p.wait(POLL_DRAIN.min(deadline_in));
+        p.wait(poll(waited).min(deadline_in));
         return Step::Wait(format!(
             "{machine}: cordoning node {} before it can be taken for drained",
             node.name
@@ -223,7 +243,7 @@ pub(crate) fn drain(p: &mut Planner<'_>, ask: &Ask<'_>) -> Step {
             format!("draining node {} of {machine}", node.name),
         );
     }
-    p.wait(POLL_DRAIN.min(deadline_in));
+    p.wait(poll(waited).min(deadline_in));
     Step::Wait(format!(
         "{machine}: draining node {} for {waited}, {} pod(s) left: {} (deadline in {deadline_in})",
         node.name,

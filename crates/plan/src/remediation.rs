@@ -278,7 +278,17 @@ fn control_plane_never_served(
     // no working control plane yet whose observer could be broken. Unless the way to it
     // is not there: without its member in the load balancer, no machine could be reached
     // (an Octavia outage is not the machine's fault).
-    if p.observed.nodes.is_none() && p.memory.ready_since.is_none() && m.member.is_some() {
+    // A member the health monitor finds ONLINE serves the API: the API came up, and
+    // only the way flightdeck reads it fails (seed 44014283: the workload API answered
+    // 429 while every member was ONLINE).
+    let serving = monitored
+        && m.member
+            .is_some_and(|x| x.operating_status == flightdeck_cloud::OperatingStatus::Online);
+    if p.observed.nodes.is_none()
+        && p.memory.ready_since.is_none()
+        && m.member.is_some()
+        && !serving
+    {
         return Some(format!("the cluster's API never came up within {timeout}"));
     }
     None

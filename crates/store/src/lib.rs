@@ -11,6 +11,7 @@
 mod backup;
 mod check;
 pub mod conformance;
+mod memory_disk;
 mod redb_store;
 
 pub use backup::{BACKUPS_KEPT, backup_path};

@@ -55,46 +55,12 @@ fn guarded<T>(path: &str, f: impl FnOnce() -> Result<T, StoreError>) -> Result<T
     }
 }
 
-/// An in-memory disk image for [`crate::Store::on_memory_disk`]. Clones share the image.
-#[derive(Clone, Debug, Default)]
-pub struct MemoryDisk(std::sync::Arc<redb::backends::InMemoryBackend>);
+pub use crate::memory_disk::MemoryDisk;
 
-impl MemoryDisk {
-    pub fn new() -> Self {
-        MemoryDisk::default()
-    }
-
-    /// A separate image with the bytes this one holds now: what a backup or a snapshot
-    /// of the disk taken at this instant would restore.
-    pub fn image(&self) -> Result<MemoryDisk, std::io::Error> {
-        use redb::StorageBackend;
-        let len = self.0.len()?;
-        let mut bytes = vec![0u8; usize::try_from(len).map_err(std::io::Error::other)?];
-        self.0.read(0, &mut bytes)?;
-        let copy = MemoryDisk::new();
-        copy.0.set_len(len)?;
-        copy.0.write(0, &bytes)?;
-        Ok(copy)
-    }
-}
-
-impl redb::StorageBackend for MemoryDisk {
-    fn len(&self) -> Result<u64, std::io::Error> {
-        self.0.len()
-    }
-    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
-        self.0.read(offset, out)
-    }
-    fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
-        self.0.set_len(len)
-    }
-    fn sync_data(&self) -> Result<(), std::io::Error> {
-        self.0.sync_data()
-    }
-    fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
-        self.0.write(offset, data)
-    }
-}
+/// redb's page cache for a store whose disk is memory (1 GiB by default): a cache of
+/// memory in memory only doubles it. `up` of 1,000 clusters kept about 100 MB of cached
+/// pages beside its disk image at its peak.
+const MEMORY_CACHE_BYTES: usize = 4 << 20;
 
 /// Makes the store file readable and writable by its owner only, as its backups are: it
 /// holds every cluster's spec. A new file is created so (redb starts a database in an
@@ -171,7 +137,8 @@ impl RedbStore {
     /// A store in memory, for tests and throw-away runs.
     pub fn in_memory() -> Result<RedbStore, StoreError> {
         let db = Database::builder()
-            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .set_cache_size(MEMORY_CACHE_BYTES)
+            .create_with_backend(MemoryDisk::new())
             .map_err(|e| StoreError::Backend {
                 path: "<memory>".into(),
                 message: e.to_string(),
@@ -190,6 +157,7 @@ impl RedbStore {
     /// recovery path, without touching the file system.
     pub fn on_memory_disk(disk: &MemoryDisk) -> Result<RedbStore, StoreError> {
         let db = Database::builder()
+            .set_cache_size(MEMORY_CACHE_BYTES)
             .create_with_backend(disk.clone())
             .map_err(|e| StoreError::Backend {
                 path: "<memory disk>".into(),

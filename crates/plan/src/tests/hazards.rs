@@ -360,6 +360,34 @@ fn a_condemned_machine_of_a_cluster_that_never_came_up_is_taken_out() {
     assert!(condition(&p, "RolloutHalted").is_none_or(|c| !c.status));
 }
 
+/// Seed 44014283: while the workload API answered 429 (no node list) during the build,
+/// every control-plane member was ONLINE: the API had come up, and only flightdeck's
+/// reads of it failed. No machine is replaced for an API that serves.
+#[test]
+fn an_api_whose_members_are_online_came_up_even_when_it_cannot_be_read() {
+    let mut spec1 = spec_with(V1, 0, true);
+    spec1.spec.control_plane.replicas =
+        flightdeck_spec::cluster::ControlPlaneReplicas::new(1).expect("replicas");
+    let mut w = World::with_infra(spec1);
+    let online = Health {
+        member: Some((Active, OperatingStatus::Online)),
+        node_ready: None,
+    };
+    w.add_cp(1, V1, online);
+    w.observed.nodes = None;
+    w.memory.ready_since = None;
+    w.record("demo-cp-1").created_at = Timestamp(T0.0 - 1_800_000);
+    w.record("demo-cp-1").running_since = Some(Timestamp(T0.0 - 1_800_000));
+    assert!(!w.observed.health_monitors.is_empty(), "monitored");
+    let p = w.plan();
+    assert!(
+        !p.events.iter().any(|e| e.reason == "RemediationStarted"),
+        "{:#?}",
+        p.events
+    );
+    assert!(p.memory.machines["demo-cp-1"].remediation.is_none());
+}
+
 /// Found by the swarm (seeds 600071990, 137684436): a removal decided under the old spec
 /// (here a rollout's, when cp-2, cp-3 and cp-6 served for 3 replicas) must not go on
 /// once the spec asks for 5: only 3 others serve, fewer than the new replicas.

@@ -111,6 +111,17 @@ fn a_drain_that_outlives_its_deadline_lets_the_machine_go_with_an_event() {
         targets(&p, "DeleteServer").is_empty(),
         "not before the deadline"
     );
+    // Seed 44019776: past its first minute a blocked drain no longer asks for a look
+    // every 5 s (what else the pass waits for may still ask sooner than 20 s).
+    w.now = T0.plus(Duration::from_mins(2));
+    let p = step(&mut w);
+    assert!(
+        p.requeue_after.is_some_and(
+            |d| d > crate::node_drain::POLL_DRAIN && d <= crate::node_drain::POLL_DRAIN_SLOW
+        ),
+        "{:?}",
+        p.requeue_after
+    );
     w.now = T0.plus(timeout);
     let p = step(&mut w);
     assert_eq!(targets(&p, "DeleteServer"), [WORKER]);

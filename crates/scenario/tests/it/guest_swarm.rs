@@ -78,3 +78,21 @@ fn f11_deleting_a_gone_machines_node_is_not_deleting_the_machine() {
     passes(42_001_508);
     passes(42_000_692);
 }
+
+/// F3, seed 44014283 (20,000 from 44000000): during a build the workload API answered
+/// 429 while every control-plane member was ONLINE, and a machine was replaced because
+/// "the cluster's API never came up". A member the health monitor finds ONLINE serves
+/// the API: no repair for an API that serves but cannot be read.
+#[test]
+fn f3_an_api_whose_members_are_online_is_not_taken_for_one_that_never_came_up() {
+    passes(44_014_283);
+}
+
+/// G1, seed 44019776: a KubeVirt drain held by a disruption budget under `api.errorRate`
+/// polled every 5 s for ten minutes, and the cloud refused 241 of its calls in ten
+/// minutes (`callBudget`, at most 240). A drain now polls every 5 s for its first
+/// minute, then every 20 s, as Cluster API requeues a drain.
+#[test]
+fn g1_a_drain_held_by_a_budget_polls_slower_after_its_first_minute() {
+    passes(44_019_776);
+}
