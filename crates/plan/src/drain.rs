@@ -135,7 +135,9 @@ fn drain_one(p: &mut Planner<'_>, vmi: &Vmi, timeout: Duration) -> Option<String
             Some(left) if left > 0 => format!("deadline in {}", Duration::from_millis(left)),
             _ => format!("its deadline of {timeout} has passed"),
         };
-        p.wait(POLL_DRAIN);
+        // Slower once it has waited a minute (seed 45005134: such waits at 5 s under
+        // `api.errorRate` cost more refused calls than a hot loop may).
+        p.wait(crate::node_drain::poll(waited));
         return Some(format!(
             "{machine}: waits until control-plane machine {other} is back before it leaves ({deadline})"
         ));

@@ -118,12 +118,17 @@ pub fn views<'a>(
                     .iter()
                     .find(|s| machine_of(&s.tags) == Some(record.key.as_str())),
             };
-            // A member Octavia lists as DELETED is gone, like one it no longer lists.
+            // A member Octavia lists as DELETED is gone, like one it no longer lists. By
+            // tag, only a member on the listed server's address is its: one on another
+            // address was made for an earlier machine of the same key (seed 45003950:
+            // an operator deleted cp-4, a restore forgot it, and cp-4 was made again,
+            // and took the old member for its own before its server was listed).
             let member = observed.members.iter().find(|m| {
                 m.provisioning_status != ProvisioningStatus::Deleted
                     && pool.is_some_and(|p| m.pool_id == p)
                     && (record.member_id.as_deref() == Some(m.id.as_str())
-                        || machine_of(&m.tags) == Some(record.key.as_str()))
+                        || (machine_of(&m.tags) == Some(record.key.as_str())
+                            && server.and_then(|s| s.address) == Some(m.address)))
             });
             let node = observed
                 .nodes
@@ -137,6 +142,14 @@ pub fn views<'a>(
             }
         })
         .collect()
+}
+
+/// Whether `member` may be `server`'s: on its address, or the server or its address is
+/// not known (nothing proves otherwise).
+pub(crate) fn member_on_server(member: &Member, server: Option<&Server>) -> bool {
+    server
+        .and_then(|s| s.address)
+        .is_none_or(|a| a == member.address)
 }
 
 /// Time during which flightdeck could not observe the cluster is no machine's: every

@@ -214,7 +214,19 @@ fn remove_orphan_members(p: &mut Planner<'_>, pool_id: &str) {
         .filter(|x| x.provisioning_status != ProvisioningStatus::Deleted)
         .filter_map(|x| {
             let key = machine_of(&x.tags)?;
-            let known = p.memory.machines.values().any(|r| r.key == key);
+            // A machine of that key owns it, unless the member is on another address
+            // than that machine's server and is not the member it recorded: then it was
+            // an earlier machine's of the same key.
+            let known = p.memory.machines.values().any(|r| {
+                r.key == key
+                    && (r.member_id.as_deref() == Some(x.id.as_str())
+                        || crate::machines::member_on_server(
+                            x,
+                            r.server_id
+                                .as_deref()
+                                .and_then(|id| p.observed.servers.iter().find(|s| s.id == id)),
+                        ))
+            });
             (!known).then(|| (x.id.clone(), key.to_string()))
         })
         .collect();

@@ -48,7 +48,7 @@ pub const POLL_DRAIN_SLOW: Duration = Duration::from_secs(20);
 pub const DRAIN_FAST_FOR: Duration = Duration::from_mins(1);
 
 /// How soon a drain that has run for `waited` is looked at again.
-fn poll(waited: Duration) -> Duration {
+pub(crate) fn poll(waited: Duration) -> Duration {
     if waited < DRAIN_FAST_FOR {
         POLL_DRAIN
     } else {

@@ -220,10 +220,12 @@ fn leave(p: &mut Planner<'_>, m: &MachineView<'_>, failed: bool, blind: bool) ->
         // A blind list hides whether the node is there: one never seen is waited for
         // (a machine is never deleted under pods flightdeck could not see), one seen and
         // cordoned before keeps its deadline.
+        // A cluster never Ready has run no workload flightdeck could have seen: its
+        // machines go at the deadline, as before (scenario f3-never-registered-at-birth).
         missing: match (blind && !failed, &removal.node) {
             (false, _) => MissingNode::NothingToDrain,
-            (true, None) => MissingNode::WaitUntilSeen,
-            (true, Some(_)) => MissingNode::WaitForDeadline,
+            (true, None) if p.memory.ready_since.is_some() => MissingNode::WaitUntilSeen,
+            (true, _) => MissingNode::WaitForDeadline,
         },
         unready_since,
     };

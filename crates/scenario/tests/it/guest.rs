@@ -61,21 +61,12 @@ async fn seed_003_an_opennebula_worker_rollout_drains_before_each_vm_goes() {
     drains_or_loses_pods("guest-rollout-opennebula").await;
 }
 
-/// On KubeVirt the same drain runs; without it the simulated KubeVirt stops the VMI
-/// gracefully (its guest's pods get their grace period), so no loss is recorded there and
-/// only the passing run is asserted (the F9 switch test covers KubeVirt's undrained VMIs).
+/// On KubeVirt the same drain runs. Without it the old worker's Node is deleted while its
+/// VMI still shuts down, and the Node's pods are garbage collected with it, force
+/// deleted: lost, as on the other clouds.
 #[tokio::test]
 async fn seed_003_a_kubevirt_worker_rollout_drains_before_each_vm_goes() {
-    let r = report("guest-rollout-kubevirt", &RunOptions::default()).await;
-    assert!(r.passed, "{:#?} {:#?}", r.invariants, r.expectations);
-    assert!(
-        r.timeline
-            .iter()
-            .filter(|e| e.reason == "NodeDrained")
-            .count()
-            >= 2,
-        "both old workers drained"
-    );
+    drains_or_loses_pods("guest-rollout-kubevirt").await;
 }
 
 #[tokio::test]

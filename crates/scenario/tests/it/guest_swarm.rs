@@ -96,3 +96,23 @@ fn f3_an_api_whose_members_are_online_is_not_taken_for_one_that_never_came_up() 
 fn g1_a_drain_held_by_a_budget_polls_slower_after_its_first_minute() {
     passes(44_019_776);
 }
+
+/// F9 and G1, seed 45005134 (20,000 from 45000000): a KubeVirt control-plane VMI waiting
+/// for another to come back polled every 5 s under `api.errorRate` and the cloud
+/// refused 241 calls in ten minutes; such waits now poll as drains do (slower after a
+/// minute).
+#[test]
+fn f9_a_control_plane_evacuation_waiting_its_turn_polls_slower_after_a_minute() {
+    passes(45_005_134);
+}
+
+/// F2, seed 45003950: an operator deleted cp-4, a lagging restore forgot it, and cp-4 was
+/// made again under the same name. Its record took the old machine's member (found by
+/// the machine tag before the new server was listed) for its own: the pool kept a
+/// member on a dead address and the new machine never got one. By tag, a member is a
+/// machine's only on its listed server's address; one on another address is an
+/// earlier machine's, an orphan.
+#[test]
+fn f2_a_machine_made_again_under_its_name_does_not_take_the_old_member() {
+    passes(45_003_950);
+}

@@ -230,6 +230,41 @@ pub(crate) fn lose_pods(
     gone
 }
 
+/// Pod `pod` of `cluster`, bound to a Node that was deleted, is garbage collected at `t`:
+/// if it had to leave and its node's machine had begun to go, it is lost, judged by how
+/// that deletion began (a Node deleted under a machine that stays loses nothing: its
+/// pods are made again elsewhere, as the wire test of a deleted Node shows).
+pub(crate) fn lose_orphan(st: &mut State, t: Timestamp, cluster: &str, pod: &Value) {
+    if !(must_leave(pod) || (deleting(pod) && leaves_if_deleted(pod))) {
+        return;
+    }
+    let node = pod_node(pod).unwrap_or_default().to_string();
+    let Some(began) = st
+        .kube
+        .workloads
+        .get(cluster)
+        .and_then(|w| w.deletions_begun.get(&node).copied())
+    else {
+        return;
+    };
+    let began = Some(began);
+    note_budget(st, t, cluster, pod, BudgetEventKind::MachineDeleted);
+    st.kube.records.lost(LostPod {
+        at: t,
+        cluster: cluster.to_string(),
+        node,
+        namespace: pod_ns(pod).to_string(),
+        name: name_of(pod).to_string(),
+        uid: super::uid_of(pod).to_string(),
+        empty_dir: has_empty_dir(pod),
+        terminating: deleting(pod),
+        deletion_began_at: began.map(|b| b.at),
+        node_ready_at_deletion: began.is_some_and(|b| b.ready),
+        deleted_by_api: began.is_some_and(|b| b.by_api),
+        cordoned_at: began.and_then(|b| b.cordoned_at),
+    });
+}
+
 /// A pod being deleted that would count as lost: not DaemonSet, mirror or finished.
 fn leaves_if_deleted(pod: &Value) -> bool {
     !super::objects::is_daemonset_pod(pod)

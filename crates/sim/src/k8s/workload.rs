@@ -253,10 +253,19 @@ fn system_pods(st: &mut State, now: Timestamp, cluster: &str) {
             }));
         }
     }
-    // Pod garbage collection: pods bound to a node that no longer exists go.
-    let orphans: Vec<(String, String)> = store
+    // Pod garbage collection: pods bound to a node that no longer exists go, force
+    // deleted: no eviction, no budget asked. Those that had to leave are lost (a Node
+    // deleted while its machine still shuts down takes its pods with it).
+    let orphans: Vec<Value> = store
         .list(Kind::Pod, None)
         .filter(|p| pod_node(p).is_some_and(|n| !nodes.iter().any(|(m, _, _)| m == n)))
+        .cloned()
+        .collect();
+    for pod in &orphans {
+        super::lost::lose_orphan(st, now, cluster, pod);
+    }
+    let orphans: Vec<(String, String)> = orphans
+        .iter()
         .map(|p| (pod_ns(p).to_string(), name_of(p).to_string()))
         .collect();
     for pod in wanted {
