@@ -246,9 +246,9 @@ impl RepairCheck {
         self.first_seen.retain(|id, _| ids.contains(id.as_str()));
         // Grouped once: a fleet of N clusters is looked at in O(N), not O(N²).
         let mut by_set: BTreeMap<(&str, &str), Vec<&Live<'_>>> = BTreeMap::new();
-        // A machine whose drain has begun (its guest node cordoned) is leaving: it is no
-        // longer counted against its set, as a deleting server is not.
-        for m in live.iter().filter(|m| !m.cordoned) {
+        // A machine whose drain has begun (its guest node cordoned) is leaving: it is not
+        // counted as under repair, as a deleting server is not.
+        for m in &live {
             by_set.entry((m.uid, m.set)).or_default().push(m);
         }
         for c in clusters.values() {
@@ -272,6 +272,11 @@ impl RepairCheck {
                     .or_default();
                 let replicas = c.sets.replicas(set);
                 let excess = (members.len() as u32).saturating_sub(replicas);
+                // What a scale-down leaves counts every live machine (seed 149: machines
+                // F9 had cordoned were as much the set's as the others); the repairs
+                // count only machines not leaving (not cordoned).
+                let staying = members.iter().filter(|m| !m.cordoned).count() as u32;
+                let excess_staying = staying.saturating_sub(replicas);
                 st.scale_down = match st.replicas {
                     // Fewer members than the new replicas (some still coming) leave
                     // nothing to scale down.
@@ -283,7 +288,7 @@ impl RepairCheck {
                 .min(excess);
                 st.replicas = Some(replicas);
                 let surge = if outdated { c.sets.max_surge() } else { 0 };
-                let repairs = excess.saturating_sub(surge + st.scale_down);
+                let repairs = excess_staying.saturating_sub(surge + st.scale_down);
                 let budget = c.sets.budget(set);
                 if repairs > budget && c.ready_since.is_some() && !st.reported_budget {
                     st.reported_budget = true;
