@@ -103,6 +103,10 @@ pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
             let name = host.name;
             let internal_ip = host.address;
             let cluster = cluster_of(&host.tags).map(str::to_string);
+            if let Some(old) = orphaned_node(st, &uid, cluster.as_deref(), &name) {
+                take_over(st, t, &old, &sid, &host.tags, internal_ip);
+                return;
+            }
             let pod_cidr = cluster
                 .as_deref()
                 .and_then(|c| routes::assign_pod_cidr(st, c, &sid));
@@ -149,6 +153,52 @@ pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
             }
         }
     }
+}
+
+/// The Node named `name` in cluster `uid`'s workload cluster whose machine is gone (a
+/// Node's name is unique in its cluster, and it outlives its machine).
+fn orphaned_node(st: &State, uid: &str, cluster: Option<&str>, name: &str) -> Option<String> {
+    st.nodes
+        .in_group(uid)
+        .find(|n| {
+            n.uid == uid
+                && n.cluster.as_deref() == cluster
+                && n.node.name == name
+                && n.machine_gone_at.is_some()
+        })
+        .and_then(|n| n.node.server_id.clone())
+}
+
+/// A new machine's kubelet registers under the name of a Node whose machine is gone
+/// (a machine made again under the same name): as a real kubelet does, it finds the
+/// Node already there and takes it over. The Node keeps what was written on it (its
+/// creation time, labels, taints, cordon, annotations and pod CIDR, which is
+/// immutable) and now runs on machine `sid`; it turns Ready when the kubelet does.
+/// (Two live machines of one name would fight over one Node; the simulator does not
+/// model that and keeps a record for each.)
+fn take_over(
+    st: &mut State,
+    t: Timestamp,
+    old_sid: &str,
+    sid: &str,
+    tags: &[String],
+    internal_ip: Option<std::net::IpAddr>,
+) {
+    let Some(mut rec) = st.nodes.remove(old_sid) else {
+        return;
+    };
+    routes::move_pod_cidr(st, old_sid, sid);
+    rec.node.server_id = Some(sid.to_string());
+    rec.node.internal_ip = internal_ip;
+    rec.node.ready = false;
+    rec.machine_gone_at = None;
+    rec.machine_tags = tags.to_vec();
+    rec.nova = st.servers.get(sid).is_some();
+    let seq = st.next_seq();
+    st.nodes.insert(seq, sid.to_string(), rec);
+    crate::k8s::node_changed(st, t, sid);
+    let latency = st.config.latencies.node_ready;
+    st.schedule_after(t, latency, SimEvent::Kube(Event::Ready(sid.to_string())));
 }
 
 pub(crate) fn is_live(st: &State, event: &Event) -> bool {

@@ -136,6 +136,16 @@ pub(crate) fn assign_pod_cidr(st: &mut State, cluster: &str, server_id: &str) ->
     Some(block(base))
 }
 
+/// The node of server `from` now runs on server `to` (a kubelet took it over): its /24
+/// goes with it.
+pub(crate) fn move_pod_cidr(st: &mut State, from: &str, to: &str) {
+    for net in st.pod_networks.values_mut() {
+        for sid in net.assigned.values_mut().filter(|sid| *sid == from) {
+            *sid = to.to_string();
+        }
+    }
+}
+
 /// The node of server `server_id` is gone: its /24 is free at once.
 pub(crate) fn release_pod_cidr(st: &mut State, server_id: &str) {
     for net in st.pod_networks.values_mut() {

@@ -125,3 +125,13 @@ fn f2_a_machine_made_again_under_its_name_does_not_take_the_old_member() {
 fn f3_machines_cordoned_by_an_evacuation_count_in_a_scale_down() {
     passes(149);
 }
+
+/// G1 (`nodesCleaned`), seed 47005197 (10,000 from 47000000): an operator deleted an
+/// OpenNebula worker VM and flightdeck made it again under the same name. The new
+/// kubelet registered a second Node of that name beside the old one (the simulator
+/// keyed Nodes by machine only), and the old one stayed listed. A real kubelet takes
+/// over the Node of its name; the simulator now does too.
+#[test]
+fn g1_a_machine_made_again_under_its_name_takes_over_its_node() {
+    passes(47_005_197);
+}

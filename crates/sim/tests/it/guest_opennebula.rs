@@ -64,3 +64,38 @@ fn an_opennebula_guest_runs_the_workload_and_loses_the_pods_of_a_terminated_vm()
         "the Eviction API answers for OpenNebula clusters too"
     );
 }
+
+/// A VM made again under the name of a terminated one (its Node not yet deleted): the
+/// new kubelet finds the Node of its name and takes it over, as a real one does. The
+/// cluster lists one Node of that name, on the new VM, created when the first one was;
+/// no Node of a gone machine is left.
+#[test]
+fn a_vm_made_again_under_its_name_takes_over_its_node() {
+    let sim = common::sim(412);
+    let workers = opennebula_cluster(&sim, 1);
+    let name = "demo-w-0";
+    let first = common::node(&sim, &workers[0].to_string()).expect("the first VM's node");
+    ok_int(call(
+        &sim,
+        "one.vm.action",
+        vec![s("terminate-hard"), i(workers[0])],
+    ));
+    wait_for(&sim, |sim| sim.stale_nodes().iter().any(|n| n.node == name));
+    let t = allocate_template(&sim, "again", VM_BODY);
+    let again = ok_int(instantiate(&sim, t, name, &tags_tmpl("u1", "w-0")));
+    assert_ne!(again, workers[0]);
+    wait_for(&sim, |sim| {
+        common::node(sim, &again.to_string()).is_some_and(|n| n.ready)
+    });
+    let named: Vec<_> = sim
+        .snapshot()
+        .nodes
+        .into_iter()
+        .map(|(_, n)| n)
+        .filter(|n| n.name == name)
+        .collect();
+    assert_eq!(named.len(), 1, "one Node per name: {named:?}");
+    assert_eq!(named[0].server_id, Some(again.to_string()));
+    assert_eq!(named[0].created_at, first.created_at, "the same Node");
+    assert!(sim.stale_nodes().is_empty(), "{:?}", sim.stale_nodes());
+}
