@@ -62,6 +62,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let example = example()?;
     eprintln!("bench: scale of `up` over {:?} cluster(s)", args.sizes);
     let scale = bench_scale::scale(&args.sizes, args.size_budget.to_std(), &args.out)?;
+    let bare = bench_scale::without_workload(&scale, args.size_budget.to_std(), &args.out)?;
     eprintln!("bench: cloud calls to build one 3+2 cluster");
     let build = build_calls(&example).await?;
     eprintln!("bench: cloud calls of a Ready cluster left alone for an hour");
@@ -78,7 +79,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let bounds = Bounds::with(&args.goals);
-    let report = BenchReport::new(scale, build, steady, swarm, wire, &bounds);
+    let mut report = BenchReport::new(scale, build, steady, swarm, wire, &bounds);
+    report.without_workload = bare;
     let md = write(&report, &args.out)?;
     for g in &report.goals {
         if let bench_goals::Verdict::NotJudged(why) = &g.verdict {

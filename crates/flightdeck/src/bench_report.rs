@@ -12,6 +12,9 @@ use crate::bench_goals::{self, Bounds, Goal, Verdict};
 pub struct ScaleRow {
     pub clusters: usize,
     pub machines: usize,
+    /// Its workload clusters ran their apps (pods and budgets), as in every row of the
+    /// scale figure; not in [`BenchReport::without_workload`].
+    pub workload: bool,
     /// `None`: stopped at the size budget.
     pub wall_seconds: Option<f64>,
     pub per_cluster_ms: Option<f64>,
@@ -88,6 +91,10 @@ pub struct Wire {
 pub struct BenchReport {
     pub cores: usize,
     pub scale: Vec<ScaleRow>,
+    /// The largest fleet of `scale` that became Ready, built again with workload
+    /// clusters that run no apps: what the workload costs is the difference. `None`:
+    /// no size became Ready.
+    pub without_workload: Option<ScaleRow>,
     pub build: BuildCalls,
     pub steady: Steady,
     /// `None`: not run (`--swarm-seeds 0`).
@@ -109,6 +116,7 @@ impl BenchReport {
         let mut r = BenchReport {
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
             scale,
+            without_workload: None,
             build,
             steady,
             swarm,
@@ -135,7 +143,64 @@ impl BenchReport {
                 )),
                 Verdict::Met | Verdict::NotJudged(_) => None,
             })
+            .chain(
+                self.without_workload
+                    .as_ref()
+                    .filter(|row| !row.ready)
+                    .map(|row| {
+                        format!(
+                            "FAILED: up of {} cluster(s) without the workload: {}",
+                            row.clusters, row.note
+                        )
+                    }),
+            )
             .collect()
+    }
+}
+
+/// What modelling the workload costs: the largest fleet with and without it.
+fn workload_cost(s: &mut String, r: &BenchReport) {
+    let Some(bare) = &r.without_workload else {
+        return;
+    };
+    let Some(with) = r
+        .scale
+        .iter()
+        .find(|row| row.clusters == bare.clusters && row.ready)
+    else {
+        return;
+    };
+    let _ = writeln!(s, "\n## What the workload costs\n");
+    let _ = writeln!(
+        s,
+        "`up` of {} clusters, their workload clusters running their apps (`kube-proxy`, \
+         `web`, `cache`, two disruption budgets) and again running none (`up --no-workload`).\n",
+        bare.clusters
+    );
+    let _ = writeln!(s, "| workload | wall | peak RSS | cloud calls | Ready |");
+    let _ = writeln!(s, "|---|---|---|---|---|");
+    for (what, row) in [("modelled", with), ("none", bare)] {
+        let _ = writeln!(
+            s,
+            "| {what} | {} | {:.0} MB | {} | {} |",
+            row.wall_seconds.map_or("-".into(), |w| format!("{w:.1} s")),
+            row.peak_rss_mb,
+            row.api_calls,
+            if row.ready {
+                "true".into()
+            } else {
+                format!("**FAILED**: {}", row.note)
+            }
+        );
+    }
+    if let (Some(a), Some(b)) = (with.wall_seconds, bare.wall_seconds) {
+        let _ = writeln!(
+            s,
+            "\nThe workload costs {:+.1} s ({:+.0} %) and {:+.0} MB of peak RSS.",
+            a - b,
+            (a - b) * 100.0 / b.max(f64::EPSILON),
+            with.peak_rss_mb - bare.peak_rss_mb
+        );
     }
 }
 
@@ -184,6 +249,7 @@ pub fn markdown(r: &BenchReport) -> String {
             row.note
         );
     }
+    workload_cost(&mut s, r);
     let _ = writeln!(s, "\n## Calls to build one 3+2 cluster, by call\n");
     calls_table(&mut s, &r.build.by_call);
     let _ = writeln!(

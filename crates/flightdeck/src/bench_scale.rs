@@ -50,7 +50,7 @@ pub fn scale(sizes: &[usize], budget: Duration, out: &Path) -> anyhow::Result<Ve
             "bench:   up of {n} cluster(s) ({} machines)",
             n * MACHINES_PER_CLUSTER
         );
-        let row = one_size(&exe, &file, n, budget)?;
+        let row = one_size(&exe, &file, n, budget, true)?;
         eprintln!(
             "bench:   {n} cluster(s): {}",
             match row.wall_seconds {
@@ -68,18 +68,42 @@ pub fn scale(sizes: &[usize], budget: Duration, out: &Path) -> anyhow::Result<Ve
     Ok(rows)
 }
 
-fn one_size(exe: &Path, file: &Path, n: usize, budget: Duration) -> anyhow::Result<ScaleRow> {
+/// The largest fleet of `rows` that became Ready, built again with workload clusters
+/// that run no apps (`up --no-workload`): what modelling the workload costs is the
+/// difference. `None` when no size became Ready.
+pub fn without_workload(
+    rows: &[ScaleRow],
+    budget: Duration,
+    out: &Path,
+) -> anyhow::Result<Option<ScaleRow>> {
+    let Some(n) = rows.iter().filter(|r| r.ready).map(|r| r.clusters).max() else {
+        return Ok(None);
+    };
+    let exe = std::env::current_exe().context("cannot find flightdeck's own binary")?;
+    let file = out.join(format!("fleet-{n}.yaml"));
+    eprintln!("bench:   up of {n} cluster(s) again, their workload clusters running no apps");
+    let row = one_size(&exe, &file, n, budget, false)?;
+    if let Some(s) = row.wall_seconds {
+        eprintln!(
+            "bench:   {n} cluster(s) without the workload: {s:.1}s, peak RSS {:.0} MB",
+            row.peak_rss_mb
+        );
+    }
+    Ok(Some(row))
+}
+
+fn one_size(
+    exe: &Path,
+    file: &Path,
+    n: usize,
+    budget: Duration,
+    workload: bool,
+) -> anyhow::Result<ScaleRow> {
     let started = Instant::now();
     let mut child = Command::new(exe)
-        .args([
-            "up",
-            "--output",
-            "json",
-            "--quiet",
-            "--timeout",
-            "24h",
-            "-f",
-        ])
+        .args(["up", "--output", "json", "--quiet", "--timeout", "24h"])
+        .args((!workload).then_some("--no-workload"))
+        .arg("-f")
         .arg(file)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -121,6 +145,7 @@ fn one_size(exe: &Path, file: &Path, n: usize, budget: Duration) -> anyhow::Resu
     let mut row = ScaleRow {
         clusters: n,
         machines: n * MACHINES_PER_CLUSTER,
+        workload,
         wall_seconds: None,
         per_cluster_ms: None,
         peak_rss_mb: peak_kb as f64 / 1024.0,

@@ -125,6 +125,11 @@ pub struct UpArgs {
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024),
           conflicts_with_all = ["openstack", "opennebula", "kubevirt"])]
     concurrency: Option<u16>,
+    /// On the built-in simulator, the workload clusters of OpenStack and OpenNebula
+    /// clusters run no apps (no pods, no disruption budgets): `flightdeck bench`
+    /// measures what modelling the workload costs against this.
+    #[arg(long, conflicts_with_all = ["openstack", "opennebula", "kubevirt"])]
+    no_workload: bool,
     /// Reconcile against the real OpenStack named by each cluster's
     /// `spec.provider.openstack.cloud` (clouds.yaml), in real time, instead of the
     /// built-in simulator. Needs --state-dir; nodes come from each spec's workload.kubeconfig.

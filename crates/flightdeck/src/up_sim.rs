@@ -80,6 +80,7 @@ pub async fn run_up(args: &UpArgs) -> anyhow::Result<(bool, flightdeck_scenario:
     if let Some(n) = args.concurrency {
         options.engine.concurrency_max = usize::from(n);
     }
+    options.sim.guest_workload = !args.no_workload;
     let quiet = args.quiet;
     let mut on_event = |e: &flightdeck_scenario::report::TimelineEntry| {
         if !quiet {

@@ -70,6 +70,8 @@ pub struct RunOptions {
     /// scenario ends (the `convergence` invariant); the run ends once it has.
     pub converge_after: Option<Duration>,
     pub call_budget: CallBudget,
+    /// The simulated cloud's settings.
+    pub sim: SimConfig,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -238,7 +240,7 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
     fn new_cloud(loaded: &LoadedScenario, options: &RunOptions) -> Arc<SimCloud> {
         let seed = options.seed.unwrap_or(loaded.scenario.spec.seed);
         let clock = SimClock::new(Timestamp::SIM_EPOCH);
-        Arc::new(SimCloud::new(SimConfig::default(), seed, clock))
+        Arc::new(SimCloud::new(options.sim.clone(), seed, clock))
     }
 
     fn new(

@@ -169,6 +169,11 @@ pub struct SimConfig {
     /// gone (2 to 5 s after), as cloud-provider-openstack's does. Off by default, as on
     /// a cluster without one: the Node stays, NotReady, until someone deletes it.
     pub node_controller: bool,
+    /// Whether the workload clusters of OpenStack and OpenNebula clusters run their
+    /// apps (`kube-proxy`, `web`, `cache` and their budgets). Off, each is an empty
+    /// cluster (its nodes, namespaces and `kubernetes` service): `flightdeck bench`
+    /// measures what modelling the workload costs against it.
+    pub guest_workload: bool,
 }
 
 impl Default for SimConfig {
@@ -181,6 +186,7 @@ impl Default for SimConfig {
             infra_nodes: vec!["infra-1".into(), "infra-2".into(), "infra-3".into()],
             workload_replicas: 2,
             node_controller: false,
+            guest_workload: true,
         }
     }
 }

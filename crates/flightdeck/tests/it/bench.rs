@@ -66,6 +66,15 @@ fn a_bench_that_meets_every_goal_it_judges_exits_0_and_says_which_it_did_not_jud
         "{md}"
     );
     assert!(md.contains("not judged: not run (--swarm-seeds 0)"), "{md}");
+    // What the workload costs: the largest Ready size again, its workload clusters
+    // running no apps.
+    assert!(md.contains("## What the workload costs"), "{md}");
+    assert!(md.contains("The workload costs "), "{md}");
+    assert_eq!(json["scale"][0]["workload"], true);
+    let bare = &json["without_workload"];
+    assert_eq!(bare["clusters"], 1, "{bare}");
+    assert_eq!(bare["workload"], false, "{bare}");
+    assert_eq!(bare["ready"], true, "{bare}");
     assert!(
         stderr(&run).contains("not judged: `sim run --wire` against in process [wire]"),
         "{}",

@@ -72,6 +72,9 @@ pub(crate) fn ensure(st: &mut State, now: Timestamp, cluster: &str, cloud: bool)
         "status": {"loadBalancer": {}},
     });
     make(st, Kind::Service, "default", svc);
+    if cloud && !st.config.guest_workload {
+        return true;
+    }
     let ds = json!({
         "metadata": {"name": "kube-proxy", "labels": {"k8s-app": "kube-proxy"}},
         "spec": {"selector": {"matchLabels": {"k8s-app": "kube-proxy"}},

@@ -99,3 +99,30 @@ fn a_vm_made_again_under_its_name_takes_over_its_node() {
     assert_eq!(named[0].created_at, first.created_at, "the same Node");
     assert!(sim.stale_nodes().is_empty(), "{:?}", sim.stale_nodes());
 }
+
+/// With `guest_workload` off (the bench's baseline), a workload cluster is an empty one:
+/// its nodes register and its API answers, but it runs only the control plane's static
+/// pods and keeps no budgets.
+#[test]
+fn without_the_workload_a_guest_has_nodes_but_no_pods_or_budgets() {
+    let sim = common::sim_with(
+        flightdeck_sim::SimConfig {
+            guest_workload: false,
+            ..flightdeck_sim::SimConfig::default()
+        },
+        413,
+    );
+    let t = allocate_template(&sim, "machines", VM_BODY);
+    ok_int(instantiate(&sim, t, "demo-w-0", &tags_tmpl("u1", "w-0")));
+    ok_int(instantiate(&sim, t, "demo-cp-1", &tags_tmpl("u1", "cp-1")));
+    wait_for(&sim, |sim| {
+        sim.guest_view(CLUSTER)
+            .is_some_and(|w| w.api_up && w.nodes.len() == 2 && w.nodes.iter().all(|n| n.ready))
+    });
+    common::wait_ms(&sim, 120_000);
+    let w = sim.guest_view(CLUSTER).expect("the guest exists");
+    let apps: Vec<_> = w.pods.iter().filter(|p| !p.mirror).collect();
+    assert!(apps.is_empty(), "{apps:?}");
+    assert!(w.pods.iter().any(|p| p.name == "kube-apiserver-demo-cp-1"));
+    assert!(w.pdbs.is_empty(), "{:?}", w.pdbs);
+}
