@@ -2,7 +2,8 @@
 # Installs, in one apt run, every Debian package the test scripts need: protoc and etcd
 # (scripts/test-etcd.sh, scripts/test-replicas.sh), promtool (scripts/test-daemon.sh, and
 # the daemon's metrics test through scripts/need-package.sh), chromium and its driver
-# (scripts/test-web.sh), kubectl (scripts/conformance-kubectl.sh).
+# (scripts/test-web.sh), kubectl (scripts/conformance-kubectl.sh), cloud-init
+# (scripts/check-cloud-init-schema.sh).
 # Each script still installs what it finds missing, so running this first is only
 # quicker: CI runs it in the background while the workspace compiles.
 set -euo pipefail
@@ -15,6 +16,7 @@ command -v promtool >/dev/null || packages+=(prometheus)
 command -v chromium >/dev/null || packages+=(chromium)
 command -v chromedriver >/dev/null || packages+=(chromium-driver)
 command -v kubectl >/dev/null || packages+=(kubernetes-client)
+command -v cloud-init >/dev/null || packages+=(cloud-init)
 if [ ${#packages[@]} = 0 ]; then
   echo "== every package the tests need is installed"
   exit 0

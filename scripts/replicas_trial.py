@@ -178,7 +178,10 @@ def start_replica(r):
     procs[r] = subprocess.Popen(
         [FD, "serve", "--state-dir", state, "--listen", "127.0.0.1:0", "--no-sim",
          "--store", ADDRESS, "--replica-name", r, "--lease-ttl", str(TTL),
-         "--etcd-max-txn-ops", "1024"],
+         "--etcd-max-txn-ops", "1024",
+         # One key for the clusters' sealed secrets, shared by every replica (the
+         # first one to start makes it).
+         "--secrets-key-file", f"{WORK}/secrets.key"],
         stdout=log, stderr=log, env=env)
     wait(30, lambda: os.path.exists(url) and os.path.getsize(url) > 0, f"{r} did not start")
 

@@ -459,7 +459,7 @@ fn engine_failure(e: EngineError) -> Failure {
             Failure::conflict(e.to_string())
         }
         EngineError::Store(e) => Failure::store(e),
-        EngineError::Crashed(_) => Failure::internal(e.to_string()),
+        EngineError::Crashed(_) | EngineError::Secrets(_) => Failure::internal(e.to_string()),
         EngineError::HandingOver(_) => Failure::unavailable(e.to_string()),
     }
 }

@@ -28,6 +28,9 @@ pub struct FleetOptions {
     /// This replica's claims, when it is one of several sharing the store: it drives
     /// only the clusters it holds (see [`Fleet::sync_claims`]).
     pub claims: Option<Arc<dyn Claims>>,
+    /// How every engine of the fleet keeps the clusters' secrets at rest (one key for
+    /// all of them: they share the store).
+    pub secrets: flightdeck_engine::secrets::SecretsAtRest,
 }
 
 pub struct Fleet {
@@ -241,7 +244,10 @@ impl Fleet {
             self.store.clone(),
             clock,
             Box::new(SeededRng::new(seed)),
-            EngineConfig::default(),
+            EngineConfig {
+                secrets: Some(self.options.secrets.clone()),
+                ..EngineConfig::default()
+            },
             &accept,
         )
         .map_err(|e| Failure::internal(e.to_string()))?;

@@ -100,6 +100,7 @@ async fn a_replica_drives_only_the_clusters_it_holds_and_stores_the_others_specs
         FleetOptions {
             concurrency: 4,
             claims: Some(claims.clone()),
+            secrets: test_secrets(),
         },
         stopped,
     )
@@ -206,6 +207,7 @@ async fn a_fault_aimed_at_one_cluster_fails_its_reconciles_calls_and_no_other_cl
         FleetOptions {
             concurrency: 4,
             claims: None,
+            secrets: test_secrets(),
         },
         stopped,
     )
@@ -257,4 +259,11 @@ async fn a_fault_aimed_at_one_cluster_fails_its_reconciles_calls_and_no_other_cl
     }
     let _ = stop.send(true);
     fleet.stopped().await;
+}
+
+/// Secrets sealed under a key made for the test.
+fn test_secrets() -> flightdeck_engine::secrets::SecretsAtRest {
+    flightdeck_engine::secrets::SecretsAtRest::Sealed(Arc::new(
+        flightdeck_guest::SecretsKey::generate("test").expect("key"),
+    ))
 }

@@ -40,6 +40,10 @@ pub struct ServeOptions {
     pub replicas: Option<ReplicaOptions>,
     /// The bounds on the API's connections, streams and applies.
     pub limits: crate::listen::Limits,
+    /// The key the clusters' secrets are sealed with at rest (default:
+    /// `secrets.key` in `state_dir`, made there when missing and the store holds no
+    /// sealed secret). Replicas sharing an etcd store must share one key file.
+    pub secrets_key_file: Option<PathBuf>,
 }
 
 /// `$FLIGHTDECK_STATE_DIR`, else `$XDG_STATE_HOME/flightdeck`, else
@@ -76,6 +80,12 @@ fn check_options(o: &ServeOptions) -> anyhow::Result<()> {
             );
         }
         r.etcd.validate()?;
+        if o.secrets_key_file.is_none() {
+            bail!(
+                "--store {}: replicas share their clusters' sealed secrets, so they must share one key: give each the same --secrets-key-file (its own state directory's would be a key of its own)",
+                r.etcd.describe()
+            );
+        }
         if r.name.is_empty() || r.name.contains('/') || r.name.len() > 63 {
             bail!(
                 "--replica-name {:?}: a replica's name is 1 to 63 characters, without '/'",
@@ -128,6 +138,27 @@ fn open_store(dir: &Path) -> anyhow::Result<Store> {
     })
 }
 
+/// The key the clusters' secrets are sealed with: `--secrets-key-file`, else
+/// `secrets.key` in the state directory; made when missing, unless the store already
+/// holds sealed secrets (then a missing key is an error naming the file).
+fn secrets_key(
+    options: &ServeOptions,
+    store: &flightdeck_store::Store,
+) -> anyhow::Result<flightdeck_engine::secrets::SecretsAtRest> {
+    let path = options
+        .secrets_key_file
+        .clone()
+        .unwrap_or_else(|| options.state_dir.join(flightdeck_guest::KEY_FILE));
+    let sealed = !store
+        .keys(flightdeck_engine::secrets::T_PKI)
+        .context("cannot read the store")?
+        .is_empty();
+    let key = flightdeck_guest::SecretsKey::load_or_create(&path, sealed)?;
+    Ok(flightdeck_engine::secrets::SecretsAtRest::Sealed(Arc::new(
+        key,
+    )))
+}
+
 /// Runs the daemon until SIGTERM or SIGINT; then stops taking work, lets reconciles in
 /// flight finish and commit, and returns.
 pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
@@ -167,6 +198,7 @@ pub async fn serve_until(
         .is_none()
         .then(|| tokio::spawn(rolling_backups(store.clone(), dir.clone())));
     let tokens = Arc::new(Tokens::load_or_create(dir)?);
+    let secrets = secrets_key(&options, &store)?;
     let sim = if options.no_sim {
         None
     } else {
@@ -184,6 +216,7 @@ pub async fn serve_until(
         FleetOptions {
             concurrency: options.concurrency,
             claims: member.clone().map(|m| m as Arc<dyn crate::claims::Claims>),
+            secrets,
         },
         stop_rx.clone(),
     )

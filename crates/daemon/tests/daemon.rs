@@ -34,6 +34,7 @@ fn options(dir: &Path, speed: f64) -> ServeOptions {
         tls: None,
         replicas: None,
         limits: Default::default(),
+        secrets_key_file: None,
     }
 }
 
@@ -122,6 +123,18 @@ impl Daemon {
             "fault: {}",
             r.text().await.unwrap_or_default()
         );
+    }
+
+    /// Stops the daemon and hands back its state directory.
+    async fn stop_keeping_state(mut self) -> tempfile::TempDir {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        let done = tokio::time::timeout(Duration::from_secs(30), self.task)
+            .await
+            .expect("serve stops within 30 s of being told to");
+        done.expect("join").expect("serve returns Ok");
+        self._dir
     }
 
     async fn stop(mut self) {
@@ -353,4 +366,71 @@ async fn the_web_view_is_served_without_a_token_and_holds_no_data() {
     }
     assert_eq!(whoami("not-a-token").await.expect("GET").status(), 401);
     d.stop().await;
+}
+
+/// Issue 41: a cluster bootstrapped by kubeadm gets its PKI from the daemon, sealed under
+/// `secrets.key` in the state directory (mode 0600): no CA private key is in the store
+/// file or in the API's answers; a daemon started again without that key stops and
+/// names the file, never making a new CA.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubeadm_clusters_pki_is_sealed_under_the_state_directorys_key() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let d = start(10.0).await;
+    let kubeadm = example("openstack.yaml").replace(
+        "  provider:\n",
+        "  bootstrap:\n    provider: kubeadm\n  provider:\n",
+    );
+    d.apply(&kubeadm).await;
+    let mut answers = String::new();
+    for path in [
+        "/api/v1/clusters",
+        "/api/v1/clusters/demo",
+        "/api/v1/clusters/demo/events",
+        "/api/v1/clusters/demo/plan",
+        "/api/v1/events",
+    ] {
+        let v: serde_json::Value = d.get(path).await;
+        answers.push_str(&v.to_string());
+    }
+    assert!(answers.contains("demo"), "{answers}");
+    assert!(!answers.contains("PRIVATE KEY"), "{answers}");
+    let dir = d.stop_keeping_state().await;
+    let key = dir.path().join("secrets.key");
+    let mode = std::fs::metadata(&key)
+        .expect("key file")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "{}", key.display());
+    let mut files = 0;
+    for f in std::fs::read_dir(dir.path()).expect("state dir") {
+        let f = f.expect("entry").path();
+        if f.is_file() && f != key {
+            files += 1;
+            let bytes = std::fs::read(&f).expect("read");
+            assert!(
+                !bytes.windows(11).any(|w| w == b"PRIVATE KEY"),
+                "{} holds a private key",
+                f.display()
+            );
+        }
+    }
+    assert!(files > 0, "the store file is there");
+
+    // The key is lost: the daemon does not start, and says which file it needs.
+    std::fs::remove_file(&key).expect("remove the key");
+    let (_tx, rx) = oneshot::channel::<()>();
+    let served = tokio::time::timeout(
+        Duration::from_secs(30),
+        serve_until(options(dir.path(), 10.0), async move {
+            let _ = rx.await;
+        }),
+    )
+    .await
+    .expect("serve stops at once");
+    let err = format!("{:#}", served.expect_err("no key, no start"));
+    assert!(
+        err.contains("secrets.key") && err.contains("--secrets-key-file"),
+        "{err}"
+    );
+    assert!(!key.exists(), "no new key is made over sealed secrets");
 }

@@ -34,6 +34,10 @@ pub struct EngineConfig {
     /// that `onlyOwned` notices a cluster acting on another's objects).
     pub cluster_ownership: bool,
     pub plan: PlanOptions,
+    /// How cluster secrets are kept at rest. `None`: sealed under a key made for this
+    /// engine and kept nowhere (a store that lives no longer than the engine); such an
+    /// engine refuses a store that already holds sealed secrets.
+    pub secrets: Option<crate::secrets::SecretsAtRest>,
 }
 
 /// What the ownership check keeps a cluster's lists and deletions to.
@@ -78,6 +82,7 @@ impl Default for EngineConfig {
             ownership_check: true,
             cluster_ownership: true,
             plan: PlanOptions::default(),
+            secrets: None,
         }
     }
 }
@@ -120,6 +125,8 @@ pub enum EngineError {
     /// rebuilt from the store.
     #[error("the engine crashed (injected) while reconciling {0}")]
     Crashed(String),
+    #[error(transparent)]
+    Secrets(#[from] crate::secrets::SecretsError),
 }
 
 /// What was asked of a cluster while its reconcile ran.

@@ -11,6 +11,8 @@ use crate::backoff::jitter;
 use crate::faults::{EngineFaults, RequeueFate};
 use crate::queue::WorkQueue;
 use crate::reconcile::{Job, Outcome, reconcile};
+use crate::secrets::{SecretsAtRest, SecretsError, StoredPki, T_PKI};
+use flightdeck_guest::SecretsKey;
 
 use crate::config::{
     CLUSTERS_MAX, CONFLICTS_BEFORE_BACKOFF, EngineConfig, EngineError, InFlight, T_MEMORY, T_SPEC,
@@ -102,6 +104,8 @@ pub struct Engine<P: Provider> {
     /// Clusters whose reconcile runs now (see [`Engine::start_due`]), with what was
     /// asked of them meanwhile.
     pub(crate) in_flight: BTreeMap<String, InFlight>,
+    /// How the clusters' secrets are kept at rest.
+    pub(crate) secrets: SecretsAtRest,
 }
 
 impl<P: Provider> Engine<P> {
@@ -128,6 +132,21 @@ impl<P: Provider> Engine<P> {
         accept: &dyn Fn(&Cluster) -> bool,
     ) -> Result<Self, EngineError> {
         let commits_base = store.commits();
+        let secrets = match &config.secrets {
+            Some(s) => s.clone(),
+            None => {
+                if let Some(cluster) = store.keys(T_PKI)?.into_iter().next() {
+                    return Err(SecretsError::NoKey { cluster }.into());
+                }
+                let key = SecretsKey::generate("a key made for this run, kept nowhere").map_err(
+                    |source| SecretsError::Seal {
+                        cluster: String::new(),
+                        source,
+                    },
+                )?;
+                SecretsAtRest::Sealed(Arc::new(key))
+            }
+        };
         let mut engine = Engine {
             provider,
             store,
@@ -144,6 +163,7 @@ impl<P: Provider> Engine<P> {
             call_scope: None,
             ledger: Default::default(),
             in_flight: BTreeMap::new(),
+            secrets,
         };
         for name in engine.store.keys(T_SPEC)? {
             let Some(spec) = engine.store.get::<Cluster>(T_SPEC, &name)? else {
@@ -164,6 +184,11 @@ impl<P: Provider> Engine<P> {
         let Some(memory) = self.store.get::<Memory>(T_MEMORY, name)? else {
             return Ok(false);
         };
+        if spec.spec.bootstrap.kubeadm() {
+            // A key that does not open the cluster's PKI stops here, naming the key
+            // file, before anything is done with the cluster.
+            self.open_pki(name, &memory.uid)?;
+        }
         let status = self
             .store
             .get::<ClusterStatus>(T_STATUS, name)?
@@ -177,6 +202,29 @@ impl<P: Provider> Engine<P> {
         self.clusters.insert(name.to_string(), record);
         self.queue.schedule(name, now);
         Ok(true)
+    }
+
+    /// Cluster `name`'s PKI, opened from the store (`None`: the cluster is not known
+    /// here, or its bootstrap is not kubeadm). For the one answer that hands a secret
+    /// on (a kubeconfig's client certificate) and for tests; never logged.
+    pub fn pki(&self, name: &str) -> Result<Option<flightdeck_guest::ClusterPki>, EngineError> {
+        let Some(c) = self.clusters.get(name) else {
+            return Ok(None);
+        };
+        if !c.spec.spec.bootstrap.kubeadm() {
+            return Ok(None);
+        }
+        self.open_pki(name, &c.memory.uid).map(Some)
+    }
+
+    fn open_pki(&self, name: &str, uid: &str) -> Result<flightdeck_guest::ClusterPki, EngineError> {
+        let stored =
+            self.store
+                .get::<StoredPki>(T_PKI, name)?
+                .ok_or_else(|| SecretsError::Missing {
+                    cluster: name.to_string(),
+                })?;
+        Ok(self.secrets.open_pki(name, uid, &stored)?)
     }
 
     /// Installs injected engine faults (the swarm's; never the product's).
@@ -271,6 +319,10 @@ impl<P: Provider> Engine<P> {
         ];
         if is_new {
             writes.push(Write::put(T_MEMORY, &name, &memory));
+            if spec.spec.bootstrap.kubeadm() {
+                let now_secs = i64::try_from(now.millis() / 1000).unwrap_or(i64::MAX);
+                writes.push(self.secrets.make_pki(&name, &memory.uid, now_secs)?);
+            }
         }
         self.store.commit(writes)?;
         self.events.push(event);
@@ -516,6 +568,10 @@ impl<P: Provider> Engine<P> {
                     table: T_STATUS,
                     key: o.name.clone(),
                 },
+                Write::Remove {
+                    table: T_PKI,
+                    key: o.name.clone(),
+                },
             ];
             if self.store.shared() {
                 // Whatever the ledger records still say it holds goes with it.
@@ -623,7 +679,12 @@ fn fixed_provider(p: &flightdeck_spec::Provider) -> flightdeck_spec::Provider {
 /// unapplied, so it is refused with the field's name.
 pub fn immutable_fields_unchanged(old: &Cluster, new: &Cluster) -> Result<(), EngineError> {
     let (o, n) = (&old.spec, &new.spec);
-    let fields: [(&'static str, String, String); 5] = [
+    let fields: [(&'static str, String, String); 6] = [
+        (
+            "spec.bootstrap.provider",
+            o.bootstrap.provider.to_string(),
+            n.bootstrap.provider.to_string(),
+        ),
         (
             "spec.network.podCIDR",
             o.network.pod_cidr.to_string(),

@@ -26,6 +26,7 @@ mod operator;
 pub mod queue;
 mod reconcile;
 mod reuse;
+pub mod secrets;
 mod shared_ledger;
 pub mod timeline;
 

@@ -233,6 +233,11 @@ pub struct DaemonArgs {
     /// --max-txn-ops).
     #[arg(long, default_value_t = 128, value_name = "N")]
     etcd_max_txn_ops: usize,
+    /// The key file the clusters' secrets (their PKI) are sealed with at rest (default:
+    /// secrets.key in the state directory, made with mode 0600 when missing). Keep it
+    /// apart from the store's backups; replicas sharing etcd must share one key file.
+    #[arg(long, value_name = "FILE")]
+    secrets_key_file: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -601,6 +606,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<ExitCode> {
         concurrency: args.concurrency,
         replicas,
         tls: args.tls_cert.zip(args.tls_key),
+        secrets_key_file: args.secrets_key_file,
         limits: flightdeck_daemon::listen::Limits {
             handshake: args.handshake_timeout.to_std(),
             header: args.header_timeout.to_std(),

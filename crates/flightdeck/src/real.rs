@@ -184,12 +184,24 @@ async fn drive_any(
 ) -> anyhow::Result<ExitCode> {
     let store = Arc::new(Store::open(state_dir)?);
     let seed = SystemClock.now().millis() ^ u64::from(std::process::id());
+    // The clusters' secrets are sealed under the state directory's key file, made there
+    // on first use, as `serve` does.
+    let sealed = !store.keys(flightdeck_engine::secrets::T_PKI)?.is_empty();
+    let key = flightdeck_guest::SecretsKey::load_or_create(
+        &state_dir.join(flightdeck_guest::KEY_FILE),
+        sealed,
+    )?;
     let mut engine: Engine<DynProvider> = Engine::new(
         Arc::new(provider),
         store,
         clock.clone(),
         Box::new(SeededRng::new(seed)),
-        EngineConfig::default(),
+        EngineConfig {
+            secrets: Some(flightdeck_engine::secrets::SecretsAtRest::Sealed(Arc::new(
+                key,
+            ))),
+            ..EngineConfig::default()
+        },
     )?;
     match &goal {
         Goal::Ready { specs, adopt } => {

@@ -86,6 +86,8 @@ pub enum RunError {
     TooManySteps,
     #[error("wire mode: {0}")]
     Wire(String),
+    #[error("no key for the run's secrets: {0}")]
+    Secrets(String),
 }
 
 /// A finished run: the report and the simulated cloud as it was left.
@@ -179,6 +181,22 @@ async fn drive(
     cloud: Arc<SimCloud>,
     provider: DynProvider,
 ) -> Result<Run, RunError> {
+    // One key for the whole run: every engine the run builds on its store (after a
+    // crash, a restart or a lagging restore) opens the secrets the first one sealed.
+    let keyed;
+    let options = match options.engine.secrets {
+        Some(_) => options,
+        None => {
+            let key = flightdeck_guest::SecretsKey::generate("the run's key, kept nowhere")
+                .map_err(|e| RunError::Secrets(e.to_string()))?;
+            let mut o = options.clone();
+            o.engine.secrets = Some(flightdeck_engine::secrets::SecretsAtRest::Sealed(Arc::new(
+                key,
+            )));
+            keyed = o;
+            &keyed
+        }
+    };
     let mut d = Driver::new(loaded, options, on_event, cloud, Arc::new(provider))?;
     d.run().await?;
     Ok(d.finish())

@@ -185,6 +185,11 @@ pub async fn run_split_brain(seed: u64, unfenced: Unfenced) -> Result<SplitBrain
     let ttl = Duration::from_secs(case.ttl_s);
     let margin = Duration::from_secs(case.margin_s);
     let mut replicas = Vec::new();
+    // The replicas share the store, and so one key for its secrets.
+    let secrets = flightdeck_engine::secrets::SecretsAtRest::Sealed(Arc::new(
+        flightdeck_guest::SecretsKey::generate("the replicas' key, kept nowhere")
+            .map_err(|e| e.to_string())?,
+    ));
     for i in 1..=case.replicas {
         let fence = ReplicaFence::new(hub.clone(), &format!("r{i}"), ttl, margin, unfenced);
         let store = Arc::new(Store::with_backend(Box::new(LeasedBackend::new(
@@ -199,7 +204,10 @@ pub async fn run_split_brain(seed: u64, unfenced: Unfenced) -> Result<SplitBrain
             store,
             Arc::new(clock.clone()),
             Box::new(SeededRng::fork(seed, &format!("engine-r{i}"))),
-            EngineConfig::default(),
+            EngineConfig {
+                secrets: Some(secrets.clone()),
+                ..EngineConfig::default()
+            },
         )
         .map_err(|e| e.to_string())?;
         replicas.push(Replica {

@@ -45,6 +45,12 @@ pub struct ClusterSpec {
     /// How the workload cluster's own API is reached (see [`crate::workload`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workload: Option<crate::workload::WorkloadSpec>,
+    /// How machines become the cluster's nodes (see [`crate::bootstrap`]).
+    #[serde(
+        default,
+        skip_serializing_if = "crate::bootstrap::Bootstrap::is_default"
+    )]
+    pub bootstrap: crate::bootstrap::Bootstrap,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -624,6 +630,7 @@ impl Cluster {
             ));
         }
         out.extend(crate::capacity::check_cluster(self));
+        out.extend(crate::bootstrap::problems(self));
         let cp = &self.spec.control_plane;
         out.extend(crate::node_meta::problems(
             "spec.controlPlane",

@@ -2,6 +2,7 @@
 //! validation. Parsing errors name the field path and, where the YAML parser knows it,
 //! the line.
 
+pub mod bootstrap;
 pub mod capacity;
 pub mod cidr;
 pub mod cluster;

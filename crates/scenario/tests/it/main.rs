@@ -1,6 +1,7 @@
 //! Every integration test of flightdeck-scenario, in one test binary: one link instead of
 //! 15, and the long tests run beside the short ones.
 
+mod cluster_pki;
 mod common;
 mod engine_backoff;
 mod f12_foreign_lists;

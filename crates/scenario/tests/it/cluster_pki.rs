@@ -1,0 +1,200 @@
+//! Issue 41: a cluster bootstrapped by kubeadm has its PKI made by flightdeck, kept
+//! sealed at rest: the store file holds no CA private key, PEM or DER (and does once
+//! sealing is switched off, so the search can fail); the PKI opens again only with the
+//! key it was sealed with, an engine given another key stops naming it, and the PKI goes
+//! with the cluster.
+
+use std::sync::Arc;
+
+use crate::common::{drive, example};
+use base64::Engine as _;
+use flightdeck_cloud::{SeededRng, SimClock, Timestamp};
+use flightdeck_engine::secrets::SecretsAtRest;
+use flightdeck_engine::{Engine, EngineConfig};
+use flightdeck_guest::{ClusterPki, SecretsKey};
+use flightdeck_sim::{SimCloud, SimConfig};
+use flightdeck_spec::Cluster;
+use flightdeck_spec::bootstrap::BootstrapProvider;
+use flightdeck_store::Store;
+
+fn kubeadm_example() -> Cluster {
+    let mut c = example();
+    c.spec.bootstrap.provider = BootstrapProvider::Kubeadm;
+    c
+}
+
+fn sealed(origin: &str) -> SecretsAtRest {
+    SecretsAtRest::Sealed(Arc::new(SecretsKey::generate(origin).expect("key")))
+}
+
+fn engine(
+    cloud: &Arc<SimCloud>,
+    clock: &SimClock,
+    dir: &std::path::Path,
+    secrets: SecretsAtRest,
+) -> Result<Engine<SimCloud>, flightdeck_engine::EngineError> {
+    Engine::new(
+        cloud.clone(),
+        Arc::new(Store::open(dir).expect("store")),
+        Arc::new(clock.clone()),
+        Box::new(SeededRng::new(1)),
+        EngineConfig {
+            secrets: Some(secrets),
+            ..EngineConfig::default()
+        },
+    )
+}
+
+/// Every private key of the PKI, as PEM text and as the DER bytes inside it.
+fn private_keys(pki: &ClusterPki) -> Vec<(String, Vec<u8>)> {
+    [
+        &pki.cluster_ca.key_pem,
+        &pki.etcd_ca.key_pem,
+        &pki.front_proxy_ca.key_pem,
+        &pki.service_account_key,
+    ]
+    .into_iter()
+    .map(|k| {
+        let pem = k.expose().to_string();
+        let body: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+        let der = base64::engine::general_purpose::STANDARD
+            .decode(body)
+            .expect("PEM body");
+        assert!(der.len() > 60, "a key's DER");
+        (pem, der)
+    })
+    .collect()
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Applies the kubeadm example on a store in `dir`; answers its PKI and the store file's
+/// bytes once the engine is dropped.
+fn applied(dir: &std::path::Path, secrets: SecretsAtRest) -> (ClusterPki, Vec<u8>) {
+    let clock = SimClock::new(Timestamp::SIM_EPOCH);
+    let cloud = Arc::new(SimCloud::new(SimConfig::default(), 1, clock.clone()));
+    let mut e = engine(&cloud, &clock, dir, secrets).expect("engine");
+    e.apply(kubeadm_example()).expect("apply");
+    let pki = e
+        .pki("demo")
+        .expect("opens")
+        .expect("a kubeadm cluster has a PKI");
+    drop(e);
+    let mut bytes = Vec::new();
+    for f in std::fs::read_dir(dir).expect("dir") {
+        bytes.extend(std::fs::read(f.expect("entry").path()).expect("read"));
+    }
+    (pki, bytes)
+}
+
+#[test]
+fn the_store_file_holds_no_ca_private_key_and_does_once_sealing_is_off() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (pki, bytes) = applied(dir.path(), sealed("test key"));
+    let keys = private_keys(&pki);
+    assert_eq!(keys.len(), 4);
+    for (pem, der) in &keys {
+        assert!(!contains(&bytes, pem.as_bytes()), "a PEM key in the store");
+        assert!(!contains(&bytes, der), "a DER key in the store");
+    }
+    assert!(!contains(&bytes, b"PRIVATE KEY"));
+
+    let open = tempfile::tempdir().expect("tempdir");
+    let (pki, bytes) = applied(open.path(), SecretsAtRest::UnsafePlain);
+    let found = private_keys(&pki)
+        .iter()
+        .filter(|(pem, _)| contains(&bytes, pem.replace('\n', "\\n").as_bytes()))
+        .count();
+    assert_eq!(found, 4, "unsealed, every key is in the store in the clear");
+}
+
+#[tokio::test]
+async fn the_pki_opens_with_its_key_and_an_engine_given_another_key_stops_naming_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = SimClock::new(Timestamp::SIM_EPOCH);
+    let cloud = Arc::new(SimCloud::new(SimConfig::default(), 1, clock.clone()));
+    let key = sealed("the first key");
+    let mut e = engine(&cloud, &clock, dir.path(), key.clone()).expect("engine");
+    e.apply(kubeadm_example()).expect("apply");
+    let first = e.pki("demo").expect("opens").expect("pki");
+    drop(e);
+
+    // The same key: the same CAs, never new ones.
+    let e = engine(&cloud, &clock, dir.path(), key.clone()).expect("engine");
+    let again = e.pki("demo").expect("opens").expect("pki");
+    assert_eq!(again.cluster_ca.cert_pem, first.cluster_ca.cert_pem);
+    assert_eq!(
+        again.discovery_hash().expect("hash"),
+        first.discovery_hash().expect("hash")
+    );
+    drop(e);
+
+    // Another key: the engine does not start, and says which key failed.
+    let err = engine(&cloud, &clock, dir.path(), sealed("the other key"))
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        err.contains("cluster demo") && err.contains("the other key"),
+        "{err}"
+    );
+    // No key given at all (an engine that would make its own): refused too.
+    let err = Engine::new(
+        cloud.clone(),
+        Arc::new(Store::open(dir.path()).expect("store")),
+        Arc::new(clock.clone()),
+        Box::new(SeededRng::new(1)),
+        EngineConfig::default(),
+    )
+    .err()
+    .expect("refused")
+    .to_string();
+    assert!(err.contains("--secrets-key-file"), "{err}");
+}
+
+#[tokio::test]
+async fn the_pki_goes_with_its_cluster_and_a_cluster_without_kubeadm_has_none() {
+    let clock = SimClock::new(Timestamp::SIM_EPOCH);
+    let cloud = Arc::new(SimCloud::new(SimConfig::default(), 1, clock.clone()));
+    let store = Arc::new(Store::in_memory().expect("store"));
+    let mut e = Engine::new(
+        cloud.clone(),
+        store.clone(),
+        Arc::new(clock.clone()),
+        Box::new(SeededRng::new(1)),
+        EngineConfig::default(),
+    )
+    .expect("engine");
+    e.apply(kubeadm_example()).expect("apply");
+    assert_eq!(
+        store.keys(flightdeck_engine::secrets::T_PKI).expect("keys"),
+        ["demo"]
+    );
+    e.delete("demo").expect("delete");
+    assert!(
+        drive(&mut e, &cloud, &clock, 3600, |e| e
+            .cluster("demo")
+            .is_none())
+        .await,
+        "the deletion finishes"
+    );
+    assert!(
+        store
+            .keys(flightdeck_engine::secrets::T_PKI)
+            .expect("keys")
+            .is_empty()
+    );
+
+    let mut none = example();
+    none.metadata.name = flightdeck_spec::Name::new("plain").expect("name");
+    e.apply(none).expect("apply");
+    assert!(e.pki("plain").expect("no error").is_none());
+    assert!(
+        store
+            .keys(flightdeck_engine::secrets::T_PKI)
+            .expect("keys")
+            .is_empty()
+    );
+}
