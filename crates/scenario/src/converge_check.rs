@@ -49,14 +49,16 @@ pub fn cluster_problem(
         return crate::invariants::leaks(world, track);
     }
     let live = live_machines(world);
-    judge(world, &live, track, spec, repairs, Judge::Converged)
+    let mine: Vec<&Live<'_>> = live.iter().filter(|m| m.uid == track.uid).collect();
+    judge(world, &mine, track, spec, repairs, Judge::Converged)
 }
 
 /// What keeps the cluster of `track` from being what `judge` asks of `spec` in
-/// `world`, whose live machines are `live`.
+/// `world`, whose live machines of the track's UID are `live` (picked once per look:
+/// a fleet of N clusters would otherwise scan every machine N times).
 pub(crate) fn judge(
     world: &World,
-    live: &[Live<'_>],
+    live: &[&Live<'_>],
     track: &ClusterTrack,
     spec: &Cluster,
     repairs: &RepairCheck,
@@ -74,10 +76,7 @@ pub(crate) fn judge(
             .map(|p| (p.name.as_str(), p.replicas.get(), &p.machine)),
     );
     for (set, replicas, template) in sets {
-        let machines: Vec<&Live<'_>> = live
-            .iter()
-            .filter(|m| m.uid == track.uid && m.set == set)
-            .collect();
+        let machines: Vec<&Live<'_>> = live.iter().copied().filter(|m| m.set == set).collect();
         if let Some(p) = set_problem(track, set, replicas, template, &machines, repairs, judge) {
             return Some(format!("{}: {p}", track.name));
         }

@@ -73,7 +73,8 @@ pub(crate) struct Truth {
 /// scenario wrote and what the repair check knows.
 pub(crate) struct Look<'a, 'w> {
     pub world: &'w World,
-    pub live: &'a [Live<'w>],
+    /// The live machines by cluster UID.
+    pub live: &'a BTreeMap<&'w str, Vec<&'a Live<'w>>>,
     pub specs: &'a BTreeMap<String, Cluster>,
     pub repairs: &'a RepairCheck,
 }
@@ -81,7 +82,13 @@ pub(crate) struct Look<'a, 'w> {
 impl Look<'_, '_> {
     fn problem(&self, track: &ClusterTrack, how: Judge) -> Option<String> {
         match self.specs.get(&track.name) {
-            Some(spec) => judge(self.world, self.live, track, spec, self.repairs, how),
+            Some(spec) => {
+                let mine = self
+                    .live
+                    .get(track.uid.as_str())
+                    .map_or(&[][..], Vec::as_slice);
+                judge(self.world, mine, track, spec, self.repairs, how)
+            }
             None => Some(format!("{}: the scenario has no spec for it", track.name)),
         }
     }

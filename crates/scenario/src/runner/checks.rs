@@ -26,7 +26,11 @@ impl<P: Provider + 'static> Driver<'_, P> {
         let spells = self
             .cloud
             .serving_spells_since(self.invariants.spells_seen());
-        let live = crate::repair_check::live_machines(&world);
+        let all_live = crate::repair_check::live_machines(&world);
+        let mut live: std::collections::BTreeMap<&str, Vec<_>> = Default::default();
+        for m in &all_live {
+            live.entry(m.uid).or_default().push(m);
+        }
         let look = crate::truth::Look {
             world: &world,
             live: &live,
@@ -62,6 +66,7 @@ impl<P: Provider + 'static> Driver<'_, P> {
         self.truth
             .check(&mut self.invariants, now, &look, &self.engine, &self.tracks);
         drop(live);
+        drop(all_live);
         let converged = self.check_convergence(now, &world);
         self.world = Some((changes, world));
         converged
