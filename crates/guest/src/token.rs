@@ -3,8 +3,11 @@
 //! token); the secret part authenticates a joining machine and is a [`Secret`] here:
 //! never printed, wiped when dropped.
 //!
-//! A token is made from randomness the caller passes in (the engine's seeded generator,
-//! never a global one), so a run replays from its seed. The API server learns of a token
+//! A token is made from randomness the caller passes in, never a global generator. A
+//! token is a credential: the product draws it from the operating system's secure
+//! generator ([`BootstrapToken::generate_secure`], ring's `SystemRandom`), never from
+//! the engine's seeded generator, whose seed (the clock and the process id) can be
+//! guessed. A simulated run may pass its own seeded generator, so that it replays. The API server learns of a token
 //! from the `bootstrap.kubernetes.io/token` Secret [`BootstrapToken::secret_object`]
 //! builds, key for key the one `kubeadm token create` writes.
 
@@ -48,6 +51,8 @@ pub enum TokenError {
         "not a bootstrap token: {problem} (a token is <id>.<secret>, 6 then 16 of [a-z0-9]; the text given is not shown)"
     )]
     Malformed { problem: &'static str },
+    #[error("the operating system gave no randomness for a bootstrap token")]
+    NoRandomness,
     #[error("expiration {value:?} of bootstrap token {id} is not an RFC 3339 time: {message}")]
     Expiration {
         id: String,
@@ -76,6 +81,23 @@ impl BootstrapToken {
             id,
             secret: Secret::new(secret),
         }
+    }
+
+    /// A new token from the operating system's secure generator: the product's tokens.
+    pub fn generate_secure() -> Result<BootstrapToken, TokenError> {
+        use ring::rand::SecureRandom as _;
+        let system = ring::rand::SystemRandom::new();
+        let mut failed = false;
+        let mut draw = || {
+            let mut bytes = [0u8; 8];
+            failed |= system.fill(&mut bytes).is_err();
+            u64::from_le_bytes(bytes)
+        };
+        let token = BootstrapToken::generate(&mut draw);
+        if failed {
+            return Err(TokenError::NoRandomness);
+        }
+        Ok(token)
     }
 
     /// Reads `<id>.<secret>`, refusing anything else; the error never repeats the text.
@@ -206,6 +228,17 @@ mod tests {
             z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
             z ^ (z >> 31)
         }
+    }
+
+    #[test]
+    fn secure_tokens_have_kubeadms_form_and_differ() {
+        let a = BootstrapToken::generate_secure().expect("randomness");
+        let b = BootstrapToken::generate_secure().expect("randomness");
+        for t in [&a, &b] {
+            let text = t.token();
+            BootstrapToken::parse(text.expose()).expect("kubeadm's form");
+        }
+        assert_ne!(a.token().expose(), b.token().expose());
     }
 
     #[test]
