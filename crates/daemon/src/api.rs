@@ -78,6 +78,7 @@ pub fn router(state: Arc<ApiState>) -> (axum::Router, utoipa::openapi::OpenApi) 
         .routes(routes!(list_clusters, apply))
         .routes(routes!(get_cluster, delete_cluster))
         .routes(routes!(resume_cluster))
+        .routes(routes!(cluster_kubeconfig))
         .routes(routes!(plan_cluster))
         .routes(routes!(cluster_events))
         .routes(routes!(all_events))
@@ -317,6 +318,56 @@ async fn resume_cluster(State(s): S, Path(name): Path<String>) -> Response {
             Some(v) => Json(v.summary).into_response(),
             None => Failure::not_found(&name).into_response(),
         },
+    }
+}
+
+#[derive(Deserialize, IntoParams)]
+struct KubeconfigQuery {
+    /// How long its client certificate is valid: 1m to 168h (default 24h).
+    ttl: Option<String>,
+}
+
+/// A kubeconfig of a cluster flightdeck bootstraps (`spec.bootstrap.provider:
+/// kubeadm`): its API server verified against the cluster CA, and a client certificate
+/// the CA signs for `ttl`, in the cluster administrators' group. Admin only; issuing
+/// one is an event, never its content.
+#[utoipa::path(post, path = "/api/v1/clusters/{name}/kubeconfig", tag = "clusters",
+    params(("name" = String, Path, description = "The cluster's name"), KubeconfigQuery),
+    responses((status = 200, body = String, content_type = "application/yaml",
+            description = "The kubeconfig"),
+        (status = 404, body = ApiError), (status = 409, body = ApiError),
+        (status = 403, body = ApiError), (status = 422, body = ApiError)))]
+async fn cluster_kubeconfig(
+    State(s): S,
+    Path(name): Path<String>,
+    Query(q): Query<KubeconfigQuery>,
+) -> Response {
+    let ttl = match q
+        .ttl
+        .as_deref()
+        .unwrap_or("24h")
+        .parse::<flightdeck_spec::Duration>()
+    {
+        Ok(ttl) => ttl,
+        Err(e) => {
+            return Failure::unprocessable(format!("ttl: {e} (e.g. ttl=24h)")).into_response();
+        }
+    };
+    let user = "flightdeck-admin".to_string();
+    let done = s
+        .fleet
+        .command(&name, |r| Command::Kubeconfig(name.clone(), ttl, user, r))
+        .await;
+    match done {
+        Err(f) => f.into_response(),
+        Ok(text) => (
+            [
+                (axum::http::header::CONTENT_TYPE, "application/yaml"),
+                (axum::http::header::CACHE_CONTROL, "no-store"),
+            ],
+            text.expose().to_string(),
+        )
+            .into_response(),
     }
 }
 

@@ -36,6 +36,14 @@ pub enum Command {
     /// recorded objects (`--forget`).
     Delete(String, bool, Reply<()>),
     Resume(String, Reply<()>),
+    /// A kubeconfig of the cluster, its client certificate valid this long, for this
+    /// user (the requester, as the event names it).
+    Kubeconfig(
+        String,
+        flightdeck_spec::Duration,
+        String,
+        Reply<flightdeck_guest::Secret>,
+    ),
     Plan(String, Reply<PlanView>),
     /// This replica claimed the cluster (or holds it still): drive it from the store,
     /// picking up a spec applied through another replica. The answer says whether it
@@ -309,6 +317,14 @@ impl<P: Provider + 'static> Backend<P> {
                 self.publish(&name);
                 let _ = reply.send(result);
             }
+            Command::Kubeconfig(name, ttl, user, reply) => {
+                let result = self
+                    .engine
+                    .issue_kubeconfig(&name, ttl, &user)
+                    .map_err(engine_failure);
+                self.publish(&name);
+                let _ = reply.send(result);
+            }
             Command::Resume(name, reply) => {
                 let result = self.engine.resume(&name).map_err(engine_failure);
                 self.publish(&name);
@@ -459,7 +475,11 @@ fn engine_failure(e: EngineError) -> Failure {
             Failure::conflict(e.to_string())
         }
         EngineError::Store(e) => Failure::store(e),
-        EngineError::Crashed(_) | EngineError::Secrets(_) => Failure::internal(e.to_string()),
+        EngineError::Crashed(_) | EngineError::Secrets(_) | EngineError::Kubeconfig(_) => {
+            Failure::internal(e.to_string())
+        }
+        EngineError::NoPki(_) | EngineError::EndpointUnknown(_) => Failure::conflict(e.to_string()),
+        EngineError::Invalid(_) => Failure::unprocessable(e.to_string()),
         EngineError::HandingOver(_) => Failure::unavailable(e.to_string()),
     }
 }

@@ -302,7 +302,9 @@ pub async fn serve_until(
     }
     signals.abort();
     if let Some(b) = backups {
+        // Waited for, so that its hold on the store is gone when serve returns.
         b.abort();
+        let _ = b.await;
     }
     // No daemon answers there any more: the CLI must not try it.
     let _ = std::fs::remove_file(dir.join(URL_FILE));

@@ -412,6 +412,13 @@ async fn a_kubeadm_clusters_pki_is_sealed_under_the_state_directorys_key() {
 
     // The key is lost: the daemon does not start, and says which file it needs.
     std::fs::remove_file(&key).expect("remove the key");
+    // The stopped daemon's last tasks let go of the store file (a bound, not a figure).
+    for _ in 0..200 {
+        if flightdeck_store::Store::open(dir.path()).is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let (_tx, rx) = oneshot::channel::<()>();
     let served = tokio::time::timeout(
         Duration::from_secs(30),
@@ -427,4 +434,93 @@ async fn a_kubeadm_clusters_pki_is_sealed_under_the_state_directorys_key() {
         "{err}"
     );
     assert!(!key.exists(), "no new key is made over sealed secrets");
+}
+
+/// `POST /api/v1/clusters/{name}/kubeconfig`: the admin gets a kubeconfig (YAML, not to
+/// be cached) of a kubeadm cluster once its endpoint is known; the viewer may not ask;
+/// a cluster without flightdeck's PKI is refused by name; the issue is an event that
+/// holds none of the kubeconfig.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_gets_a_kubeconfig_and_its_issue_is_an_event() {
+    let d = start(50.0).await;
+    let kubeadm = example("openstack.yaml").replace(
+        "  provider:\n",
+        "  bootstrap:\n    provider: kubeadm\n  provider:\n",
+    );
+    d.apply(&kubeadm).await;
+    d.apply(
+        &cluster_named(&example("openstack.yaml"), "plain")
+            .replace("10.244.0.0/16", "10.245.0.0/16"),
+    )
+    .await;
+    let url = format!("{}/api/v1/clusters/demo/kubeconfig?ttl=1h", d.url);
+    let viewer = d
+        .http
+        .post(&url)
+        .bearer_auth(&d.viewer)
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(viewer.status(), 403);
+    // The endpoint is known once the load balancer has its address (a bound for a
+    // build that never gets one, not a performance figure).
+    let mut answer = None;
+    for _ in 0..600 {
+        let r = d
+            .http
+            .post(&url)
+            .bearer_auth(&d.admin)
+            .send()
+            .await
+            .expect("POST");
+        if r.status() == 200 {
+            answer = Some(r);
+            break;
+        }
+        assert_eq!(r.status(), 409, "only an unknown endpoint waits");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let r = answer.expect("a kubeconfig once the VIP is known");
+    assert_eq!(r.headers()["content-type"], "application/yaml");
+    assert_eq!(r.headers()["cache-control"], "no-store");
+    let text = r.text().await.expect("body");
+    let v: serde_json::Value = yaml_serde::from_str(&text).expect("YAML");
+    assert!(
+        v["clusters"][0]["cluster"]["server"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("https://") && s.ends_with(":6443")),
+        "{v}"
+    );
+    let key = v["users"][0]["user"]["client-key-data"]
+        .as_str()
+        .expect("key");
+    let plain = d
+        .http
+        .post(format!("{}/api/v1/clusters/plain/kubeconfig", d.url))
+        .bearer_auth(&d.admin)
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(plain.status(), 409);
+    let e: flightdeck_daemon::types::ApiError = plain.json().await.expect("JSON");
+    assert!(
+        e.error.contains("plain") && e.error.contains("none"),
+        "{e:?}"
+    );
+    let bad = d
+        .http
+        .post(format!(
+            "{}/api/v1/clusters/demo/kubeconfig?ttl=forever",
+            d.url
+        ))
+        .bearer_auth(&d.admin)
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(bad.status(), 422);
+    let events: EventList = d.get("/api/v1/clusters/demo/events").await;
+    let all = serde_json::to_string(&events).expect("JSON");
+    assert!(all.contains("KubeconfigIssued"), "{all}");
+    assert!(!all.contains(key) && !all.contains("PRIVATE"), "{all}");
+    d.stop().await;
 }

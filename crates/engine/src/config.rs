@@ -127,6 +127,18 @@ pub enum EngineError {
     Crashed(String),
     #[error(transparent)]
     Secrets(#[from] crate::secrets::SecretsError),
+    #[error(
+        "cluster {0} boots with spec.bootstrap.provider none: flightdeck holds no CA of it (use the kubeconfig your own bootstrap made)"
+    )]
+    NoPki(String),
+    #[error(
+        "cluster {0}: its API endpoint is not known yet (its load balancer has no address yet, or the cloud gives none flightdeck knows); try again once it is built"
+    )]
+    EndpointUnknown(String),
+    #[error("{0}")]
+    Kubeconfig(String),
+    #[error("{0}")]
+    Invalid(String),
 }
 
 /// What was asked of a cluster while its reconcile ran.

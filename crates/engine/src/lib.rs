@@ -21,6 +21,7 @@ mod events;
 pub mod faults;
 mod handover;
 mod identity;
+pub mod kubeconfig;
 pub mod observe;
 mod operator;
 pub mod queue;

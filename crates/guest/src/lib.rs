@@ -10,6 +10,7 @@
 pub mod bootstrap;
 pub mod cloudinit;
 pub mod kubeadm;
+pub mod kubeconfig;
 pub mod pki;
 pub mod sealed;
 pub mod token;

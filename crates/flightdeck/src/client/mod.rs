@@ -56,6 +56,9 @@ pub fn default_state_dir() -> Option<PathBuf> {
 pub enum Resource {
     #[value(alias = "clusters")]
     Cluster,
+    /// A kubeconfig of cluster NAME (`spec.bootstrap.provider: kubeadm`), printed on
+    /// stdout: its client certificate is signed by the cluster CA for --ttl (admin token).
+    Kubeconfig,
 }
 
 /// `-o` of `get`.
@@ -116,6 +119,9 @@ pub struct GetArgs {
     /// until Ctrl-C.
     #[arg(short = 'w', long)]
     pub watch: bool,
+    /// `get kubeconfig`: how long its client certificate is valid (1m to 168h).
+    #[arg(long, default_value = "24h", value_parser = crate::parse_duration)]
+    pub ttl: flightdeck_spec::Duration,
     #[command(flatten)]
     pub connect: ConnectArgs,
 }

@@ -102,6 +102,9 @@ pub async fn apply(args: super::ApplyArgs) -> anyhow::Result<ExitCode> {
 
 pub async fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
     let api = connect(&args.connect)?;
+    if args.resource == super::Resource::Kubeconfig {
+        return kubeconfig(&api, &args).await;
+    }
     if args.watch {
         return super::follow::watch(&api, args.name.as_deref(), args.output).await;
     }
@@ -129,7 +132,30 @@ pub async fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `get kubeconfig NAME`: the daemon issues it (an event says so); it goes to stdout
+/// only, never to a file or a log of this client's.
+async fn kubeconfig(api: &Api, args: &GetArgs) -> anyhow::Result<ExitCode> {
+    let Some(name) = &args.name else {
+        bail!("get kubeconfig: name the cluster (flightdeck get kubeconfig NAME)");
+    };
+    if args.watch || args.output.is_some() {
+        bail!("get kubeconfig: --watch and -o do not apply; the kubeconfig is YAML");
+    }
+    let mut url = api.endpoint(&["clusters", name, "kubeconfig"]);
+    url.query_pairs_mut()
+        .append_pair("ttl", &args.ttl.to_string());
+    let response = api.send(api.request(Method::POST, url)).await?;
+    let text = response.text().await.map_err(|e| api.transport_error(&e))?;
+    out!("{}", text.trim_end());
+    Ok(ExitCode::SUCCESS)
+}
+
 pub async fn describe(args: DescribeArgs) -> anyhow::Result<ExitCode> {
+    if args.resource == super::Resource::Kubeconfig {
+        bail!(
+            "describe kubeconfig: there is nothing to describe; `flightdeck get kubeconfig NAME` prints one"
+        );
+    }
     let api = connect(&args.connect)?;
     let names = match &args.name {
         Some(n) => vec![n.clone()],

@@ -198,3 +198,83 @@ async fn the_pki_goes_with_its_cluster_and_a_cluster_without_kubeadm_has_none() 
             .is_empty()
     );
 }
+
+/// `flightdeck get kubeconfig`: for a built kubeadm cluster, a kubeconfig whose server is
+/// the load balancer's VIP, trusted through the cluster CA, with a client certificate
+/// the CA signed; issuing it is an event that holds none of it. A cluster without
+/// flightdeck's PKI, an unknown endpoint and a TTL out of bounds are refused by name.
+#[tokio::test]
+async fn a_kubeconfig_names_the_vip_trusts_the_cluster_ca_and_its_issue_is_an_event() {
+    use base64::Engine as _;
+    let clock = SimClock::new(Timestamp::SIM_EPOCH);
+    let cloud = Arc::new(SimCloud::new(SimConfig::default(), 1, clock.clone()));
+    let mut e = Engine::new(
+        cloud.clone(),
+        Arc::new(Store::in_memory().expect("store")),
+        Arc::new(clock.clone()),
+        Box::new(SeededRng::new(1)),
+        EngineConfig::default(),
+    )
+    .expect("engine");
+    e.apply(kubeadm_example()).expect("apply");
+    let day = flightdeck_spec::Duration::from_secs(24 * 3600);
+    match e.issue_kubeconfig("demo", day, "alice") {
+        Err(flightdeck_engine::EngineError::EndpointUnknown(c)) => assert_eq!(c, "demo"),
+        other => panic!("no VIP yet: {:?}", other.map(|_| "a kubeconfig")),
+    }
+    assert!(
+        drive(&mut e, &cloud, &clock, 3600, |e| {
+            e.cluster("demo").is_some_and(|c| c.status.ready)
+        })
+        .await,
+        "the cluster is built"
+    );
+    let text = e
+        .issue_kubeconfig("demo", day, "alice")
+        .expect("kubeconfig");
+    let v: serde_json::Value = yaml_serde::from_str(text.expose()).expect("YAML");
+    let vip = cloud.snapshot().load_balancers[0]
+        .vip_address
+        .expect("the VIP");
+    assert_eq!(
+        v["clusters"][0]["cluster"]["server"],
+        format!("https://{vip}:6443")
+    );
+    let pki = e.pki("demo").expect("opens").expect("pki");
+    let ca = v["clusters"][0]["cluster"]["certificate-authority-data"]
+        .as_str()
+        .expect("CA");
+    let ca = base64::engine::general_purpose::STANDARD
+        .decode(ca)
+        .expect("base64");
+    assert_eq!(ca, pki.cluster_ca.cert_pem.as_bytes());
+    assert!(v["users"][0]["user"]["client-certificate-data"].is_string());
+    let issued: Vec<_> = e
+        .drain_events()
+        .into_iter()
+        .filter(|ev| ev.reason == "KubeconfigIssued")
+        .collect();
+    assert_eq!(issued.len(), 1);
+    assert!(issued[0].message.contains("alice"), "{}", issued[0].message);
+    assert!(
+        issued[0].message.contains("kubeadm:cluster-admins")
+            || issued[0].message.contains("system:masters")
+    );
+    assert!(!issued[0].message.contains("PRIVATE"));
+
+    let zero = flightdeck_spec::Duration::from_secs(0);
+    assert!(matches!(
+        e.issue_kubeconfig("demo", zero, "alice"),
+        Err(flightdeck_engine::EngineError::Invalid(_))
+    ));
+    let mut none = example();
+    none.metadata.name = flightdeck_spec::Name::new("plain").expect("name");
+    none.spec.network.security_group =
+        Some(flightdeck_spec::Text::new("plain-nodes").expect("text"));
+    none.spec.network.pod_cidr = "10.245.0.0/16".parse().expect("cidr");
+    e.apply(none).expect("apply");
+    assert!(matches!(
+        e.issue_kubeconfig("plain", day, "alice"),
+        Err(flightdeck_engine::EngineError::NoPki(_))
+    ));
+}
