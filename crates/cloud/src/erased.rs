@@ -14,7 +14,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::identity::{Identity, NamedObject};
-use crate::kubevirt::{EndpointService, GuestDrain, Pod, VirtualMachines, Vmi};
+use crate::kubevirt::{
+    BootstrapTokenSecret, EndpointService, GuestDrain, Pod, VirtualMachines, Vmi,
+};
 use crate::model::*;
 use crate::opennebula::{Image, ImageCreate, Instantiate, TemplateCreate, Templates, VmTemplate};
 use crate::ownership::Ownership;
@@ -75,6 +77,18 @@ macro_rules! erased_calls {
                 name: &'a str,
             ) -> CallFuture<'a, ()>;
             fn delete_node<'a>(&'a self, owner: &'a Ownership, node: &'a str) -> CallFuture<'a, ()>;
+            fn create_bootstrap_token<'a>(
+                &'a self,
+                owner: &'a Ownership,
+                token: &'a BootstrapTokenSecret,
+            ) -> CallFuture<'a, ()>;
+            fn set_bootstrap_token_expiration<'a>(
+                &'a self,
+                owner: &'a Ownership,
+                id: &'a str,
+                expiration: &'a str,
+            ) -> CallFuture<'a, ()>;
+            fn delete_bootstrap_token<'a>(&'a self, owner: &'a Ownership, id: &'a str) -> CallFuture<'a, ()>;
             fn patch_node_metadata<'a>(
                 &'a self,
                 owner: &'a Ownership,
@@ -126,6 +140,24 @@ macro_rules! erased_calls {
             }
             fn delete_node<'a>(&'a self, owner: &'a Ownership, node: &'a str) -> CallFuture<'a, ()> {
                 Box::pin(<P as GuestDrain>::delete_node(self, owner, node))
+            }
+            fn create_bootstrap_token<'a>(
+                &'a self,
+                owner: &'a Ownership,
+                token: &'a BootstrapTokenSecret,
+            ) -> CallFuture<'a, ()> {
+                Box::pin(<P as GuestDrain>::create_bootstrap_token(self, owner, token))
+            }
+            fn set_bootstrap_token_expiration<'a>(
+                &'a self,
+                owner: &'a Ownership,
+                id: &'a str,
+                expiration: &'a str,
+            ) -> CallFuture<'a, ()> {
+                Box::pin(<P as GuestDrain>::set_bootstrap_token_expiration(self, owner, id, expiration))
+            }
+            fn delete_bootstrap_token<'a>(&'a self, owner: &'a Ownership, id: &'a str) -> CallFuture<'a, ()> {
+                Box::pin(<P as GuestDrain>::delete_bootstrap_token(self, owner, id))
             }
             fn patch_node_metadata<'a>(
                 &'a self,
@@ -247,6 +279,26 @@ impl GuestDrain for DynProvider {
     }
     async fn delete_node(&self, owner: &Ownership, node: &str) -> Result<()> {
         self.0.delete_node(owner, node).await
+    }
+    async fn create_bootstrap_token(
+        &self,
+        owner: &Ownership,
+        token: &BootstrapTokenSecret,
+    ) -> Result<()> {
+        self.0.create_bootstrap_token(owner, token).await
+    }
+    async fn set_bootstrap_token_expiration(
+        &self,
+        owner: &Ownership,
+        id: &str,
+        expiration: &str,
+    ) -> Result<()> {
+        self.0
+            .set_bootstrap_token_expiration(owner, id, expiration)
+            .await
+    }
+    async fn delete_bootstrap_token(&self, owner: &Ownership, id: &str) -> Result<()> {
+        self.0.delete_bootstrap_token(owner, id).await
     }
     async fn patch_node_metadata(
         &self,

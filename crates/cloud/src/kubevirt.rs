@@ -233,6 +233,71 @@ pub trait GuestDrain {
         let _ = (owner, node);
         async { Err(unsupported("delete node")) }
     }
+    /// `POST /api/v1/namespaces/kube-system/secrets`: a bootstrap token a joining
+    /// machine authenticates with (kubeadm's bootstrap). A token of that id already
+    /// there is [`ErrorClass::AlreadyExists`].
+    fn create_bootstrap_token(
+        &self,
+        owner: &Ownership,
+        token: &BootstrapTokenSecret,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let _ = (owner, token);
+        async { Err(unsupported("create secret")) }
+    }
+    /// A merge patch of the token's `expiration` (RFC 3339, UTC): the token lives on
+    /// while its machine has not joined. A token gone (an operator deleted it, or it
+    /// expired and the token cleaner took it) is [`ErrorClass::NotFound`].
+    fn set_bootstrap_token_expiration(
+        &self,
+        owner: &Ownership,
+        id: &str,
+        expiration: &str,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let _ = (owner, id, expiration);
+        async { Err(unsupported("patch secret")) }
+    }
+    /// `DELETE` of the token's Secret, once its machine joined or went. A token already
+    /// gone is no error (`Ok`).
+    fn delete_bootstrap_token(
+        &self,
+        owner: &Ownership,
+        id: &str,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let _ = (owner, id);
+        async { Err(unsupported("delete secret")) }
+    }
+}
+
+/// A bootstrap token's Secret as kubeadm writes it (`bootstrap-token-<id>` in
+/// `kube-system`, type `bootstrap.kubernetes.io/token`), its values in the clear (the
+/// API server keeps them base64-encoded). It holds the token's secret: its `Debug`
+/// shows the id and the keys, never a value.
+#[derive(Clone, PartialEq, Eq)]
+pub struct BootstrapTokenSecret {
+    /// The token's public id (`[a-z0-9]{6}`).
+    pub id: String,
+    /// `token-id`, `token-secret`, `expiration`, the usages and groups.
+    pub data: BTreeMap<String, String>,
+    /// The ownership tags of the machine it is for, carried as `flightdeck.dev/…`
+    /// labels: the Secret is flightdeck's, and that machine's.
+    pub tags: Vec<String>,
+}
+
+impl BootstrapTokenSecret {
+    /// The Secret's name.
+    pub fn name(&self) -> String {
+        format!("bootstrap-token-{}", self.id)
+    }
+}
+
+impl std::fmt::Debug for BootstrapTokenSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BootstrapTokenSecret")
+            .field("id", &self.id)
+            .field("keys", &self.data.keys().collect::<Vec<_>>())
+            .field("tags", &self.tags)
+            .finish()
+    }
 }
 
 /// The [`GuestDrain`] methods of a provider that drains through its workload cluster
@@ -291,6 +356,30 @@ macro_rules! forward_guest_drain {
             node: &str,
         ) -> $crate::provider::Result<()> {
             self.$field.delete_node(owner, node).await
+        }
+        async fn create_bootstrap_token(
+            &self,
+            owner: &$crate::Ownership,
+            token: &$crate::BootstrapTokenSecret,
+        ) -> $crate::provider::Result<()> {
+            self.$field.create_bootstrap_token(owner, token).await
+        }
+        async fn set_bootstrap_token_expiration(
+            &self,
+            owner: &$crate::Ownership,
+            id: &str,
+            expiration: &str,
+        ) -> $crate::provider::Result<()> {
+            self.$field
+                .set_bootstrap_token_expiration(owner, id, expiration)
+                .await
+        }
+        async fn delete_bootstrap_token(
+            &self,
+            owner: &$crate::Ownership,
+            id: &str,
+        ) -> $crate::provider::Result<()> {
+            self.$field.delete_bootstrap_token(owner, id).await
         }
     };
 }

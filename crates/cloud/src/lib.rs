@@ -17,7 +17,8 @@ pub use erased::DynProvider;
 pub use error::{CloudError, ErrorClass};
 pub use identity::{Identity, NamedObject};
 pub use kubevirt::{
-    EndpointService, EvictionStrategy, GuestDrain, Pod, VirtualMachineCreate, VirtualMachines, Vmi,
+    BootstrapTokenSecret, EndpointService, EvictionStrategy, GuestDrain, Pod, VirtualMachineCreate,
+    VirtualMachines, Vmi,
 };
 pub use model::*;
 pub use opennebula::{

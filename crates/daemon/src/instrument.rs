@@ -328,6 +328,12 @@ impl<P: GuestDrain + Send + Sync, H: CallHook> GuestDrain for Instrumented<P, H>
         Some(owner.cluster.clone()));
     forward!(drain, delete_node(owner: &Ownership, node: &str) -> (),
         Some(owner.cluster.clone()));
+    forward!(drain, create_bootstrap_token(owner: &Ownership,
+        token: &flightdeck_cloud::BootstrapTokenSecret) -> (), Some(owner.cluster.clone()));
+    forward!(drain, set_bootstrap_token_expiration(owner: &Ownership, id: &str,
+        expiration: &str) -> (), Some(owner.cluster.clone()));
+    forward!(drain, delete_bootstrap_token(owner: &Ownership, id: &str) -> (),
+        Some(owner.cluster.clone()));
     forward!(drain, patch_node_metadata(owner: &Ownership, node: &str,
         labels: &std::collections::BTreeMap<String, Option<String>>,
         taints: Option<&[flightdeck_cloud::Taint]>) -> (),

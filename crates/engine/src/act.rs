@@ -357,6 +357,20 @@ pub async fn act<P: Provider>(
                     .await?
             }
             Action::DeleteVmi { vmi, .. } => provider.delete_vmi(vmi).await?,
+            Action::RefreshBootstrapToken {
+                machine,
+                token_id,
+                expires_at,
+            } => {
+                crate::bootstrap::refresh(provider, owner, memory, machine, token_id, *expires_at)
+                    .await?
+            }
+            Action::DeleteBootstrapToken { machine, token_id } => {
+                provider.delete_bootstrap_token(owner, token_id).await?;
+                if let Some(r) = memory.machines.get_mut(machine) {
+                    r.token = None;
+                }
+            }
         }
         Ok(())
     }

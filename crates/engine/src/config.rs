@@ -38,6 +38,9 @@ pub struct EngineConfig {
     /// engine and kept nowhere (a store that lives no longer than the engine); such an
     /// engine refuses a store that already holds sealed secrets.
     pub secrets: Option<crate::secrets::SecretsAtRest>,
+    /// Where joining machines' bootstrap tokens come from: the operating system's
+    /// secure generator in the product; a seed in a simulated run that must replay.
+    pub tokens: crate::bootstrap::TokenSource,
 }
 
 /// What the ownership check keeps a cluster's lists and deletions to.
@@ -83,6 +86,7 @@ impl Default for EngineConfig {
             cluster_ownership: true,
             plan: PlanOptions::default(),
             secrets: None,
+            tokens: crate::bootstrap::TokenSource::Secure,
         }
     }
 }

@@ -59,6 +59,7 @@ pub(crate) struct OwnedCtx<P> {
     clock: Arc<dyn Clock>,
     config: Arc<EngineConfig>,
     faults: Option<Arc<Mutex<Box<dyn EngineFaults>>>>,
+    secrets: crate::secrets::SecretsAtRest,
 }
 
 impl<P: Provider> OwnedCtx<P> {
@@ -71,6 +72,7 @@ impl<P: Provider> OwnedCtx<P> {
             config: &self.config,
             faults: self.faults.as_deref(),
             claim: None,
+            secrets: &self.secrets,
         }
     }
 }
@@ -249,6 +251,7 @@ impl<P: Provider> Engine<P> {
             clock: self.clock.clone(),
             config: self.config.clone(),
             faults: self.faults.clone(),
+            secrets: self.secrets.clone(),
         }
     }
 

@@ -14,6 +14,7 @@
 
 pub mod act;
 pub mod backoff;
+mod bootstrap;
 mod config;
 mod driver;
 mod engine;
@@ -31,6 +32,7 @@ pub mod secrets;
 mod shared_ledger;
 pub mod timeline;
 
+pub use bootstrap::TokenSource;
 pub use config::{
     CLUSTERS_MAX, CONFLICTS_BEFORE_BACKOFF, EngineConfig, EngineError, OwnershipScope,
     T_SPEC as SPEC_TABLE,

@@ -63,6 +63,8 @@ pub(crate) struct Ctx<'a, P> {
     pub faults: Option<&'a Mutex<Box<dyn EngineFaults>>>,
     /// The claim the reconcile runs under (see [`Job::claim`]).
     pub claim: Option<i64>,
+    /// How the clusters' secrets (their PKI) are kept at rest.
+    pub secrets: &'a crate::secrets::SecretsAtRest,
 }
 
 impl<P> Ctx<'_, P> {
@@ -264,7 +266,7 @@ pub(crate) async fn reconcile<P: Provider>(
     let ahead = memory.clone();
 
     let (failure, actions, action_failures, act_events, failure_conditions) =
-        carry_out(ctx, &owner, &observed, &mut memory, &plan.actions, &name).await?;
+        carry_out(ctx, &owner, &spec, &observed, &mut memory, &plan.actions).await?;
     let mut seen = Seen::new(observed, reuse.kinds, previous.as_ref());
     seen.touched = touched_by(&plan.actions);
     events.extend(act_events);
@@ -442,14 +444,72 @@ pub(crate) fn plan_now<P>(
 
 type ActResults = (Option<ErrorClass>, u64, u64, Vec<Event>, Vec<Condition>);
 
+/// Carries out one planned action: a machine with a kubeadm bootstrap gets its data
+/// (and, for a join, its token) first ([`crate::bootstrap::prepare`]).
+async fn act_one<P: Provider>(
+    ctx: &Ctx<'_, P>,
+    owner: &Ownership,
+    spec: &Cluster,
+    observed: &Observed,
+    memory: &mut Memory,
+    action: &flightdeck_plan::Action,
+) -> ActOutcome {
+    let prepared;
+    let action = if let Some(machine) = crate::bootstrap::machine_to_prepare(action) {
+        let machine = machine.to_string();
+        let answer = match ctx.secrets.open_for_machine(ctx.store, owner) {
+            Ok(pki) => {
+                crate::bootstrap::prepare(
+                    ctx.provider,
+                    owner,
+                    spec,
+                    &pki,
+                    ctx.config.tokens,
+                    memory,
+                    action,
+                    ctx.clock.now(),
+                )
+                .await
+            }
+            Err(e) => Err(e),
+        };
+        match answer {
+            Ok(a) => {
+                prepared = a;
+                &prepared
+            }
+            Err(e) => {
+                // No create was sent: it may go out again at once.
+                if let Some(r) = memory.machines.get_mut(&machine) {
+                    r.create_sent_at = None;
+                }
+                return ActOutcome::Failed(e);
+            }
+        }
+    } else {
+        action
+    };
+    act(
+        ctx.provider,
+        owner,
+        observed,
+        memory,
+        action,
+        ctx.config.ownership(),
+        ctx.clock.now(),
+    )
+    .await
+}
+
 async fn carry_out<P: Provider>(
     ctx: &Ctx<'_, P>,
     owner: &Ownership,
+    spec: &Cluster,
     observed: &Observed,
     memory: &mut Memory,
     actions: &[flightdeck_plan::PlannedAction],
-    name: &str,
 ) -> Result<ActResults, EngineError> {
+    let name = owner.cluster.as_str();
     let mut failure: Option<ErrorClass> = None;
     let mut failures = 0;
     let mut events = Vec::new();
@@ -469,16 +529,7 @@ async fn carry_out<P: Provider>(
         // each mutation, so a replica that lost the cluster stops acting on it.
         ctx.store.may_act(name, ctx.claim)?;
         count += 1;
-        let outcome = act(
-            ctx.provider,
-            owner,
-            observed,
-            memory,
-            &planned.action,
-            ctx.config.ownership(),
-            ctx.clock.now(),
-        )
-        .await;
+        let outcome = act_one(ctx, owner, spec, observed, memory, &planned.action).await;
         let at = ctx.clock.now();
         let verb = planned.action.kind().to_string();
         match outcome {

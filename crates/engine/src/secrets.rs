@@ -163,6 +163,40 @@ impl SecretsAtRest {
     }
 }
 
+impl SecretsAtRest {
+    /// Cluster `owner`'s PKI, opened from `store` for one machine's data; a failure is
+    /// the machine's create failing for good (the store or its key is wrong).
+    pub(crate) fn open_for_machine(
+        &self,
+        store: &flightdeck_store::Store,
+        owner: &flightdeck_cloud::Ownership,
+    ) -> Result<ClusterPki, flightdeck_cloud::CloudError> {
+        let fail = |message: String| {
+            flightdeck_cloud::CloudError::new(
+                flightdeck_cloud::ErrorClass::Permanent,
+                "flightdeck",
+                "cluster PKI",
+                None,
+                message,
+            )
+        };
+        let cluster = owner.cluster.as_str();
+        let stored = store
+            .get::<StoredPki>(T_PKI, cluster)
+            .map_err(|e| fail(e.to_string()))?
+            .ok_or_else(|| {
+                fail(
+                    SecretsError::Missing {
+                        cluster: cluster.to_string(),
+                    }
+                    .to_string(),
+                )
+            })?;
+        self.open_pki(cluster, &owner.uid, &stored)
+            .map_err(|e| fail(e.to_string()))
+    }
+}
+
 fn zeroize_vec(v: &mut [u8]) {
     use flightdeck_guest::zeroize::Zeroize as _;
     v.zeroize();

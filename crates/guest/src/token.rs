@@ -150,6 +150,27 @@ impl BootstrapToken {
         expires_rfc3339: &str,
         description: &str,
     ) -> Result<Value, TokenError> {
+        let data: BTreeMap<String, String> = self
+            .secret_data(expires_rfc3339, description)?
+            .into_iter()
+            .map(|(k, v)| (k, B64.encode(v)))
+            .collect();
+        Ok(json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": { "name": self.secret_name(), "namespace": SECRET_NAMESPACE },
+            "type": SECRET_TYPE,
+            "data": data,
+        }))
+    }
+
+    /// The keys and values of [`BootstrapToken::secret_object`]'s `data`, in the clear
+    /// (a client encodes them). Holds the token's secret.
+    pub fn secret_data(
+        &self,
+        expires_rfc3339: &str,
+        description: &str,
+    ) -> Result<BTreeMap<String, String>, TokenError> {
         let expiration =
             utc_rfc3339(expires_rfc3339).map_err(|message| TokenError::Expiration {
                 id: self.id.clone(),
@@ -158,7 +179,7 @@ impl BootstrapToken {
             })?;
         let mut data: BTreeMap<String, String> = BTreeMap::new();
         let mut put = |key: &str, value: &str| {
-            data.insert(key.to_string(), B64.encode(value));
+            data.insert(key.to_string(), value.to_string());
         };
         put("token-id", &self.id);
         put("token-secret", self.secret.expose());
@@ -170,13 +191,7 @@ impl BootstrapToken {
         if !description.is_empty() {
             put("description", description);
         }
-        Ok(json!({
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": { "name": self.secret_name(), "namespace": SECRET_NAMESPACE },
-            "type": SECRET_TYPE,
-            "data": data,
-        }))
+        Ok(data)
     }
 }
 

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::net::IpAddr;
 
-use flightdeck_cloud::{Route, SecurityGroupRuleCreate};
+use flightdeck_cloud::{Route, SecurityGroupRuleCreate, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use crate::memory::MachineRole;
@@ -52,6 +52,10 @@ pub enum Action {
         /// Cloud-init user data, variables filled in.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         user_data: Option<String>,
+        /// kubeadm (`spec.bootstrap.provider: kubeadm`): what the machine is to its
+        /// cluster; the engine renders its user data from this and the cluster's PKI.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bootstrap: Option<crate::bootstrap::BootstrapPlan>,
         /// The machine template's digest, tagged on the machine.
         #[serde(default, skip_serializing_if = "String::is_empty")]
         template: String,
@@ -123,6 +127,10 @@ pub enum Action {
         /// Cloud-init user data, variables filled in.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         user_data: Option<String>,
+        /// kubeadm (`spec.bootstrap.provider: kubeadm`): what the machine is to its
+        /// cluster; the engine renders its user data from this and the cluster's PKI.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bootstrap: Option<crate::bootstrap::BootstrapPlan>,
         /// The machine template's digest, tagged on the machine.
         #[serde(default, skip_serializing_if = "String::is_empty")]
         template: String,
@@ -183,6 +191,18 @@ pub enum Action {
     DeleteNode {
         machine: String,
         node: String,
+    },
+    /// kubeadm: move the expiration of a joining machine's bootstrap token on, while
+    /// its machine has not joined.
+    RefreshBootstrapToken {
+        machine: String,
+        token_id: String,
+        expires_at: Timestamp,
+    },
+    /// kubeadm: delete a machine's bootstrap token once it joined, or went.
+    DeleteBootstrapToken {
+        machine: String,
+        token_id: String,
     },
     /// KubeVirt (F9): delete a VMI KubeVirt asked to evacuate, once its guest node is
     /// drained or its deadline passed. Its VM starts a replacement.
@@ -251,6 +271,8 @@ impl Action {
             Action::DeleteNode { .. } => "DeleteNode",
             Action::PatchNode { .. } => "PatchNode",
             Action::DeleteVmi { .. } => "DeleteVmi",
+            Action::RefreshBootstrapToken { .. } => "RefreshBootstrapToken",
+            Action::DeleteBootstrapToken { .. } => "DeleteBootstrapToken",
         }
     }
 
@@ -270,6 +292,11 @@ impl Action {
             Action::CreateHealthMonitor { name, kind, .. } => {
                 format!("create {kind} health monitor {name}")
             }
+            Action::CreateServer {
+                machine,
+                bootstrap: Some(b),
+                ..
+            } => format!("create server {machine} ({})", b.role),
             Action::CreateServer { machine, .. } => format!("create server {machine}"),
             Action::CreateMember {
                 machine,
@@ -307,8 +334,15 @@ impl Action {
             Action::Instantiate {
                 machine,
                 template_id,
+                bootstrap,
                 ..
-            } => format!("instantiate {machine} from template {template_id}"),
+            } => match bootstrap {
+                Some(b) => format!(
+                    "instantiate {machine} from template {template_id} ({})",
+                    b.role
+                ),
+                None => format!("instantiate {machine} from template {template_id}"),
+            },
             Action::DeleteTemplate { template_id, name } => {
                 format!("delete template {name} ({template_id})")
             }
@@ -349,6 +383,12 @@ impl Action {
                 pod,
             } => format!("delete pod {namespace}/{pod} on {node}"),
             Action::DeleteVmi { vmi, .. } => format!("delete VMI {vmi}"),
+            Action::RefreshBootstrapToken {
+                machine, token_id, ..
+            } => format!("extend bootstrap token {token_id} of {machine}"),
+            Action::DeleteBootstrapToken { machine, token_id } => {
+                format!("delete bootstrap token {token_id} of {machine}")
+            }
         }
     }
 }

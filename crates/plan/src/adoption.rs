@@ -97,6 +97,7 @@ pub(crate) fn adopt_orphans(p: &mut Planner<'_>) {
                 running_since: None,
                 lineage: Vec::new(),
                 create_sent_at: None,
+                token: None,
             },
         );
     }

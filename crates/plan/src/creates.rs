@@ -128,6 +128,9 @@ pub(crate) fn request_server(
     ) {
         return;
     }
+    let Ok(bootstrap) = crate::bootstrap::plan_for(p, record) else {
+        return;
+    };
     p.act(
         Action::CreateServer {
             machine: record.name.clone(),
@@ -139,6 +142,7 @@ pub(crate) fn request_server(
             security_group,
             eviction_strategy,
             user_data: crate::userdata::render_for(p, record),
+            bootstrap,
             template: record.template.digest(),
         },
         why.to_string(),
@@ -158,6 +162,9 @@ fn request_vm(p: &mut Planner<'_>, record: &MachineRecord, infra: &Infra, why: &
     ) {
         return;
     }
+    let Ok(bootstrap) = crate::bootstrap::plan_for(p, record) else {
+        return;
+    };
     p.act(
         Action::Instantiate {
             machine: record.name.clone(),
@@ -165,6 +172,7 @@ fn request_vm(p: &mut Planner<'_>, record: &MachineRecord, infra: &Infra, why: &
             role: record.role.clone(),
             template_id,
             user_data: crate::userdata::render_for(p, record),
+            bootstrap,
             template: record.template.digest(),
         },
         why.to_string(),
@@ -183,6 +191,7 @@ pub(crate) fn create_missing(
     infra: &Infra,
 ) {
     let label = set.role.label();
+    let n = crate::bootstrap::creatable(p, &set.role, n);
     if n == 0 || new_names_held(p, label, n) {
         return;
     }
@@ -230,6 +239,7 @@ fn new_machine(p: &mut Planner<'_>, set: &SetSpec, why: String, infra: &Infra) {
         running_since: None,
         lineage: crate::churn::take_heir(p, set.role.label().to_string()),
         create_sent_at: None,
+        token: None,
     };
     p.memory.machines.insert(name, record.clone());
     // The security group or template may not exist yet; then the create waits in the

@@ -12,6 +12,7 @@
 
 pub mod action;
 mod adoption;
+pub mod bootstrap;
 mod churn;
 pub mod condition;
 mod creates;
@@ -148,7 +149,9 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
     } else {
         p.note_spec_change();
         let infra = infra::plan_infra(&mut p);
+        bootstrap::observe(&mut p);
         rollout::plan_machines(&mut p, &infra);
+        bootstrap::plan_tokens(&mut p);
         drain::plan_drains(&mut p);
         removal::plan_node_deletions(&mut p);
         node_meta::plan_node_meta(&mut p);

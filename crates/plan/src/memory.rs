@@ -115,6 +115,39 @@ pub struct MachineRecord {
     /// is not sent again until the lists have had [`crate::LIST_LAG_MAX`] to show it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub create_sent_at: Option<Timestamp>,
+    /// kubeadm: the bootstrap token the machine joins with, while it has not joined
+    /// (its id only: the secret part goes into the machine's data and nowhere else).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<TokenRecord>,
+}
+
+/// A joining machine's bootstrap token, as flightdeck keeps it: the public id, and when
+/// the workload cluster takes it for expired.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenRecord {
+    pub id: String,
+    pub expires_at: Timestamp,
+}
+
+/// kubeadm: who made the workload cluster, and whether it is made.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BootstrapMemory {
+    /// The control-plane machine that runs `kubeadm init`. Another takes the role only
+    /// once this one's record is gone, and only while the API has never served.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init_machine: Option<String>,
+    /// When the workload cluster's API first answered: from then on every new machine
+    /// joins, and `kubeadm init` never runs again in this cluster's life.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initialized_at: Option<Timestamp>,
+}
+
+impl BootstrapMemory {
+    pub fn is_empty(&self) -> bool {
+        *self == BootstrapMemory::default()
+    }
 }
 
 /// Why and since when flight control replaces a machine.
@@ -241,6 +274,9 @@ pub struct Memory {
     /// often.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lb_pending_since: Option<Timestamp>,
+    /// kubeadm: the init machine and when the cluster was initialized.
+    #[serde(default, skip_serializing_if = "BootstrapMemory::is_empty")]
+    pub bootstrap: BootstrapMemory,
 }
 
 /// Where a cluster stands on its identity in the cloud (see `flightdeck_cloud::identity`).
@@ -429,6 +465,7 @@ impl Memory {
             unobserved_since: None,
             deletion_proof: DeletionProof::default(),
             lb_pending_since: None,
+            bootstrap: BootstrapMemory::default(),
         }
     }
 }

@@ -34,10 +34,14 @@ pub enum Mechanism {
     /// it owned is left. Off, it lies: the record is dropped at once and the objects
     /// are left behind.
     DeleteBeforeForget,
+    /// kubeadm: a joining machine's bootstrap token is moved on while the machine has
+    /// not joined. Off, a machine that boots slower than the token's lifetime cannot
+    /// join.
+    TokenRefresh,
 }
 
 impl Mechanism {
-    pub const ALL: [Mechanism; 9] = [
+    pub const ALL: [Mechanism; 10] = [
         Mechanism::RemediationBudget,
         Mechanism::BlindObserverGuard,
         Mechanism::ChurnBreaker,
@@ -47,6 +51,7 @@ impl Mechanism {
         Mechanism::SurgeFirst,
         Mechanism::HonestReady,
         Mechanism::DeleteBeforeForget,
+        Mechanism::TokenRefresh,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -60,6 +65,7 @@ impl Mechanism {
             Mechanism::SurgeFirst => "surge-first",
             Mechanism::HonestReady => "honest-ready",
             Mechanism::DeleteBeforeForget => "delete-before-forget",
+            Mechanism::TokenRefresh => "token-refresh",
         }
     }
 }

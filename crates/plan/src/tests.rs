@@ -362,6 +362,7 @@ impl World {
             running_since: Some(created_at),
             lineage: Vec::new(),
             create_sent_at: None,
+            token: None,
         };
         self.memory.machines.insert(name.clone(), record);
         name

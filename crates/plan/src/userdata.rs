@@ -32,7 +32,7 @@ pub(crate) fn render_for(p: &Planner<'_>, record: &MachineRecord) -> Option<Stri
 /// The cluster's API endpoint as far as it is known: the load balancer's VIP
 /// (OpenStack), the spec's endpoint (OpenNebula); empty while unknown (KubeVirt's
 /// Service address is the workload cluster's business).
-fn endpoint(p: &Planner<'_>) -> (String, String) {
+pub(crate) fn endpoint(p: &Planner<'_>) -> (String, String) {
     let spec = &p.spec.spec;
     let port = spec.api_load_balancer.port.get().to_string();
     if let Some(one) = &spec.provider.opennebula {

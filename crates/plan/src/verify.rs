@@ -69,6 +69,10 @@ fn objects(action: &Action) -> Vec<String> {
             vec![format!("pod {namespace}/{pod}")]
         }
         Action::DeleteVmi { uid, vmi, .. } => vec![format!("VMI {vmi} ({uid})")],
+        Action::RefreshBootstrapToken { token_id, .. }
+        | Action::DeleteBootstrapToken { token_id, .. } => {
+            vec![format!("bootstrap token {token_id}")]
+        }
         Action::CreateSecurityGroupRule { .. }
         | Action::CreateListener { .. }
         | Action::CreatePool { .. }

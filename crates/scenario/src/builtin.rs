@@ -4,6 +4,26 @@
 /// Every embedded file, by its path in the repository.
 pub const FILES: &[(&str, &str)] = &[
     (
+        "scenarios/clusters/demo-kubeadm.yaml",
+        include_str!("../../../scenarios/clusters/demo-kubeadm.yaml"),
+    ),
+    (
+        "scenarios/clusters/nebula-kubeadm.yaml",
+        include_str!("../../../scenarios/clusters/nebula-kubeadm.yaml"),
+    ),
+    (
+        "scenarios/kubeadm-bootstrap.yaml",
+        include_str!("../../../scenarios/kubeadm-bootstrap.yaml"),
+    ),
+    (
+        "scenarios/kubeadm-init-dies.yaml",
+        include_str!("../../../scenarios/kubeadm-init-dies.yaml"),
+    ),
+    (
+        "scenarios/kubeadm-opennebula.yaml",
+        include_str!("../../../scenarios/kubeadm-opennebula.yaml"),
+    ),
+    (
         "examples/openstack.yaml",
         include_str!("../../../examples/openstack.yaml"),
     ),

@@ -82,6 +82,8 @@ pub struct Invariants {
     /// When the Kubernetes APIs (the infra cluster's and the workload clusters') refused
     /// calls (`api.rateLimit`, `api.errorRate`): from, and until (`None`: the end).
     kube_outages: Vec<(Timestamp, Option<Timestamp>)>,
+    /// Every fault of the scenario: from, and until (none: open-ended).
+    fault_windows: Vec<(Timestamp, Option<Timestamp>)>,
     set_churn: crate::churn_check::SetChurn,
     serving: crate::serving::ServingCheck,
     /// Which cluster made each object, by the simulator's record of the calls.
@@ -137,6 +139,7 @@ impl Invariants {
             vmi_deletions_seen: 0,
             evacuations_overdue: BTreeSet::new(),
             kube_outages: Vec::new(),
+            fault_windows: Vec::new(),
             set_churn: Default::default(),
             serving: Default::default(),
             deletions: BTreeMap::new(),
@@ -148,6 +151,13 @@ impl Invariants {
     /// whose bound flightdeck can only meet by observing (an evacuation's deadline).
     pub fn note_faults(&mut self, start: Timestamp, faults: &[flightdeck_spec::fault::Fault]) {
         use flightdeck_spec::{FaultKind, Service};
+        self.fault_windows = faults
+            .iter()
+            .map(|f| {
+                let from = start.plus(f.at);
+                (from, f.duration.map(|d| from.plus(d)))
+            })
+            .collect();
         self.kube_outages = faults
             .iter()
             .filter(|f| matches!(f.kind, FaultKind::ApiRateLimit | FaultKind::ApiErrorRate))
@@ -157,6 +167,13 @@ impl Invariants {
                 (from, f.duration.map(|d| from.plus(d)))
             })
             .collect();
+    }
+
+    /// Whether some fault of the scenario was active at some time within `from..=to`.
+    pub(crate) fn fault_within(&self, from: Timestamp, to: Timestamp) -> bool {
+        self.fault_windows
+            .iter()
+            .any(|(a, b)| *a <= to && b.is_none_or(|b| b >= from))
     }
 
     /// How much of `from..to` the Kubernetes APIs spent refusing calls (overlapping

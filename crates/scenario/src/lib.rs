@@ -5,6 +5,7 @@
 //! The simulator knows nothing of the planner and the planner nothing of the simulator;
 //! this crate is where the two meet.
 
+pub mod boot_check;
 #[cfg(test)]
 mod broken_world;
 mod budget;

@@ -183,6 +183,18 @@ async fn drive(
 ) -> Result<Run, RunError> {
     // One key for the whole run: every engine the run builds on its store (after a
     // crash, a restart or a lagging restore) opens the secrets the first one sealed.
+    // Tokens from the run's seed: the timeline names each token's id, and a run replays.
+    let seeded;
+    let options = if options.engine.tokens == flightdeck_engine::TokenSource::Secure {
+        let mut o = options.clone();
+        o.engine.tokens = flightdeck_engine::TokenSource::Seeded(
+            options.seed.unwrap_or(loaded.scenario.spec.seed),
+        );
+        seeded = o;
+        &seeded
+    } else {
+        options
+    };
     let keyed;
     let options = match options.engine.secrets {
         Some(_) => options,
@@ -251,6 +263,7 @@ struct Driver<'a, P: Provider> {
     pace: Pace,
     truth: crate::truth::Truth,
     guest: crate::guest_checks::GuestChecks,
+    boot: crate::boot_check::BootChecks,
 }
 
 impl<'a, P: Provider + 'static> Driver<'a, P> {
@@ -378,6 +391,7 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
             pace: Pace::new(slow),
             truth: crate::truth::Truth::new(fault_windows(loaded, options, start)),
             guest: Default::default(),
+            boot: Default::default(),
         })
     }
 
@@ -756,6 +770,11 @@ impl<P: Provider + 'static> Driver<'_, P> {
         }
         if let Some(w) = &self.converge_not_applicable {
             why.insert(Invariant::Convergence, w.clone());
+        }
+        if !specs().any(|s| s.bootstrap.kubeadm()) {
+            for i in [Invariant::BootstrapValid, Invariant::SingleInit] {
+                why.insert(i, "no cluster boots with kubeadm".into());
+            }
         }
         if !self.tracks.values().any(|t| t.deletion_requested) {
             why.insert(Invariant::NoLeaks, "no cluster is deleted".into());

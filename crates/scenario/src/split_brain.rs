@@ -206,6 +206,8 @@ pub async fn run_split_brain(seed: u64, unfenced: Unfenced) -> Result<SplitBrain
             Box::new(SeededRng::fork(seed, &format!("engine-r{i}"))),
             EngineConfig {
                 secrets: Some(secrets.clone()),
+                // A replica's tokens from the seed: the run replays.
+                tokens: flightdeck_engine::TokenSource::Seeded(seed ^ i as u64),
                 ..EngineConfig::default()
             },
         )

@@ -100,6 +100,16 @@ pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
             if st.nodes.contains(&sid) {
                 return;
             }
+            // kubeadm's data decides whether, and when, the kubelet registers.
+            match crate::bootstrap::admit(st, t, &sid) {
+                Ok(true) => {}
+                Ok(false) => return,
+                Err(retry_at) => {
+                    let wait = retry_at.since(t).as_millis();
+                    st.schedule_after(t, (wait, wait), SimEvent::Kube(Event::Register(sid)));
+                    return;
+                }
+            }
             let name = host.name;
             let internal_ip = host.address;
             let cluster = cluster_of(&host.tags).map(str::to_string);

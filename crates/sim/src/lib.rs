@@ -20,6 +20,7 @@
 //!   one does at quota (403/409), never by growing without end.
 
 mod auth;
+pub mod bootstrap;
 pub mod caller;
 mod fault_effects;
 mod faults;
@@ -51,6 +52,7 @@ use flightdeck_cloud::{
 };
 
 pub use auth::{ISSUE_OP as KEYSTONE_ISSUE_OP, TOKEN_LIFETIME_MS};
+pub use bootstrap::BootEvent;
 pub use faults::{FAULTS_MAX, FaultId, SimFault};
 pub use flightdeck_cloud::{Route, Router};
 pub use k8s::{
@@ -270,6 +272,8 @@ pub(crate) struct State {
     pub(crate) fixtures: Fixtures,
     /// What member health depends on, so that a settle re-derives only what changed.
     pub(crate) health: members::HealthIndex,
+    /// The machines' kubeadm bootstraps ([`bootstrap`]).
+    pub(crate) boot: bootstrap::BootState,
 }
 
 /// How many of the cloud's objects are fixtures, which the quotas do not count.
@@ -299,6 +303,7 @@ impl State {
             unsettled: false,
             fixtures: Fixtures::default(),
             health: members::HealthIndex::default(),
+            boot: bootstrap::BootState::default(),
             timers: BTreeMap::new(),
             server_by_address: BTreeMap::new(),
             servers: Table::tracked(),

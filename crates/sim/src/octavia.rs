@@ -605,5 +605,34 @@ impl flightdeck_cloud::Templates for SimCloud {}
 /// The simulated OpenStack has no KubeVirt: the default methods answer so. The simulated
 /// Kubernetes API is reached through its own request interface.
 impl flightdeck_cloud::VirtualMachines for SimCloud {}
-/// See [`flightdeck_cloud::VirtualMachines`] above.
-impl flightdeck_cloud::GuestDrain for SimCloud {}
+/// See [`flightdeck_cloud::VirtualMachines`] above; bootstrap tokens go through the
+/// simulated workload API's own request interface ([`crate::bootstrap`]).
+impl flightdeck_cloud::GuestDrain for SimCloud {
+    async fn create_bootstrap_token(
+        &self,
+        owner: &flightdeck_cloud::Ownership,
+        token: &flightdeck_cloud::BootstrapTokenSecret,
+    ) -> crate::Result<()> {
+        self.token_call(owner, "POST", None, crate::bootstrap::token_object(token))
+    }
+    async fn set_bootstrap_token_expiration(
+        &self,
+        owner: &flightdeck_cloud::Ownership,
+        id: &str,
+        expiration: &str,
+    ) -> crate::Result<()> {
+        self.token_call(
+            owner,
+            "PATCH",
+            Some(id),
+            crate::bootstrap::expiration_patch(expiration),
+        )
+    }
+    async fn delete_bootstrap_token(
+        &self,
+        owner: &flightdeck_cloud::Ownership,
+        id: &str,
+    ) -> crate::Result<()> {
+        self.token_call(owner, "DELETE", Some(id), serde_json::Value::Null)
+    }
+}

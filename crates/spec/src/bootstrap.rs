@@ -11,14 +11,125 @@
 //! The provider is fixed when the cluster is created: a cluster's CAs cannot change
 //! under it.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
-/// `spec.bootstrap`.
+/// `spec.bootstrap`. With `provider: kubeadm`, the rest says what a user of Cluster
+/// API's kubeadm bootstrap provider adds to every machine's data, named as there
+/// (`KubeadmConfigSpec`): commands before and after kubeadm, files, and extra
+/// arguments for each component. Pod and service subnets come from
+/// `spec.network.podCIDR` and `serviceSubnet` here (kubeadm's default, 10.96.0.0/12,
+/// when unset).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Bootstrap {
     #[serde(default)]
     pub provider: BootstrapProvider,
+    /// Shell lines run before `kubeadm init|join`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pre_kubeadm_commands: Vec<String>,
+    /// Shell lines run after it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub post_kubeadm_commands: Vec<String>,
+    /// Files written on every machine, after kubeadm's own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<BootstrapFile>,
+    /// kubeadm's `networking.serviceSubnet`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_subnet: Option<crate::Cidr>,
+    /// kubeadm's `apiServer`: `extraArgs` and `certSANs`.
+    #[serde(default, skip_serializing_if = "ApiServerArgs::is_empty")]
+    pub api_server: ApiServerArgs,
+    /// kubeadm's `controllerManager.extraArgs`.
+    #[serde(default, skip_serializing_if = "ComponentArgs::is_empty")]
+    pub controller_manager: ComponentArgs,
+    /// kubeadm's `scheduler.extraArgs`.
+    #[serde(default, skip_serializing_if = "ComponentArgs::is_empty")]
+    pub scheduler: ComponentArgs,
+    /// kubeadm's `nodeRegistration.kubeletExtraArgs`, on every machine.
+    #[serde(default, skip_serializing_if = "ComponentArgs::is_empty")]
+    pub kubelet: ComponentArgs,
+}
+
+/// A component's extra flags, without their leading dashes: `{v: "2"}` is `--v=2`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ComponentArgs {
+    #[serde(default)]
+    pub extra_args: BTreeMap<String, String>,
+}
+
+impl ComponentArgs {
+    pub fn is_empty(&self) -> bool {
+        self.extra_args.is_empty()
+    }
+}
+
+/// kubeadm's `apiServer`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ApiServerArgs {
+    #[serde(default)]
+    pub extra_args: BTreeMap<String, String>,
+    /// Extra names in the API server's certificate (the endpoint is always in it).
+    #[serde(default, rename = "certSANs")]
+    pub cert_sans: Vec<String>,
+}
+
+impl ApiServerArgs {
+    pub fn is_empty(&self) -> bool {
+        self.extra_args.is_empty() && self.cert_sans.is_empty()
+    }
+}
+
+/// A file of `spec.bootstrap.files` (cloud-init's `write_files`).
+#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct BootstrapFile {
+    /// Absolute.
+    pub path: String,
+    /// Written as is; may be secret, so never printed.
+    pub content: String,
+    /// Octal, as cloud-init takes it: `"0644"` (the default).
+    #[serde(default = "default_permissions")]
+    pub permissions: String,
+    /// `user:group` (`root:root`, the default).
+    #[serde(default = "default_owner")]
+    pub owner: String,
+}
+
+impl std::fmt::Debug for BootstrapFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BootstrapFile")
+            .field("path", &self.path)
+            .field("content", &format_args!("({} bytes)", self.content.len()))
+            .field("permissions", &self.permissions)
+            .field("owner", &self.owner)
+            .finish()
+    }
+}
+
+impl BootstrapFile {
+    /// The mode `permissions` names.
+    pub fn mode(&self) -> Option<u16> {
+        let digits = self
+            .permissions
+            .strip_prefix('0')
+            .unwrap_or(&self.permissions);
+        (!digits.is_empty() && digits.len() <= 4)
+            .then(|| u16::from_str_radix(digits, 8).ok())
+            .flatten()
+            .filter(|m| *m <= 0o7777)
+    }
+}
+
+fn default_permissions() -> String {
+    "0644".into()
+}
+
+fn default_owner() -> String {
+    "root:root".into()
 }
 
 impl Bootstrap {
@@ -66,12 +177,87 @@ pub(crate) fn problems(cluster: &crate::Cluster) -> Vec<(String, String)> {
         )
     };
     let mut out = Vec::new();
+    if spec.provider.kubevirt.is_some() {
+        out.push((
+            "spec.bootstrap.provider".to_string(),
+            "kubeadm on KubeVirt is not built yet (its control-plane endpoint is the infra cluster's Service, which the kubeadm data cannot name yet); use provider: none".to_string(),
+        ));
+    }
+    out.extend(field_problems(&spec.bootstrap));
     if spec.control_plane.machine.user_data.is_some() {
         out.push(refused("spec.controlPlane.machine.userData".into()));
     }
     for (i, pool) in spec.node_pools.iter().enumerate() {
         if pool.machine.user_data.is_some() {
             out.push(refused(format!("spec.nodePools[{i}].machine.userData")));
+        }
+    }
+    out
+}
+
+/// The rules of the kubeadm fields one by one, as (field path, problem).
+fn field_problems(b: &Bootstrap) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let field = |f: &str| format!("spec.bootstrap.{f}");
+    for (i, file) in b.files.iter().enumerate() {
+        let at = |f: &str| field(&format!("files[{i}].{f}"));
+        if !file.path.starts_with('/') || file.path.contains('\0') {
+            out.push((
+                at("path"),
+                format!("{:?} is not an absolute path", file.path),
+            ));
+        }
+        if file.mode().is_none() {
+            out.push((
+                at("permissions"),
+                format!(
+                    "{:?} is not an octal mode such as \"0644\"",
+                    file.permissions
+                ),
+            ));
+        }
+        let owner_ok = file.owner.split_once(':').is_some_and(|(u, g)| {
+            !u.is_empty() && !g.is_empty() && !file.owner.contains(char::is_whitespace)
+        });
+        if !owner_ok {
+            out.push((at("owner"), format!("{:?} is not user:group", file.owner)));
+        }
+    }
+    let args = [
+        ("apiServer.extraArgs", &b.api_server.extra_args),
+        (
+            "controllerManager.extraArgs",
+            &b.controller_manager.extra_args,
+        ),
+        ("scheduler.extraArgs", &b.scheduler.extra_args),
+        ("kubelet.extraArgs", &b.kubelet.extra_args),
+    ];
+    for (name, map) in args {
+        for flag in map.keys() {
+            let ok = !flag.is_empty()
+                && !flag.starts_with('-')
+                && flag
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '_');
+            if !ok {
+                out.push((
+                    field(&format!("{name}.{flag}")),
+                    "a flag is written without its leading dashes, in letters, digits, '-', '.' and '_'".to_string(),
+                ));
+            }
+        }
+    }
+    for (i, line) in b
+        .pre_kubeadm_commands
+        .iter()
+        .chain(&b.post_kubeadm_commands)
+        .enumerate()
+    {
+        if line.trim().is_empty() {
+            out.push((
+                field(&format!("commands[{i}]")),
+                "an empty command".to_string(),
+            ));
         }
     }
     out
@@ -107,6 +293,31 @@ mod tests {
             e.contains("spec.bootstrap.provider") && e.contains("kubeadm"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn kubeadm_fields_refuse_a_bad_mode_owner_path_or_flag_naming_each() {
+        let text = with(
+            "  bootstrap:\n    provider: kubeadm\n    files:\n      - {path: etc/motd, content: hi, permissions: \"0899\", owner: root}\n    apiServer:\n      extraArgs: {\"--v\": \"2\"}\n",
+        );
+        let e = load_documents(&text, "k").expect_err("refused").to_string();
+        for field in [
+            "spec.bootstrap.files[0].path",
+            "spec.bootstrap.files[0].permissions",
+            "spec.bootstrap.files[0].owner",
+            "spec.bootstrap.apiServer.extraArgs.--v",
+        ] {
+            assert!(e.contains(field), "{field}: {e}");
+        }
+        let good = with(
+            "  bootstrap:\n    provider: kubeadm\n    preKubeadmCommands: [\"swapoff -a\"]\n    files:\n      - {path: /etc/motd, content: hi}\n    kubelet:\n      extraArgs: {max-pods: \"110\"}\n",
+        );
+        let docs = load_documents(&good, "k").expect("parses");
+        let Some(Document::Cluster(c)) = docs.first() else {
+            panic!("a cluster");
+        };
+        assert_eq!(c.spec.bootstrap.files[0].mode(), Some(0o644));
+        assert_eq!(c.spec.bootstrap.kubelet.extra_args["max-pods"], "110");
     }
 
     #[test]

@@ -164,10 +164,18 @@ pub enum Invariant {
     /// No Node of a machine that is gone outlives `nodeDeletionTimeout` plus one
     /// resync: `kubectl get nodes` lists no machine that no longer exists.
     NodesCleaned,
+    /// kubeadm: no machine failed to join its cluster because of the data flightdeck
+    /// gave it (a token that was missing or expired, a wrong hash, endpoint or CA),
+    /// outside the faults that themselves break a join. Read from the simulator's record
+    /// of every bootstrap.
+    BootstrapValid,
+    /// kubeadm: one `kubeadm init` per cluster life: never a second one while the
+    /// cluster the first made still has a live machine (a split cluster).
+    SingleInit,
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 16] = [
+    pub const ALL: [Invariant; 18] = [
         Invariant::ApiEndpointServing,
         Invariant::NoChurn,
         Invariant::NoLeaks,
@@ -184,6 +192,8 @@ impl Invariant {
         Invariant::NoPodLost,
         Invariant::DisruptionBudgetsKept,
         Invariant::NodesCleaned,
+        Invariant::BootstrapValid,
+        Invariant::SingleInit,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -204,6 +214,8 @@ impl Invariant {
             Invariant::NoPodLost => "noPodLost",
             Invariant::DisruptionBudgetsKept => "disruptionBudgetsKept",
             Invariant::NodesCleaned => "nodesCleaned",
+            Invariant::BootstrapValid => "bootstrapValid",
+            Invariant::SingleInit => "singleInit",
         }
     }
 }

@@ -20,7 +20,7 @@ use flightdeck_cloud::{
     Clock, CloudError, ErrorClass, GuestCluster, GuestDrain, Node, Ownership, Pod, Timestamp,
 };
 use k8s_openapi::api::core::v1 as core;
-use kube::api::{DeleteParams, EvictParams, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 
 use crate::clients::WorkloadClients;
@@ -34,6 +34,44 @@ use crate::watch::NodeWatches;
 pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
 pub use crate::node::node_of;
+
+/// Where bootstrap tokens live.
+pub const BOOTSTRAP_TOKEN_NAMESPACE: &str = "kube-system";
+/// The type of a bootstrap token's Secret.
+pub const BOOTSTRAP_TOKEN_TYPE: &str = "bootstrap.kubernetes.io/token";
+
+/// flightdeck's ownership tags (`flightdeck-uid=<uid>`, ...) as the `flightdeck.dev/…`
+/// labels its Kubernetes objects carry (`flightdeck.dev/uid: <uid>`).
+fn labels_of_tags(tags: &[String]) -> std::collections::BTreeMap<String, String> {
+    tags.iter()
+        .filter_map(|t| {
+            let (key, value) = t.split_once('=')?;
+            let key = key.strip_prefix("flightdeck-")?;
+            Some((format!("flightdeck.dev/{key}"), value.to_string()))
+        })
+        .collect()
+}
+
+/// The Secret of bootstrap token `token`, its values base64-encoded by the client.
+fn token_secret(token: &flightdeck_cloud::BootstrapTokenSecret) -> core::Secret {
+    core::Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(token.name()),
+            namespace: Some(BOOTSTRAP_TOKEN_NAMESPACE.to_string()),
+            labels: Some(labels_of_tags(&token.tags)),
+            ..Default::default()
+        },
+        type_: Some(BOOTSTRAP_TOKEN_TYPE.to_string()),
+        data: Some(
+            token
+                .data
+                .iter()
+                .map(|(k, v)| (k.clone(), k8s_openapi::ByteString(v.as_bytes().to_vec())))
+                .collect(),
+        ),
+        ..Default::default()
+    }
+}
 
 /// A workload Pod as a drain sees it.
 pub fn pod_of(p: &core::Pod) -> Pod {
@@ -342,6 +380,62 @@ impl<W: WorkloadClients> GuestDrain for KubeGuest<W> {
             Err(e) => return Err(workload_error(OP, CallKind::Plain)(e)),
         }
         tracing::debug!(node, "deleted node");
+        Ok(())
+    }
+
+    async fn create_bootstrap_token(
+        &self,
+        owner: &Ownership,
+        token: &flightdeck_cloud::BootstrapTokenSecret,
+    ) -> Result<()> {
+        const OP: &str = "create secret";
+        let client = self.workload_client_or_unreachable(owner, OP).await?;
+        let api: Api<core::Secret> = Api::namespaced(client, BOOTSTRAP_TOKEN_NAMESPACE);
+        api.create(&PostParams::default(), &token_secret(token))
+            .await
+            .map_err(workload_error(OP, CallKind::Plain))?;
+        // The id is public; the token's secret is never logged.
+        tracing::debug!(token = %token.id, "created bootstrap token");
+        Ok(())
+    }
+
+    async fn set_bootstrap_token_expiration(
+        &self,
+        owner: &Ownership,
+        id: &str,
+        expiration: &str,
+    ) -> Result<()> {
+        const OP: &str = "patch secret";
+        let client = self.workload_client_or_unreachable(owner, OP).await?;
+        let api: Api<core::Secret> = Api::namespaced(client, BOOTSTRAP_TOKEN_NAMESPACE);
+        // `data` as the API server keeps it (base64, which ByteString writes).
+        let value = k8s_openapi::ByteString(expiration.as_bytes().to_vec());
+        let patch = serde_json::json!({ "data": { "expiration": value } });
+        api.patch(
+            &format!("bootstrap-token-{id}"),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await
+        .map_err(workload_error(OP, CallKind::Plain))?;
+        tracing::debug!(token = id, expiration, "extended bootstrap token");
+        Ok(())
+    }
+
+    async fn delete_bootstrap_token(&self, owner: &Ownership, id: &str) -> Result<()> {
+        const OP: &str = "delete secret";
+        let client = self.workload_client_or_unreachable(owner, OP).await?;
+        let api: Api<core::Secret> = Api::namespaced(client, BOOTSTRAP_TOKEN_NAMESPACE);
+        match api
+            .delete(&format!("bootstrap-token-{id}"), &DeleteParams::default())
+            .await
+        {
+            Ok(_) => {}
+            // Gone already (expired and cleaned, or deleted by someone): what was asked holds.
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(workload_error(OP, CallKind::Plain)(e)),
+        }
+        tracing::debug!(token = id, "deleted bootstrap token");
         Ok(())
     }
 }

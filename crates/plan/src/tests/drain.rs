@@ -102,6 +102,7 @@ impl World {
                     running_since: None,
                     lineage: Vec::new(),
                     create_sent_at: None,
+                    token: None,
                 },
             );
             observed.servers.push(Server {

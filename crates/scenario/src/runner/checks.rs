@@ -43,6 +43,9 @@ impl<P: Provider + 'static> Driver<'_, P> {
             .check_deletions(&world, &self.tracks, now, self.truth.fault_at(now));
         self.guest
             .check(&mut self.invariants, &self.cloud, &world, &self.tracks, now);
+        let kubeadm = self.specs.values().any(|c| c.spec.bootstrap.kubeadm());
+        self.boot
+            .check(&mut self.invariants, &self.cloud, now, kubeadm);
         self.flight.check(
             &mut self.invariants,
             now,

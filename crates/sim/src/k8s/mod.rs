@@ -60,8 +60,11 @@ use crate::{Event as SimEvent, Mutation, SimCloud, State};
 
 pub use lost::{BUDGET_EVENTS_MAX, BudgetEvent, BudgetEventKind, LOST_PODS_MAX, LostPod};
 pub use read::BOOKMARK_START;
+pub(crate) use store::parse_rfc3339;
 pub use store::{GUEST_EVENTS_MAX, KUBE_EVENTS_MAX, KUBE_OBJECTS_MAX};
 use store::{Kind, Store};
+/// The kind bootstrap tokens are kept as.
+pub(crate) const SECRET_KIND: Kind = Kind::Secret;
 pub use views::StaleNode;
 pub use watch_query::{query_param, watch_line_version, with_resource_version};
 

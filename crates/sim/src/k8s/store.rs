@@ -248,6 +248,31 @@ pub(crate) fn rfc3339(t: Timestamp) -> String {
     )
 }
 
+/// An RFC 3339 time in UTC (`2026-01-01T00:00:00Z`, fractions of a second ignored), as
+/// a bootstrap token's `expiration` is written; `None` if it is not one.
+pub(crate) fn parse_rfc3339(text: &str) -> Option<Timestamp> {
+    let text = text.strip_suffix('Z')?;
+    let (date, time) = text.split_once('T')?;
+    let mut d = date.splitn(3, '-').map(|p| p.parse::<i64>().ok());
+    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+    let time = time.split('.').next()?;
+    let mut t = time.splitn(3, ':').map(|p| p.parse::<u64>().ok());
+    let (hh, mm, ss) = (t.next()??, t.next()??, t.next()??);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&day) || hh > 23 || mm > 59 || ss > 60 {
+        return None;
+    }
+    // Howard Hinnant's days-from-civil.
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = u64::try_from(days).ok()? * 86_400 + hh * 3600 + mm * 60 + ss;
+    Some(Timestamp(secs * 1000))
+}
+
 /// Howard Hinnant's days-from-civil inverse: days since 1970-01-01 to (y, m, d).
 fn civil_from_days(z: i64) -> (i64, i64, i64) {
     let z = z + 719_468;

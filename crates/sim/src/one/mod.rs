@@ -196,6 +196,26 @@ impl OneState {
         key.parse::<u32>().ok().and_then(|id| self.vms.get(&id))
     }
 
+    /// The cloud-init user data VM `key` boots with: its CONTEXT's `USER_DATA`, decoded
+    /// when `USERDATA_ENCODING` is base64.
+    pub(crate) fn user_data(&self, key: &str) -> Option<String> {
+        use base64::Engine as _;
+        let vm = self.vm_by_key(key)?;
+        let context = vm
+            .template
+            .vectors("CONTEXT")
+            .chain(vm.user_template.vectors("CONTEXT"))
+            .find(|c| c.contains_key("USER_DATA"))?;
+        let data = context.get("USER_DATA")?;
+        match context.get("USERDATA_ENCODING").map(String::as_str) {
+            Some("base64") => base64::engine::general_purpose::STANDARD
+                .decode(data.trim())
+                .ok()
+                .and_then(|b| String::from_utf8(b).ok()),
+            _ => Some(data.clone()),
+        }
+    }
+
     fn req_id(&mut self) -> i32 {
         self.next_req = (self.next_req + 1) % 10_000;
         self.next_req

@@ -1,0 +1,679 @@
+//! The machines' bootstrap as the simulated kubelets run it: on every cloud, a machine
+//! whose user data is kubeadm's (a `#cloud-config` that writes
+//! [`KUBEADM_CONFIG`] and runs `kubeadm init|join`) registers its node only if that data
+//! would work on a real machine. Data that is not kubeadm's (a user's own cloud-init, or
+//! none) boots as before: its kubelet registers.
+//!
+//! The simulator reads the data on its own (YAML, X.509): it shares no code with the
+//! flightdeck that wrote it, so a mistake there cannot pass for correct here.
+//!
+//! - `kubeadm init` makes the workload cluster: its CA is the `ca.crt` the data writes
+//!   (with its `ca.key`), its endpoint the `controlPlaneEndpoint`. A second init while
+//!   the cluster an earlier one made still has a live machine makes a second, split
+//!   cluster: recorded ([`BootEvent::SplitInit`]), and its node never joins the first.
+//!   An init after every machine of the earlier one is gone starts the cluster again
+//!   (its single etcd member died with it): recorded as an init, not a split.
+//! - `kubeadm join` succeeds only against a cluster that was made, at its endpoint, with
+//!   a token whose `bootstrap-token-<id>` Secret is in its `kube-system`, has that
+//!   secret and has not expired, and with a discovery hash that matches the cluster's
+//!   CA; a control-plane join must also bring that CA. While the API does not answer,
+//!   the join retries, as kubeadm's discovery does, for [`DISCOVERY_TIMEOUT`].
+//!
+//! Every outcome is recorded ([`SimCloud::boot_events`]), with why a machine failed.
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use flightdeck_cloud::ownership::{TAG_CLUSTER, uid_of};
+use flightdeck_cloud::{Clock as _, Ownership, Timestamp};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::{SimCloud, State};
+
+/// Where kubeadm's configuration is written and read from.
+pub const KUBEADM_CONFIG: &str = "/run/kubeadm/kubeadm.yaml";
+/// How long `kubeadm join` keeps trying to reach the API (kubeadm's discovery timeout).
+pub const DISCOVERY_TIMEOUT_MS: u64 = 5 * 60 * 1000;
+/// How often a join that found no API tries again.
+const DISCOVERY_RETRY_MS: u64 = 10_000;
+/// The most boot events kept.
+pub const BOOT_EVENTS_MAX: usize = 20_000;
+
+/// What became of one machine's bootstrap.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum BootEvent {
+    /// `kubeadm init` made the workload cluster (again, after a cluster whose
+    /// machines are all gone, when `again`).
+    Init {
+        at: Timestamp,
+        cluster: String,
+        uid: String,
+        machine: String,
+        again: bool,
+    },
+    /// A second `kubeadm init` while the first cluster lives: a split cluster.
+    SplitInit {
+        at: Timestamp,
+        cluster: String,
+        uid: String,
+        machine: String,
+        /// The machine whose init made the cluster that still lives.
+        first: String,
+    },
+    Joined {
+        at: Timestamp,
+        cluster: String,
+        uid: String,
+        machine: String,
+        control_plane: bool,
+    },
+    /// The machine's data did not work: its node never registers.
+    Failed {
+        at: Timestamp,
+        cluster: String,
+        uid: String,
+        machine: String,
+        reason: String,
+    },
+}
+
+impl BootEvent {
+    pub fn cluster(&self) -> &str {
+        match self {
+            BootEvent::Init { cluster, .. }
+            | BootEvent::SplitInit { cluster, .. }
+            | BootEvent::Joined { cluster, .. }
+            | BootEvent::Failed { cluster, .. } => cluster,
+        }
+    }
+}
+
+/// A workload cluster a `kubeadm init` made.
+#[derive(Clone, Debug)]
+pub(crate) struct Made {
+    uid: String,
+    init_machine: String,
+    /// `sha256:<hex>` of its CA's SubjectPublicKeyInfo.
+    ca_hash: String,
+    /// `host:port`.
+    endpoint: String,
+}
+
+#[derive(Default)]
+pub(crate) struct BootState {
+    /// By cluster name.
+    made: BTreeMap<String, Made>,
+    /// Joins still trying to reach the API: machine id → when they began.
+    discovering: BTreeMap<String, Timestamp>,
+    events: std::collections::VecDeque<BootEvent>,
+    /// Events dropped from the front of `events` ([`BOOT_EVENTS_MAX`]).
+    dropped: u64,
+}
+
+/// What kubeadm would do with the data of machine `sid`.
+enum Verdict {
+    /// Not kubeadm's data: the kubelet registers as it always has.
+    NotKubeadm,
+    Register,
+    /// The API does not answer yet: look again later.
+    Retry,
+    Never,
+}
+
+/// Whether the kubelet of machine `sid` registers now, at `t`; `Some(retry_at)` when the
+/// join must try again later.
+pub(crate) fn admit(st: &mut State, t: Timestamp, sid: &str) -> Result<bool, Timestamp> {
+    match verdict(st, t, sid) {
+        Verdict::NotKubeadm | Verdict::Register => Ok(true),
+        Verdict::Never => Ok(false),
+        Verdict::Retry => Err(t.plus_millis(DISCOVERY_RETRY_MS)),
+    }
+}
+
+fn verdict(st: &mut State, t: Timestamp, sid: &str) -> Verdict {
+    let Some(host) = st.host(sid) else {
+        return Verdict::Never;
+    };
+    let Some(data) = user_data(st, sid) else {
+        return Verdict::NotKubeadm;
+    };
+    let Some(boot) = read(&data) else {
+        return Verdict::NotKubeadm;
+    };
+    let cluster = host
+        .tags
+        .iter()
+        .find_map(|t| t.strip_prefix(TAG_CLUSTER))
+        .unwrap_or_default()
+        .to_string();
+    let uid = uid_of(&host.tags).unwrap_or_default().to_string();
+    let fail = |st: &mut State, reason: String| {
+        st.boot.discovering.remove(sid);
+        record(
+            st,
+            BootEvent::Failed {
+                at: t,
+                cluster: cluster.clone(),
+                uid: uid.clone(),
+                machine: host.name.clone(),
+                reason,
+            },
+        );
+        Verdict::Never
+    };
+    let boot = match boot {
+        Ok(b) => b,
+        Err(reason) => return fail(st, reason),
+    };
+    if boot.node_name != host.name {
+        return fail(
+            st,
+            format!(
+                "nodeRegistration.name {:?} is not the machine's name",
+                boot.node_name
+            ),
+        );
+    }
+    match boot.role {
+        Role::Init {
+            cluster_name,
+            endpoint,
+            ca_hash,
+        } => {
+            if cluster_name != cluster {
+                return fail(
+                    st,
+                    format!("clusterName {cluster_name:?} is not the machine's cluster"),
+                );
+            }
+            init(st, t, &cluster, &uid, &host.name, endpoint, ca_hash)
+        }
+        Role::Join {
+            endpoint,
+            token,
+            hashes,
+            control_plane_ca,
+        } => {
+            let owner = Ownership {
+                cluster: cluster.clone(),
+                uid: uid.clone(),
+            };
+            match join(
+                st,
+                t,
+                sid,
+                &owner,
+                &endpoint,
+                &token,
+                &hashes,
+                control_plane_ca,
+            ) {
+                Ok(true) => {
+                    st.boot.discovering.remove(sid);
+                    record(
+                        st,
+                        BootEvent::Joined {
+                            at: t,
+                            cluster: cluster.clone(),
+                            uid: uid.clone(),
+                            machine: host.name.clone(),
+                            control_plane: boot.control_plane,
+                        },
+                    );
+                    Verdict::Register
+                }
+                Ok(false) => Verdict::Retry,
+                Err(reason) => fail(st, reason),
+            }
+        }
+    }
+}
+
+fn init(
+    st: &mut State,
+    t: Timestamp,
+    cluster: &str,
+    uid: &str,
+    machine: &str,
+    endpoint: String,
+    ca_hash: String,
+) -> Verdict {
+    if let Some(made) = st.boot.made.get(cluster).cloned()
+        && made.uid == uid
+        && lives(st, cluster, uid)
+    {
+        record(
+            st,
+            BootEvent::SplitInit {
+                at: t,
+                cluster: cluster.to_string(),
+                uid: uid.to_string(),
+                machine: machine.to_string(),
+                first: made.init_machine,
+            },
+        );
+        return Verdict::Never;
+    }
+    let again = st.boot.made.get(cluster).is_some_and(|m| m.uid == uid);
+    st.boot.made.insert(
+        cluster.to_string(),
+        Made {
+            uid: uid.to_string(),
+            init_machine: machine.to_string(),
+            ca_hash,
+            endpoint,
+        },
+    );
+    record(
+        st,
+        BootEvent::Init {
+            at: t,
+            cluster: cluster.to_string(),
+            uid: uid.to_string(),
+            machine: machine.to_string(),
+            again,
+        },
+    );
+    Verdict::Register
+}
+
+/// Whether the cluster `cluster` made still has a machine that runs with its node.
+fn lives(st: &State, cluster: &str, uid: &str) -> bool {
+    st.nodes.values().any(|n| {
+        n.cluster.as_deref() == Some(cluster)
+            && n.uid == uid
+            && n.machine_gone_at.is_none()
+            && n.node
+                .server_id
+                .as_deref()
+                .is_some_and(|sid| st.host_running(sid))
+    })
+}
+
+/// `Ok(false)`: the API does not answer yet, and the join has time left.
+#[allow(clippy::too_many_arguments)]
+fn join(
+    st: &mut State,
+    t: Timestamp,
+    sid: &str,
+    owner: &Ownership,
+    endpoint: &str,
+    token: &str,
+    hashes: &[String],
+    control_plane_ca: Option<Option<String>>,
+) -> Result<bool, String> {
+    let since = *st.boot.discovering.entry(sid.to_string()).or_insert(t);
+    let made = st
+        .boot
+        .made
+        .get(&owner.cluster)
+        .filter(|m| m.uid == owner.uid)
+        .cloned();
+    let reachable = made.is_some() && crate::kube::api_reachable(st, owner);
+    if !reachable {
+        if t.since(since).as_millis() < DISCOVERY_TIMEOUT_MS {
+            return Ok(false);
+        }
+        return Err(match made {
+            None => format!(
+                "no workload cluster answered at {endpoint} within kubeadm's discovery timeout: nothing ran kubeadm init"
+            ),
+            Some(_) => {
+                format!("the API at {endpoint} did not answer within kubeadm's discovery timeout")
+            }
+        });
+    }
+    let Some(made) = made else {
+        return Err("no workload cluster".into());
+    };
+    if endpoint != made.endpoint {
+        return Err(format!(
+            "apiServerEndpoint {endpoint:?} is not the cluster's endpoint {:?}",
+            made.endpoint
+        ));
+    }
+    let (id, secret) = token
+        .split_once('.')
+        .filter(|(id, secret)| id.len() == 6 && secret.len() == 16)
+        .ok_or_else(|| "the bootstrap token is not <id>.<secret>".to_string())?;
+    let found = st
+        .kube
+        .store(&owner.cluster)
+        .and_then(|s| {
+            s.get(
+                crate::k8s::SECRET_KIND,
+                "kube-system",
+                &format!("bootstrap-token-{id}"),
+            )
+        })
+        .cloned();
+    let Some(found) = found else {
+        return Err(format!(
+            "bootstrap token {id} is not in the cluster (never made, deleted, or cleaned after it expired)"
+        ));
+    };
+    let field = |key: &str| {
+        found
+            .pointer(&format!("/data/{key}"))
+            .and_then(Value::as_str)
+            .and_then(|b| B64.decode(b).ok())
+            .and_then(|b| String::from_utf8(b).ok())
+    };
+    if field("token-secret").as_deref() != Some(secret) {
+        return Err(format!("bootstrap token {id}'s secret does not match"));
+    }
+    if field("usage-bootstrap-authentication").as_deref() != Some("true") {
+        return Err(format!("bootstrap token {id} is not for authentication"));
+    }
+    let expires = field("expiration")
+        .as_deref()
+        .and_then(crate::k8s::parse_rfc3339)
+        .ok_or_else(|| format!("bootstrap token {id} has no expiration kubeadm reads"))?;
+    if expires <= t {
+        return Err(format!(
+            "bootstrap token {id} expired before the machine joined"
+        ));
+    }
+    if !hashes.contains(&made.ca_hash) {
+        return Err(format!(
+            "no caCertHashes entry matches the cluster CA ({}): kubeadm refuses the API server",
+            made.ca_hash
+        ));
+    }
+    if let Some(ca) = control_plane_ca {
+        match ca {
+            Some(hash) if hash == made.ca_hash => {}
+            Some(_) => return Err("a control-plane join brought another cluster's CA".into()),
+            None => {
+                return Err("a control-plane join brought no CA (ca.crt and ca.key)".into());
+            }
+        }
+    }
+    Ok(true)
+}
+
+fn record(st: &mut State, e: BootEvent) {
+    if st.boot.events.len() >= BOOT_EVENTS_MAX {
+        st.boot.events.pop_front();
+        st.boot.dropped += 1;
+    }
+    st.boot.events.push_back(e);
+}
+
+/// The user data machine `sid` boots with: a Nova server's, or an OpenNebula VM's
+/// CONTEXT `USER_DATA` (base64 when `USERDATA_ENCODING` says so).
+fn user_data(st: &State, sid: &str) -> Option<String> {
+    if let Some(s) = st.servers.get(sid) {
+        return s.user_data.clone();
+    }
+    st.one.user_data(sid)
+}
+
+/// A machine's kubeadm data as read.
+struct Boot {
+    node_name: String,
+    control_plane: bool,
+    role: Role,
+}
+
+enum Role {
+    Init {
+        cluster_name: String,
+        endpoint: String,
+        ca_hash: String,
+    },
+    Join {
+        endpoint: String,
+        token: String,
+        hashes: Vec<String>,
+        /// A control-plane join: the hash of the CA it brings, if any.
+        control_plane_ca: Option<Option<String>>,
+    },
+}
+
+/// `None`: not kubeadm's data. `Some(Err)`: kubeadm's, but broken (why).
+fn read(data: &str) -> Option<Result<Boot, String>> {
+    if !data.starts_with("#cloud-config") {
+        return None;
+    }
+    let doc: Value = yaml_serde::from_str(data).ok()?;
+    let files: BTreeMap<String, String> = doc
+        .get("write_files")
+        .and_then(Value::as_array)
+        .map(|fs| {
+            fs.iter()
+                .filter_map(|f| {
+                    let path = f.get("path")?.as_str()?;
+                    let content = f.get("content")?.as_str()?;
+                    let content = match f.get("encoding").and_then(Value::as_str) {
+                        Some("b64" | "base64") => {
+                            String::from_utf8(B64.decode(content).ok()?).ok()?
+                        }
+                        _ => content.to_string(),
+                    };
+                    Some((path.to_string(), content))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let config = files.get(KUBEADM_CONFIG)?;
+    Some(read_kubeadm(data, config, &files))
+}
+
+fn read_kubeadm(
+    cloud_config: &str,
+    config: &str,
+    files: &BTreeMap<String, String>,
+) -> Result<Boot, String> {
+    let mut init = None;
+    let mut cluster = None;
+    let mut join = None;
+    for doc in yaml_serde::Deserializer::from_str(config) {
+        let v: Value = serde::Deserialize::deserialize(doc)
+            .map_err(|e| format!("kubeadm's configuration does not parse: {e}"))?;
+        let api = v
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if !matches!(api, "kubeadm.k8s.io/v1beta3" | "kubeadm.k8s.io/v1beta4") {
+            return Err(format!("apiVersion {api:?} is not one kubeadm reads"));
+        }
+        match v.get("kind").and_then(Value::as_str) {
+            Some("InitConfiguration") => init = Some(v),
+            Some("ClusterConfiguration") => cluster = Some(v),
+            Some("JoinConfiguration") => join = Some(v),
+            other => return Err(format!("kind {other:?} is not a kubeadm configuration")),
+        }
+    }
+    let command = if init.is_some() {
+        "kubeadm init"
+    } else {
+        "kubeadm join"
+    };
+    if !cloud_config.contains(&format!("{command} --config {KUBEADM_CONFIG}")) {
+        return Err(format!(
+            "runcmd does not run {command} --config {KUBEADM_CONFIG}"
+        ));
+    }
+    let name_of = |v: &Value| {
+        v.pointer("/nodeRegistration/name")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| "nodeRegistration.name is missing".to_string())
+    };
+    let ca = || -> Option<Result<String, String>> {
+        let cert = files.get("/etc/kubernetes/pki/ca.crt")?;
+        if !files.contains_key("/etc/kubernetes/pki/ca.key") {
+            return Some(Err("ca.crt without ca.key".into()));
+        }
+        Some(ca_hash(cert))
+    };
+    match (init, cluster, join) {
+        (Some(init), Some(cluster), None) => {
+            let ca_hash = ca().unwrap_or_else(|| Err("kubeadm init with no CA given".into()))?;
+            Ok(Boot {
+                node_name: name_of(&init)?,
+                control_plane: true,
+                role: Role::Init {
+                    cluster_name: str_of(&cluster, "/clusterName")?,
+                    endpoint: str_of(&cluster, "/controlPlaneEndpoint")?,
+                    ca_hash,
+                },
+            })
+        }
+        (None, None, Some(join)) => {
+            let control_plane = join.get("controlPlane").is_some_and(|c| !c.is_null());
+            let hashes = join
+                .pointer("/discovery/bootstrapToken/caCertHashes")
+                .and_then(Value::as_array)
+                .map(|h| h.iter().filter_map(Value::as_str).map(str::to_string).collect())
+                .unwrap_or_default();
+            let control_plane_ca = control_plane.then(|| ca().and_then(Result::ok));
+            Ok(Boot {
+                node_name: name_of(&join)?,
+                control_plane,
+                role: Role::Join {
+                    endpoint: str_of(&join, "/discovery/bootstrapToken/apiServerEndpoint")?,
+                    token: str_of(&join, "/discovery/bootstrapToken/token")?,
+                    hashes,
+                    control_plane_ca,
+                },
+            })
+        }
+        _ => Err("kubeadm's configuration is neither an init (Init and Cluster configurations) nor a join".into()),
+    }
+}
+
+fn str_of(v: &Value, pointer: &str) -> Result<String, String> {
+    v.pointer(pointer)
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| {
+            format!(
+                "{} is missing",
+                pointer.trim_start_matches('/').replace('/', ".")
+            )
+        })
+}
+
+/// kubeadm's discovery hash of the CA certificate `pem`.
+fn ca_hash(pem: &str) -> Result<String, String> {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(pem.as_bytes())
+        .map_err(|e| format!("ca.crt is not PEM: {e}"))?;
+    let cert = pem
+        .parse_x509()
+        .map_err(|e| format!("ca.crt is not an X.509 certificate: {e}"))?;
+    if !cert.is_ca() {
+        return Err("ca.crt is not a CA certificate".into());
+    }
+    let spki = cert.tbs_certificate.subject_pki.raw;
+    let digest = ring::digest::digest(&ring::digest::SHA256, spki);
+    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    Ok(format!("sha256:{hex}"))
+}
+
+/// A bootstrap token's Secret as a client sends it: its values base64, its machine's
+/// ownership tags as `flightdeck.dev/…` labels.
+pub(crate) fn token_object(token: &flightdeck_cloud::BootstrapTokenSecret) -> Value {
+    let data: serde_json::Map<String, Value> = token
+        .data
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(B64.encode(v))))
+        .collect();
+    let labels: serde_json::Map<String, Value> = token
+        .tags
+        .iter()
+        .filter_map(|t| {
+            let (key, value) = t.split_once('=')?;
+            let key = key.strip_prefix("flightdeck-")?;
+            Some((
+                format!("flightdeck.dev/{key}"),
+                Value::String(value.to_string()),
+            ))
+        })
+        .collect();
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": token.name(), "namespace": "kube-system", "labels": labels},
+        "type": "bootstrap.kubernetes.io/token",
+        "data": data,
+    })
+}
+
+/// A merge patch of a token's `expiration`.
+pub(crate) fn expiration_patch(expiration: &str) -> Value {
+    serde_json::json!({"data": {"expiration": B64.encode(expiration)}})
+}
+
+impl SimCloud {
+    /// One request about a bootstrap token to `owner`'s workload API, for the
+    /// simulator used as the provider itself: a create (`id` none), a patch or a delete
+    /// (a token already gone is no error).
+    pub(crate) fn token_call(
+        &self,
+        owner: &Ownership,
+        method: &str,
+        id: Option<&str>,
+        body: Value,
+    ) -> crate::Result<()> {
+        use flightdeck_cloud::{CloudError, ErrorClass};
+        let base = "/api/v1/namespaces/kube-system/secrets";
+        let path = match id {
+            Some(id) => format!("{base}/bootstrap-token-{id}"),
+            None => base.to_string(),
+        };
+        let answer = self.kube_request(
+            &owner.cluster,
+            crate::KubeRequest {
+                method: method.to_string(),
+                path,
+                query: String::new(),
+                body: if body.is_null() {
+                    Vec::new()
+                } else {
+                    body.to_string().into_bytes()
+                },
+                content_type: Some(
+                    if method == "PATCH" {
+                        "application/merge-patch+json"
+                    } else {
+                        "application/json"
+                    }
+                    .to_string(),
+                ),
+            },
+        );
+        let class = match answer.status {
+            200..=299 => return Ok(()),
+            404 if method == "DELETE" => return Ok(()),
+            404 => ErrorClass::NotFound,
+            409 => ErrorClass::AlreadyExists,
+            429 => ErrorClass::Conflict,
+            500..=599 => ErrorClass::Transient,
+            _ => ErrorClass::Permanent,
+        };
+        Err(CloudError::new(
+            class,
+            "kubernetes",
+            format!("{method} secrets"),
+            Some(answer.status),
+            String::from_utf8_lossy(&answer.body)
+                .chars()
+                .take(300)
+                .collect::<String>(),
+        ))
+    }
+
+    /// What became of the kubeadm bootstraps numbered `from` and later (the latest
+    /// [`BOOT_EVENTS_MAX`]), in order: inits, split inits, joins and failures with why;
+    /// and the number the next one will get. Not an API call.
+    pub fn boot_events_since(&self, from: u64) -> (Vec<BootEvent>, u64) {
+        let mut st = self.lock();
+        st.run_due(self.clock.now());
+        crate::world::numbered_since(&st.boot.events, st.boot.dropped, from)
+    }
+}
