@@ -182,6 +182,7 @@ pub(crate) async fn prepare<P: Provider>(
             r.token = Some(TokenRecord {
                 id: token.id().to_string(),
                 expires_at,
+                gone: false,
             });
         }
         Some(token)
@@ -214,8 +215,8 @@ pub(crate) async fn prepare<P: Provider>(
 }
 
 /// Moves the token of `machine` on to `expires_at`; a token gone (an operator deleted
-/// it, or it ran out) is forgotten: the machine cannot join with it, and flight control
-/// repairs a machine that never registers (F3).
+/// it, or it ran out) is marked so: the machine cannot join with it, and flight control
+/// replaces it without waiting for `nodeStartupTimeout`.
 pub(crate) async fn refresh<P: Provider>(
     provider: &P,
     owner: &Ownership,
@@ -236,13 +237,13 @@ pub(crate) async fn refresh<P: Provider>(
             Ok(())
         }
         Err(e) if e.class == ErrorClass::NotFound => {
-            if let Some(r) = record {
-                r.token = None;
+            if let Some(t) = record.and_then(|r| r.token.as_mut()) {
+                t.gone = true;
             }
             Err(CloudError {
                 message: flightdeck_cloud::error::bounded_message(format!(
                     "bootstrap token {token_id} of {machine} is gone from the workload cluster (deleted by someone, or expired): {}; \
-                     the machine cannot join with it, and is repaired if it never registers",
+                     the machine cannot join with it, and is replaced",
                     e.message
                 )),
                 class: ErrorClass::Permanent,

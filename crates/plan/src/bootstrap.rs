@@ -127,26 +127,47 @@ fn first_control_plane(p: &Planner<'_>) -> Option<String> {
     p.memory
         .machines
         .values()
-        .find(|r| r.role == MachineRole::ControlPlane && !condemned(r))
+        .find(|r| r.role == MachineRole::ControlPlane && !condemned(r) && !failed(p, r))
         .map(|r| r.name.clone())
 }
 
-/// The init machine, while its record is there and flight control has not condemned
-/// it. A condemned one never made the cluster (its API never answered): its
-/// replacement runs init with the same CAs. Should the old one still finish its init
-/// after all, that would make a second cluster; the simulator records exactly that
-/// (`singleInit`), and none of the swarm's runs has shown it.
+/// The init machine, while its record is there and the cloud does not list its server
+/// as failed (Nova's ERROR, OpenNebula's BOOT_FAILURE: it never ran kubeadm). A
+/// condemned one keeps the role until it is gone: it may have made the cluster unseen
+/// (seed 445: the API was out of reach through the load balancer for ten minutes, flight
+/// control condemned the init machine for an API that "never came up", and its surge
+/// replacement ran init beside the cluster it had made). So flight control deletes an
+/// init machine before its replacement is made ([`remove_first`]), and the replacement
+/// runs init once the first is gone, with nothing lost: no machine joins before the
+/// API answered.
 fn init_holder(p: &Planner<'_>) -> Option<String> {
     let name = p.memory.bootstrap.init_machine.as_ref()?;
     p.memory
         .machines
         .get(name)
-        .filter(|r| !condemned(r))
+        .filter(|r| !failed(p, r))
         .map(|r| r.name.clone())
+}
+
+/// Whether machine `name` must be deleted before its replacement is made: the init
+/// machine of a kubeadm cluster whose API has not answered yet (see [`init_holder`]).
+pub(crate) fn remove_first(p: &Planner<'_>, name: &str) -> bool {
+    kubeadm(p) && !initialized(p) && p.memory.bootstrap.init_machine.as_deref() == Some(name)
 }
 
 fn condemned(r: &MachineRecord) -> bool {
     r.remediation.is_some() || r.removal.is_some()
+}
+
+/// Whether the cloud lists `r`'s server as failed. A server not listed (yet) is not
+/// taken for failed: a list that lags a create must not free the init role twice. A
+/// machine whose server failed never ran kubeadm, and must not keep its set waiting
+/// (seed 10: a surge machine in ERROR kept the role, and no repair could begin).
+fn failed(p: &Planner<'_>, r: &MachineRecord) -> bool {
+    let pool = p.memory.ids.pool.as_deref();
+    crate::machines::views(std::iter::once(r), p.observed, pool)
+        .first()
+        .is_some_and(|v| v.server_phase() == crate::machines::ServerPhase::Failed)
 }
 
 fn wait_for_init(p: &mut Planner<'_>, set: &str, by: &str) {
@@ -226,7 +247,14 @@ pub(crate) fn plan_tokens(p: &mut Planner<'_>) {
             continue;
         };
         let joined = m.node.is_some() || nodes.iter().any(|n| n.name == m.record.name);
-        if joined || m.removing() {
+        // A machine being removed keeps its token until its server no longer runs:
+        // deleted first, a kubelet still booting would fail its join in between
+        // (seed 5693), a failure of flightdeck's making.
+        let server_down = !matches!(
+            m.server_phase(),
+            crate::machines::ServerPhase::Running | crate::machines::ServerPhase::Building
+        );
+        if joined || (m.removing() && server_down) {
             let why = if joined {
                 format!("{} joined: its node {} is registered", m.name(), m.name())
             } else {
@@ -239,6 +267,10 @@ pub(crate) fn plan_tokens(p: &mut Planner<'_>) {
                 },
                 why,
             ));
+            continue;
+        }
+        if token.gone {
+            // Nothing to move on: flight control replaces the machine.
             continue;
         }
         let left = token.expires_at.since(p.now);

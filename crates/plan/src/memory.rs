@@ -128,6 +128,11 @@ pub struct MachineRecord {
 pub struct TokenRecord {
     pub id: String,
     pub expires_at: Timestamp,
+    /// The workload cluster answered that the token is not there (an operator deleted
+    /// it, or it was cleaned after it ran out): the machine's data names it, so the
+    /// machine can never join, and flight control replaces it at once.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gone: bool,
 }
 
 /// kubeadm: who made the workload cluster, and whether it is made.

@@ -141,6 +141,19 @@ pub(crate) fn plan_set_remediation(
                 .unwrap_or_else(|| "no fault given".into());
             Some((format!("its server is in ERROR ({fault})"), false))
         } else if flight.repairs.unregistered
+            && m.node.is_none()
+            && let Some(token) = record.token.as_ref().filter(|t| t.gone)
+        {
+            // The workload API itself answered that the token its data names is not
+            // there: it can never join, however long it is waited for.
+            Some((
+                format!(
+                    "its bootstrap token {} is gone from the workload cluster before it joined: it can never join",
+                    token.id
+                ),
+                false,
+            ))
+        } else if flight.repairs.unregistered
             && phase == ServerPhase::Running
             && m.node.is_none()
             && *m.role() == crate::memory::MachineRole::ControlPlane
@@ -234,7 +247,8 @@ pub(crate) fn plan_set_remediation(
         match churn::slot(p, label, &c.name) {
             churn::Slot::Go => {
                 churn::hand_down(p, label, &c.name);
-                start(p, c, false);
+                let remove_now = crate::bootstrap::remove_first(p, &c.name);
+                start(p, c, remove_now);
                 left -= 1;
             }
             churn::Slot::Wait(wait, n) => {

@@ -326,15 +326,20 @@ fn plan_set(
     };
     let current: Vec<&MachineView<'_>> = active.iter().copied().filter(|m| !replace(m)).collect();
     let outdated: Vec<&MachineView<'_>> = active.iter().copied().filter(|m| replace(m)).collect();
-    // In flight: still coming up. A machine whose server failed, or that is past its
-    // startup time without serving, is broken rather than in flight: waiting for it
-    // would wait forever (its repair is remediation's business, within the budget).
+    // In flight: still coming up. A machine whose server failed, that is past its
+    // startup time without serving, or whose bootstrap token is gone before it joined,
+    // is broken rather than in flight: waiting for it would wait forever (its repair is
+    // remediation's business, within the budget).
     let startup = p.spec.spec.flight.node_startup_timeout;
     let now = p.now;
-    let coming_up = |m: &MachineView<'_>| match m.server_phase() {
-        ServerPhase::Requested | ServerPhase::Building => true,
-        ServerPhase::Running => now.since(m.record.created_at) < startup,
-        ServerPhase::Failed | ServerPhase::Deleting | ServerPhase::Gone => false,
+    let coming_up = |m: &MachineView<'_>| {
+        let token_gone = m.record.token.as_ref().is_some_and(|t| t.gone);
+        !token_gone
+            && match m.server_phase() {
+                ServerPhase::Requested | ServerPhase::Building => true,
+                ServerPhase::Running => now.since(m.record.created_at) < startup,
+                ServerPhase::Failed | ServerPhase::Deleting | ServerPhase::Gone => false,
+            }
     };
     let in_flight = current
         .iter()
@@ -374,6 +379,17 @@ fn plan_set(
     {
         if creates::may_have_landed(p, m.record) {
             p.wait(POLL_MACHINES);
+            continue;
+        }
+        // A store restored from a backup forgets that a create was sent: a record with
+        // none sent may have had one sent after the backup, and a lagging list may not
+        // show its server yet (seed 41017523: a kubeadm init machine made again beside
+        // the one that had made the cluster, a split). Until the lists can be trusted,
+        // it waits as a new name does.
+        if m.record.create_sent_at.is_none()
+            && let Some(left) = creates::taken_up_lately(p)
+        {
+            p.wait(left);
             continue;
         }
         let why = if m.record.template != set.template {

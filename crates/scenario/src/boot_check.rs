@@ -1,15 +1,26 @@
 //! The kubeadm bootstrap's invariants, read from the simulator's record of every
 //! machine's bootstrap ([`flightdeck_sim::BootEvent`]), never from flightdeck:
 //!
-//! - `bootstrapValid`: no machine failed to join because of the data flightdeck gave it,
-//!   unless a fault was active within [`FAULT_REACH`] before the failure (a fault that
-//!   blinds the API, deletes a token or slows a boot breaks a join on its own);
+//! - `bootstrapValid`: no machine failed to join because of what flightdeck did, by the
+//!   simulator's own judgement of why it failed ([`BootFailure`]):
+//!   - wrong data (another CA, endpoint or cluster, a malformed token) is never excused;
+//!   - a token an operator deleted always is;
+//!   - a token that ran out, or is missing with no operator to blame, is excused only
+//!     by a fault within [`FAULT_REACH`] before it that could keep flightdeck from the
+//!     workload API, where tokens are moved on ([`BLINDING`]): a slow boot is no
+//!     excuse, nor is any other fault, since a token is kept alive for as long as its
+//!     machine has not joined. A store restored from a backup older than the machine, or
+//!     an engine that crashed between two writes of the plan that made the machine, does
+//!     excuse it: flightdeck lost the token's id it kept (the machine is adopted from its
+//!     tags, its token is not: left for later);
+//!   - an API that never answered is excused by any fault within that reach;
 //! - `singleInit`: no second `kubeadm init` while the cluster the first made still has a
 //!   live machine.
 
 use flightdeck_cloud::Timestamp;
-use flightdeck_sim::{BootEvent, SimCloud};
+use flightdeck_sim::{BootEvent, BootFailure, SimCloud};
 use flightdeck_spec::Duration;
+use flightdeck_spec::FaultKind;
 use flightdeck_spec::scenario::Invariant;
 
 use crate::invariants::Invariants;
@@ -18,6 +29,23 @@ use crate::invariants::Invariants;
 /// (5 minutes) plus a token's whole life (15 minutes), plus the minute a list may take
 /// to tell flightdeck.
 pub const FAULT_REACH: Duration = Duration::from_mins(21);
+
+/// The faults that can keep flightdeck from the workload cluster's API, where tokens are
+/// moved on: its calls refused, slowed or stale, its node list blind, or the way to it
+/// (the load balancer's members, the control-plane machines behind them) down.
+const BLINDING: [FaultKind; 11] = [
+    FaultKind::ApiErrorRate,
+    FaultKind::ApiLatency,
+    FaultKind::ApiRateLimit,
+    FaultKind::ApiStaleRead,
+    FaultKind::EmptyNodeList,
+    FaultKind::AllNotReady,
+    FaultKind::MemberOffline,
+    FaultKind::MemberStuckPending,
+    FaultKind::LbPendingUpdate,
+    FaultKind::ServerError,
+    FaultKind::OperatorDeleteMachine,
+];
 
 /// What the bootstrap checks have read so far.
 #[derive(Debug, Default)]
@@ -42,11 +70,22 @@ impl BootChecks {
                     at,
                     cluster,
                     machine,
+                    made_at,
+                    cause,
                     reason,
                     ..
                 } => {
                     let from = Timestamp(at.millis().saturating_sub(FAULT_REACH.as_millis()));
-                    if !inv.fault_within(from, at) {
+                    let excused = match cause {
+                        BootFailure::Data => false,
+                        BootFailure::TokenDeletedByOperator => true,
+                        BootFailure::TokenExpired | BootFailure::TokenMissing => {
+                            inv.fault_of_within(from, at, &BLINDING)
+                                || inv.may_have_forgotten(made_at, at)
+                        }
+                        BootFailure::ApiUnreachable => inv.fault_within(from, at),
+                    };
+                    if !excused {
                         inv.record(
                             Invariant::BootstrapValid,
                             at,

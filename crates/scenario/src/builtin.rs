@@ -24,6 +24,22 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../../scenarios/kubeadm-opennebula.yaml"),
     ),
     (
+        "scenarios/clusters/demo-kubeadm-patient.yaml",
+        include_str!("../../../scenarios/clusters/demo-kubeadm-patient.yaml"),
+    ),
+    (
+        "scenarios/kubeadm-slow-boot.yaml",
+        include_str!("../../../scenarios/kubeadm-slow-boot.yaml"),
+    ),
+    (
+        "scenarios/kubeadm-token-deleted.yaml",
+        include_str!("../../../scenarios/kubeadm-token-deleted.yaml"),
+    ),
+    (
+        "scenarios/kubeadm-upgrade.yaml",
+        include_str!("../../../scenarios/kubeadm-upgrade.yaml"),
+    ),
+    (
         "examples/openstack.yaml",
         include_str!("../../../examples/openstack.yaml"),
     ),

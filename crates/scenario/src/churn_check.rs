@@ -20,6 +20,16 @@ pub(crate) fn set_of(key: &str) -> &str {
     key.rsplit_once('-').map_or(key, |(set, _)| set)
 }
 
+/// An object of the workload cluster that carries its machine's tags without being the
+/// machine: its Node, its pods, and its bootstrap token's Secret (deleted once the
+/// machine joined, and made again with the next machine of the slot).
+pub(crate) fn guest_object(m: &Mutation) -> bool {
+    m.service == "kubernetes"
+        && (m.target_id.contains("/node/")
+            || m.target_id.contains("/pod/")
+            || m.target_id.contains("/secret/"))
+}
+
 #[derive(Default)]
 pub struct SetChurn {
     /// (cluster UID, set) → when its machines were made since its last spec change.
@@ -38,6 +48,7 @@ impl SetChurn {
         clusters: &BTreeMap<String, ClusterTrack>,
     ) -> Option<String> {
         if m.kind != MutationKind::Create
+            || guest_object(m)
             || !m
                 .target_tags
                 .iter()

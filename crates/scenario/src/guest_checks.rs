@@ -8,7 +8,9 @@
 //! - `disruptionBudgetsKept`: no healthy pod a PodDisruptionBudget with no disruption
 //!   left covers is deleted through the API, evicted, or lost as above;
 //! - `nodesCleaned`: no Node of a machine that is gone outlives `nodeDeletionTimeout`
-//!   plus one resync (and [`NODE_CLEAN_SLACK`]).
+//!   plus one resync (and [`NODE_CLEAN_SLACK`]), counted from when it went or, if later,
+//!   from when its workload cluster last had no machine running with a Ready Node (no
+//!   API to delete it through: a kubeadm cluster whose every machine went).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -31,6 +33,8 @@ pub struct GuestChecks {
     lost_seen: u64,
     budget_seen: u64,
     stale_reported: BTreeSet<(String, String)>,
+    /// By cluster: when it was last seen with no machine running with a Ready Node.
+    api_dead_at: BTreeMap<String, Timestamp>,
 }
 
 impl GuestChecks {
@@ -98,10 +102,17 @@ impl GuestChecks {
             if track.deletion_requested || track.deleted_at.is_some() {
                 continue;
             }
+            if !n.api_alive {
+                self.api_dead_at.insert(n.cluster.clone(), now);
+            }
             let bound = track.node_deletion_timeout.as_millis()
                 + track.resync_period.as_millis() * 11 / 10
                 + NODE_CLEAN_SLACK.as_millis();
-            let stayed = now.since(n.machine_gone_at);
+            let from = self
+                .api_dead_at
+                .get(&n.cluster)
+                .map_or(n.machine_gone_at, |dead| (*dead).max(n.machine_gone_at));
+            let stayed = now.since(from);
             if stayed.as_millis() <= bound {
                 inv.record(Invariant::NodesCleaned, now, None);
                 continue;
@@ -116,7 +127,7 @@ impl GuestChecks {
                 Invariant::NodesCleaned,
                 now,
                 Some(format!(
-                    "cluster {}: node {} is still listed {stayed} after its machine went; nodeDeletionTimeout is {}",
+                    "cluster {}: node {} is still listed {stayed} after its machine went (or its cluster last had no API); nodeDeletionTimeout is {}",
                     n.cluster, n.node, track.node_deletion_timeout
                 )),
             );

@@ -84,6 +84,13 @@ pub struct Invariants {
     kube_outages: Vec<(Timestamp, Option<Timestamp>)>,
     /// Every fault of the scenario: from, and until (none: open-ended).
     fault_windows: Vec<(Timestamp, Option<Timestamp>)>,
+    /// The kind of each of [`Invariants::fault_windows`], in the same order.
+    fault_kinds: Vec<flightdeck_spec::FaultKind>,
+    /// When the store came back behind the cloud (restored from a backup), and how far
+    /// behind: what it forgot, flightdeck no longer knows.
+    lagging_restores: Vec<(Timestamp, flightdeck_spec::Duration)>,
+    /// When the engine crashed between two writes of a plan (an engine fault).
+    crashes: Vec<Timestamp>,
     set_churn: crate::churn_check::SetChurn,
     serving: crate::serving::ServingCheck,
     /// Which cluster made each object, by the simulator's record of the calls.
@@ -140,6 +147,9 @@ impl Invariants {
             evacuations_overdue: BTreeSet::new(),
             kube_outages: Vec::new(),
             fault_windows: Vec::new(),
+            fault_kinds: Vec::new(),
+            lagging_restores: Vec::new(),
+            crashes: Vec::new(),
             set_churn: Default::default(),
             serving: Default::default(),
             deletions: BTreeMap::new(),
@@ -158,6 +168,7 @@ impl Invariants {
                 (from, f.duration.map(|d| from.plus(d)))
             })
             .collect();
+        self.fault_kinds = faults.iter().map(|f| f.kind).collect();
         self.kube_outages = faults
             .iter()
             .filter(|f| matches!(f.kind, FaultKind::ApiRateLimit | FaultKind::ApiErrorRate))
@@ -174,6 +185,48 @@ impl Invariants {
         self.fault_windows
             .iter()
             .any(|(a, b)| *a <= to && b.is_none_or(|b| b >= from))
+    }
+
+    /// Notes when the store comes back behind the cloud in this run, and how far behind.
+    pub fn note_lagging_restores(&mut self, restores: Vec<(Timestamp, flightdeck_spec::Duration)>) {
+        self.lagging_restores = restores;
+    }
+
+    /// Notes that the engine crashed between two writes of a plan at `at`.
+    pub fn note_crash(&mut self, at: Timestamp) {
+        if self.crashes.len() < 10_000 {
+            self.crashes.push(at);
+        }
+    }
+
+    /// Whether flightdeck may have lost, by `to`, what it wrote down when something was
+    /// made at `made`: a store that came back behind the cloud from a backup older than
+    /// `made`, or an engine that crashed between two writes of the plan that made it
+    /// (within a minute after: the plan's calls move the clock).
+    pub(crate) fn may_have_forgotten(&self, made: Timestamp, to: Timestamp) -> bool {
+        let restored = self.lagging_restores.iter().any(|(at, lag)| {
+            *at <= to && made <= *at && made.millis() + lag.as_millis() >= at.millis()
+        });
+        let crashed = self
+            .crashes
+            .iter()
+            .any(|c| made <= *c && c.millis() <= made.millis() + 60_000);
+        restored || crashed
+    }
+
+    /// Whether some fault of the scenario of one of the kinds in `kinds` was active at
+    /// some time within `from..=to`.
+    pub(crate) fn fault_of_within(
+        &self,
+        from: Timestamp,
+        to: Timestamp,
+        kinds: &[flightdeck_spec::FaultKind],
+    ) -> bool {
+        self.fault_windows
+            .iter()
+            .zip(&self.fault_kinds)
+            .filter(|(_, k)| kinds.contains(k))
+            .any(|((a, b), _)| *a <= to && b.is_none_or(|b| b >= from))
     }
 
     /// How much of `from..to` the Kubernetes APIs spent refusing calls (overlapping
@@ -376,7 +429,7 @@ impl Invariants {
                 self.record(Invariant::NoChurn, m.at, Some(v));
             }
             if self.enabled.contains(&Invariant::NoChurn)
-                && !guest_object(m)
+                && !crate::churn_check::guest_object(m)
                 && let Some(identity) = identity(&m.target_tags)
                 && let Some(cluster) = clusters.values().find(|c| c.uid == identity.0)
             {
@@ -657,10 +710,6 @@ fn shared_kind(m: &Mutation) -> Option<&'static str> {
 /// Whether `m` is of a workload cluster's Node or Pod: such objects carry their
 /// machine's tags (so that `onlyOwned` knows whose they are), but deleting a gone
 /// machine's Node, or evicting a pod, is not deleting the machine.
-fn guest_object(m: &Mutation) -> bool {
-    m.service == "kubernetes" && (m.target_id.contains("/node/") || m.target_id.contains("/pod/"))
-}
-
 fn identity(tags: &[String]) -> Option<Identity> {
     let uid = uid_of(tags)?;
     let role = tags.iter().find_map(|t| t.strip_prefix(TAG_ROLE))?;

@@ -378,6 +378,14 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
             invariants: {
                 let mut inv = Invariants::new(&enabled, start, options.call_budget.clone());
                 inv.note_faults(start, &spec.faults);
+                inv.note_lagging_restores(
+                    options
+                        .lagging_restores
+                        .iter()
+                        .map(|(at, lag)| (start.plus(*at), *lag))
+                        .collect(),
+                );
+
                 inv
             },
             watches,
@@ -540,6 +548,7 @@ impl<'a, P: Provider + 'static> Driver<'a, P> {
                 Ok(n) => n,
                 Err(EngineError::Crashed(cluster)) => {
                     let now = self.clock.now();
+                    self.invariants.note_crash(now);
                     self.drain_events();
                     self.emit(
                         now,

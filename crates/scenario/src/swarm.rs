@@ -5,6 +5,7 @@
 //! runs twice and its two timelines must hash the same.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -155,6 +156,7 @@ fn bare_step(
 pub fn case(seed: u64, options: &SwarmOptions) -> Result<SwarmCase, String> {
     let mut rng = SeededRng::fork(seed, "swarm-case");
     let cloud = SwarmCloud::draw(&mut rng);
+    let kubeadm = crate::swarm_faults::kubeadm_fleet(seed, cloud);
     let fleet = 1 + [0, 0, 0, 1, 1, 1, 2, 2, 3, 4][rng.below(10) as usize];
     let safety = minutes(&mut rng, 30, 50);
     let mut clusters = Vec::new();
@@ -162,7 +164,14 @@ pub fn case(seed: u64, options: &SwarmOptions) -> Result<SwarmCase, String> {
     for i in 1..=fleet {
         let name = format!("c{i}");
         let pools = rng.below(3);
-        let yaml = cluster_yaml(&mut rng, cloud, &name, i, pools);
+        let mut yaml = cluster_yaml(&mut rng, cloud, &name, i, pools);
+        if let Some(startup) = kubeadm {
+            // Under `flight:`, the last mapping of the spec `cluster_yaml` writes.
+            let _ = write!(
+                yaml,
+                "    nodeStartupTimeout: {startup}\n  bootstrap: {{provider: kubeadm}}\n"
+            );
+        }
         let cluster = match load_documents(&yaml, &format!("swarm seed {seed} cluster {name}"))
             .map_err(|e| e.to_string())?
             .pop()
@@ -176,8 +185,14 @@ pub fn case(seed: u64, options: &SwarmOptions) -> Result<SwarmCase, String> {
         };
         clusters.push((cluster, pools));
     }
-    let mut faults = cloud_faults(&mut rng, cloud, safety, &clusters);
+    let mut faults = cloud_faults(&mut rng, cloud, safety, &clusters, kubeadm.is_some());
     faults.extend(crate::swarm_faults::foreign_lists(seed, cloud, safety));
+    faults.extend(crate::swarm_faults::kubeadm_faults(
+        seed,
+        kubeadm.is_some(),
+        safety,
+        &clusters,
+    ));
     for (cluster, pools) in &clusters {
         // A cluster whose members a fault takes offline keeps at least three control-plane
         // machines: a fault that blacks out every member is an outage no controller can
@@ -235,7 +250,15 @@ pub fn case(seed: u64, options: &SwarmOptions) -> Result<SwarmCase, String> {
             name: Text::new(&format!("swarm-{seed}"))?,
         },
         spec: ScenarioSpec {
-            description: format!("swarm seed {seed}: {fleet} {} cluster(s)", cloud.as_str()),
+            description: format!(
+                "swarm seed {seed}: {fleet} {} cluster(s){}",
+                cloud.as_str(),
+                if kubeadm.is_some() {
+                    " made by kubeadm"
+                } else {
+                    ""
+                }
+            ),
             seed,
             duration: Duration::from_millis(safety.as_millis() + bound.as_millis()),
             clusters: clusters

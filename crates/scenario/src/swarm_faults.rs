@@ -40,11 +40,15 @@ const KUBEVIRT: [FaultKind; 8] = [
     FaultKind::AllNotReady,
 ];
 
+/// `kubeadm`: the fleet boots with kubeadm, whose control plane is the workload
+/// cluster's etcd: no fault takes its control-plane machines away (see
+/// [`aim_at_machines`]).
 pub(crate) fn cloud_faults(
     rng: &mut SeededRng,
     cloud: SwarmCloud,
     safety: Duration,
     clusters: &[(Cluster, u64)],
+    kubeadm: bool,
 ) -> Vec<Fault> {
     // `nova.tagFilterIgnored` is drawn on its own (see `foreign_lists`), so that the
     // draws of every other kind stay what they were before it existed.
@@ -137,7 +141,7 @@ pub(crate) fn cloud_faults(
                 FaultKind::MaxRoutes => f.count = Some(rng.between(5, 30) as u32),
                 FaultKind::EmptyNodeList | FaultKind::AllNotReady => f.cluster = any_cluster(rng),
                 FaultKind::OperatorDeleteMachine | FaultKind::ServerError => {
-                    if !aim_at_machines(rng, &mut f, clusters, &mut spare) {
+                    if !aim_at_machines(rng, &mut f, clusters, &mut spare, kubeadm) {
                         // No machine to spare anywhere: blind the observer instead.
                         f.kind = FaultKind::AllNotReady;
                         f.cluster = any_cluster(rng);
@@ -156,9 +160,12 @@ pub(crate) fn cloud_faults(
                 // Never drawn: in process a watch answer carries at most one event per
                 // node (the simulated API records nodes only when read), nothing to reorder.
                 // Never drawn: an operator's hold lasts as long as the operator wants.
+                // Drawn on their own, for kubeadm fleets ([`kubeadm_faults`]).
                 FaultKind::K8sWatchReorder
                 | FaultKind::OperatorHoldNodeDeletion
-                | FaultKind::OperatorStripNodeLabels => {}
+                | FaultKind::OperatorStripNodeLabels
+                | FaultKind::KubeadmSlowBoot
+                | FaultKind::OperatorDeleteBootstrapToken => {}
                 FaultKind::OneLockTemplate => {
                     f.level = Some(*pick(
                         rng,
@@ -213,6 +220,74 @@ pub(crate) fn foreign_lists(seed: u64, cloud: SwarmCloud, safety: Duration) -> O
     })
 }
 
+/// Whether seed `seed`'s fleet boots with flightdeck's kubeadm bootstrap: four in ten
+/// OpenStack and OpenNebula fleets (KubeVirt's kubeadm is refused for now); if so, the
+/// `nodeStartupTimeout` of its clusters, 10 to 40 minutes: past a token's 15 minutes, a
+/// slow machine is waited for long enough that its token must be moved on. Drawn from
+/// the seed's own stream, apart from the rest, so that the other draws stay what they
+/// were before kubeadm fleets existed.
+pub(crate) fn kubeadm_fleet(seed: u64, cloud: SwarmCloud) -> Option<Duration> {
+    let mut rng = SeededRng::fork(seed, "swarm-kubeadm");
+    if cloud == SwarmCloud::KubeVirt || !rng.chance(0.4) {
+        return None;
+    }
+    Some(Duration::from_mins(*pick(&mut rng, &[10, 15, 20, 30, 40])))
+}
+
+/// The faults that strike a kubeadm fleet, from the seed's own stream: none, one or two
+/// of a slow boot (machines that come up 5 to 30 minutes late, past a token's 15-minute
+/// life unless it is moved on; its window ends that long before the faults stop) and an
+/// operator who deletes bootstrap tokens.
+pub(crate) fn kubeadm_faults(
+    seed: u64,
+    kubeadm: bool,
+    safety: Duration,
+    clusters: &[(Cluster, u64)],
+) -> Vec<Fault> {
+    let mut rng = SeededRng::fork(seed, "swarm-kubeadm-faults");
+    if !kubeadm || clusters.is_empty() {
+        return Vec::new();
+    }
+    let end_s = safety.as_millis() / 1000;
+    (0..rng.below(3))
+        .map(|_| {
+            let kind = *pick(&mut rng, &FaultKind::KUBEADM);
+            let at_s = rng.between(0, end_s - 120);
+            let mut f = Fault::new(kind, Duration::from_secs(at_s));
+            if rng.chance(0.5) {
+                f.cluster = Some(pick(&mut rng, clusters).0.metadata.name.clone());
+            }
+            match kind {
+                FaultKind::KubeadmSlowBoot => {
+                    // A machine it slows boots up to `latency` after the window: the
+                    // window ends that long before the faults stop, so that the fleet
+                    // converges by the same bound as after any other fault.
+                    // Half of them from birth: the fleet's first machines are the
+                    // most that come up at once.
+                    let latency_s = rng.between(300, 1800).min(end_s / 2);
+                    let at_s = if rng.chance(0.5) {
+                        0
+                    } else {
+                        rng.between(0, end_s - latency_s - 60)
+                    };
+                    f.at = Duration::from_secs(at_s);
+                    f.duration = Some(Duration::from_secs(
+                        rng.between(60, 900).min(end_s - latency_s - at_s),
+                    ));
+                    f.latency = Some(Duration::from_secs(latency_s));
+                    f.rate = Some(0.2 + 0.8 * rng.unit());
+                }
+                _ => {
+                    if rng.chance(0.5) {
+                        f.count = Some(1);
+                    }
+                }
+            }
+            f
+        })
+        .collect()
+}
+
 /// A quarter of boot failures fail every boot from the start until the faults stop (F11):
 /// repairs would go on for ever, and only the churn breaker stops them. The swarm then
 /// resumes the clusters, as an operator does once the cloud is fixed.
@@ -228,18 +303,27 @@ fn endless_from_birth(rng: &mut SeededRng, f: &mut Fault, end_s: u64) {
 /// `nova.serverError`): at one machine of a control plane with members to spare (one
 /// such fault per cluster, as `octavia.memberOffline`), or at a node pool that has
 /// machines. Answers false when there is no such target.
+///
+/// Never at a kubeadm fleet's control plane: its machines are the workload cluster's
+/// etcd, and between `kubeadm init` and the second member's join one machine holds it
+/// all. An operator who deletes that machine deletes the cluster, which no controller
+/// can bring back (Cluster API cannot either), and flightdeck never runs init again once
+/// the API has answered (it would split the cluster whenever the first still lived
+/// unseen). Rollouts and repairs of kubeadm control planes still come from the
+/// workload's upgrades and from the faults that fail new machines.
 fn aim_at_machines(
     rng: &mut SeededRng,
     f: &mut Fault,
     clusters: &[(Cluster, u64)],
     spare: &mut Vec<&Cluster>,
+    kubeadm: bool,
 ) -> bool {
     let pools: Vec<(&Cluster, &flightdeck_spec::NodePool)> = clusters
         .iter()
         .flat_map(|(c, _)| c.spec.node_pools.iter().map(move |p| (c, p)))
         .filter(|(_, p)| p.replicas.get() > 0)
         .collect();
-    if !spare.is_empty() && (pools.is_empty() || rng.chance(0.3)) {
+    if !kubeadm && !spare.is_empty() && (pools.is_empty() || rng.chance(0.3)) {
         let target = spare.remove(rng.below(spare.len() as u64) as usize);
         f.cluster = Some(target.metadata.name.clone());
         f.pool = Name::new("cp").ok();

@@ -74,6 +74,14 @@ fn start(st: &mut State, t: Timestamp, i: usize) {
             n
         }
         FaultKind::OperatorStripNodeLabels => k8s::strip_node_labels(st, t, &fault),
+        FaultKind::OperatorDeleteBootstrapToken => {
+            let gone = crate::bootstrap::delete_out_of_band(st, &fault, fault.count);
+            let n = gone.len() as u64;
+            if let Some(rec) = st.faults.get_mut(i) {
+                rec.chosen = gone;
+            }
+            n
+        }
         FaultKind::LbPendingUpdate => {
             let held = octavia::hold(st, &fault);
             let n = held.len() as u64;

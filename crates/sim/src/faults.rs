@@ -301,6 +301,34 @@ pub(crate) fn server_hit(st: &mut State, kind: FaultKind, t: Timestamp, tags: &[
     draw(st, drawn)
 }
 
+/// The extra boot time of a machine with `tags` that comes up at `t`: the longest
+/// `latency` of the active `kubeadm.slowBoot` faults that target it and draw it with
+/// their rate (each such fault draws, so the stream does not depend on the outcome).
+pub(crate) fn slow_boot_ms(st: &mut State, t: Timestamp, tags: &[String]) -> u64 {
+    let drawn: Vec<(usize, f64, u64)> = st
+        .faults
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| {
+            r.fault.kind == FaultKind::KubeadmSlowBoot
+                && r.fault.is_active_at(t)
+                && r.fault.targets(tags)
+        })
+        .map(|(i, r)| {
+            let extra = r.fault.latency.map_or(0, |l| l.as_millis());
+            (i, r.fault.effective_rate(), extra)
+        })
+        .collect();
+    let mut slowest = 0;
+    for (i, rate, extra) in drawn {
+        if st.rng_faults.chance(rate) {
+            note(st, i, 1);
+            slowest = slowest.max(extra);
+        }
+    }
+    slowest
+}
+
 /// Whether a call at `t` is hit by the active faults of `kind` that hit a whole
 /// service (`one.rpcError`) and strike `call`, each drawing with its rate.
 pub(crate) fn call_hit(

@@ -49,14 +49,17 @@ pub(crate) enum Event {
 /// Server (or OpenNebula VM) `server_id` became ACTIVE (RUNNING) at `t`: its kubelet
 /// will register.
 pub(crate) fn server_active(st: &mut State, t: Timestamp, server_id: &str) {
-    let has_uid = st
+    let tags = st
         .host(server_id)
-        .is_some_and(|h| uid_of(&h.tags).is_some() && h.kubelet);
-    if has_uid {
-        let latency = st.config.latencies.node_register;
+        .filter(|h| uid_of(&h.tags).is_some() && h.kubelet)
+        .map(|h| h.tags);
+    if let Some(tags) = tags {
+        // A slow boot (`kubeadm.slowBoot`) runs cloud-init, and so kubeadm, later.
+        let slow = crate::faults::slow_boot_ms(st, t, &tags);
+        let (lo, hi) = st.config.latencies.node_register;
         st.schedule_after(
             t,
-            latency,
+            (lo + slow, hi + slow),
             SimEvent::Kube(Event::Register(server_id.into())),
         );
     }

@@ -131,6 +131,17 @@ pub enum FaultKind {
     /// taint from the targeted Nodes of OpenStack and OpenNebula clusters.
     #[serde(rename = "operator.stripNodeLabels")]
     OperatorStripNodeLabels,
+    /// Machines whose server or VM comes up in the window boot `latency` slower: their
+    /// cloud-init, and so kubeadm and the kubelet, run that much later (a slow image
+    /// pull, a package mirror that crawls). A kubeadm join then needs a token that was
+    /// kept alive meanwhile.
+    #[serde(rename = "kubeadm.slowBoot")]
+    KubeadmSlowBoot,
+    /// At the start, an operator deletes `count` (default: every one) of the targeted
+    /// workload clusters' bootstrap tokens (`kubeadm token delete`): their
+    /// `bootstrap-token-<id>` Secrets in `kube-system`.
+    #[serde(rename = "operator.deleteBootstrapToken")]
+    OperatorDeleteBootstrapToken,
 }
 
 impl FaultKind {
@@ -180,10 +191,17 @@ impl FaultKind {
         FaultKind::OperatorHoldNodeDeletion,
         FaultKind::OperatorStripNodeLabels,
     ];
+    /// What strikes a cluster that boots with kubeadm (`spec.bootstrap.provider`), on
+    /// any cloud whose machines boot flightdeck's data.
+    pub const KUBEADM: [FaultKind; 2] = [
+        FaultKind::KubeadmSlowBoot,
+        FaultKind::OperatorDeleteBootstrapToken,
+    ];
     /// Every kind: [`FaultKind::OPENSTACK`], then [`FaultKind::OTHER_CLOUDS`], then
-    /// [`FaultKind::WATCH_ONLY`], then [`FaultKind::OPERATOR_NODES`].
-    pub const ALL: [FaultKind; 29] = {
-        let mut all = [FaultKind::MemberStuckPending; 29];
+    /// [`FaultKind::WATCH_ONLY`], then [`FaultKind::OPERATOR_NODES`], then
+    /// [`FaultKind::KUBEADM`].
+    pub const ALL: [FaultKind; 31] = {
+        let mut all = [FaultKind::MemberStuckPending; 31];
         let mut i = 0;
         while i < Self::OPENSTACK.len() {
             all[i] = Self::OPENSTACK[i];
@@ -198,8 +216,13 @@ impl FaultKind {
             all[i] = Self::WATCH_ONLY[i - before_watch];
             i += 1;
         }
+        let before_nodes = before_watch + Self::WATCH_ONLY.len();
+        while i < before_nodes + Self::OPERATOR_NODES.len() {
+            all[i] = Self::OPERATOR_NODES[i - before_nodes];
+            i += 1;
+        }
         while i < all.len() {
-            all[i] = Self::OPERATOR_NODES[i - before_watch - Self::WATCH_ONLY.len()];
+            all[i] = Self::KUBEADM[i - before_nodes - Self::OPERATOR_NODES.len()];
             i += 1;
         }
         all
@@ -236,6 +259,8 @@ impl FaultKind {
             FaultKind::K8sWatchReorder => "k8s.watchReorder",
             FaultKind::OperatorHoldNodeDeletion => "operator.holdNodeDeletion",
             FaultKind::OperatorStripNodeLabels => "operator.stripNodeLabels",
+            FaultKind::KubeadmSlowBoot => "kubeadm.slowBoot",
+            FaultKind::OperatorDeleteBootstrapToken => "operator.deleteBootstrapToken",
         }
     }
 }
@@ -306,7 +331,9 @@ impl FaultKind {
             | FaultKind::LbPendingUpdate
             | FaultKind::MemberStuckDeleting
             | FaultKind::TagFilterIgnored
-            | FaultKind::K8sWatchReorder => ClusterAim::Objects,
+            | FaultKind::K8sWatchReorder
+            | FaultKind::KubeadmSlowBoot
+            | FaultKind::OperatorDeleteBootstrapToken => ClusterAim::Objects,
         }
     }
 }
@@ -349,7 +376,8 @@ pub struct Fault {
     /// `api.errorRate`, `nova.bootError`: fraction of calls or servers hit, 0 < rate ≤ 1.
     #[serde(default)]
     pub rate: Option<f64>,
-    /// `api.latency`: extra time per call (at most [`API_LATENCY_MAX`]); `api.staleRead`:
+    /// `api.latency`: extra time per call (at most [`API_LATENCY_MAX`]); `kubeadm.slowBoot`:
+    /// extra time per boot (the same bound); `api.staleRead`:
     /// how far behind the lists are (at most [`STALE_READ_LAG_MAX`]).
     #[serde(default)]
     pub latency: Option<Duration>,
@@ -409,6 +437,7 @@ impl FaultKind {
                 | FaultKind::MemberStuckDeleting
                 | FaultKind::OperatorHoldNodeDeletion
                 | FaultKind::OperatorStripNodeLabels
+                | FaultKind::KubeadmSlowBoot
         )
     }
 }
@@ -483,6 +512,8 @@ impl Fault {
             FaultKind::K8sWatchReorder => (false, false, false, false, false),
             FaultKind::OperatorHoldNodeDeletion => (false, false, false, false, false),
             FaultKind::OperatorStripNodeLabels => (false, false, false, false, false),
+            FaultKind::KubeadmSlowBoot => (false, false, true, false, true),
+            FaultKind::OperatorDeleteBootstrapToken => (false, false, false, true, false),
         };
         if FaultKind::WATCH_ONLY.contains(&f.kind) {
             return Err((
@@ -573,6 +604,7 @@ impl Fault {
         {
             let what = match self.kind {
                 FaultKind::ApiStaleRead => "lags lists by",
+                FaultKind::KubeadmSlowBoot => "adds to each boot",
                 _ => "adds to each call",
             };
             return Err((

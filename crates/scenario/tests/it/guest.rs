@@ -4,23 +4,9 @@
 //! disruptionBudgetsKept, nodesCleaned).
 
 use flightdeck_plan::{Disabled, Mechanism};
-use flightdeck_scenario::report::Report;
-use flightdeck_scenario::{RunOptions, load_scenario, run};
+use flightdeck_scenario::RunOptions;
 
-async fn report(name: &str, options: &RunOptions) -> Report {
-    let loaded = load_scenario(name).expect("built-in scenario loads");
-    run(&loaded, options, &mut |_| {})
-        .await
-        .expect("run completes")
-        .report
-}
-
-fn verdict<'r>(r: &'r Report, name: &str) -> &'r flightdeck_scenario::invariants::Verdict {
-    r.invariants
-        .iter()
-        .find(|v| v.name == name)
-        .unwrap_or_else(|| panic!("{name} is checked"))
-}
+use crate::common::{report, verdict};
 
 fn without_drains() -> RunOptions {
     let mut o = RunOptions::default();

@@ -11,6 +11,7 @@ mod guest;
 mod guest_swarm;
 mod handover;
 mod identity;
+mod kubeadm;
 mod kubevirt;
 mod lagging_store;
 mod lies;

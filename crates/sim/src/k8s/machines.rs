@@ -382,3 +382,22 @@ pub(crate) fn node_write(
     super::lost::note_cordon(st, now, cluster, name, cordoned(&next));
     None
 }
+
+/// `kubeadm init` ran again in `cluster` (of `uid`) after every machine of the cluster
+/// the first one made was gone: a new etcd, so a new, empty cluster. The Nodes of the
+/// gone machines, and everything else the old cluster held, went with the old etcd.
+pub(crate) fn restart_guest(st: &mut State, cluster: &str, uid: &str) {
+    let dead: Vec<String> = st
+        .nodes
+        .values()
+        .filter(|n| n.cluster.as_deref() == Some(cluster) && n.uid == uid)
+        .filter_map(|n| n.node.server_id.clone())
+        .filter(|sid| !st.host_running(sid))
+        .collect();
+    for sid in dead {
+        st.nodes.remove(&sid);
+    }
+    if st.kube.workloads.remove(cluster).is_some() {
+        super::workload::forget_starts(st, &[cluster.to_string()]);
+    }
+}

@@ -629,7 +629,8 @@ pub(crate) fn fault_changed(st: &mut State) {
 
 pub(crate) use kubevirt::{delete_out_of_band, drain_end, drain_start};
 pub(crate) use machines::{
-    hold_nodes, machine_deleting, machine_gone, node_changed, release_nodes, strip_node_labels,
+    hold_nodes, machine_deleting, machine_gone, node_changed, release_nodes, restart_guest,
+    strip_node_labels,
 };
 pub(crate) use views::snapshot;
 

@@ -136,6 +136,10 @@ pub struct StaleNode {
     pub node: String,
     /// When its machine went.
     pub machine_gone_at: flightdeck_cloud::Timestamp,
+    /// Whether the workload cluster has an API to delete it through now: some machine
+    /// of the cluster runs with its Node Ready. When none does (every machine is gone or
+    /// down), nobody can delete a Node.
+    pub api_alive: bool,
 }
 
 impl SimCloud {
@@ -144,11 +148,25 @@ impl SimCloud {
     pub fn stale_nodes(&self) -> Vec<StaleNode> {
         let mut st = self.lock();
         st.run_due(self.clock.now());
+        let alive: std::collections::BTreeSet<&str> = st
+            .nodes
+            .values()
+            .filter(|n| n.machine_gone_at.is_none() && n.node.ready)
+            .filter(|n| {
+                n.node
+                    .server_id
+                    .as_deref()
+                    .is_some_and(|sid| st.host_running(sid))
+            })
+            .filter_map(|n| n.cluster.as_deref())
+            .collect();
         st.nodes
             .values()
             .filter_map(|rec| {
+                let cluster = rec.cluster.clone()?;
                 Some(StaleNode {
-                    cluster: rec.cluster.clone()?,
+                    api_alive: alive.contains(cluster.as_str()),
+                    cluster,
                     node: rec.node.name.clone(),
                     machine_gone_at: rec.machine_gone_at?,
                 })

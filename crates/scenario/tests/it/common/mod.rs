@@ -55,3 +55,26 @@ pub fn built_in_scenarios() -> Vec<&'static str> {
     );
     names
 }
+
+/// The report of built-in scenario `name`, run with `options`.
+pub async fn report(
+    name: &str,
+    options: &flightdeck_scenario::RunOptions,
+) -> flightdeck_scenario::report::Report {
+    let loaded = flightdeck_scenario::load_scenario(name).expect("built-in scenario loads");
+    flightdeck_scenario::run(&loaded, options, &mut |_| {})
+        .await
+        .expect("run completes")
+        .report
+}
+
+/// The verdict on invariant `name` in `r`.
+pub fn verdict<'r>(
+    r: &'r flightdeck_scenario::report::Report,
+    name: &str,
+) -> &'r flightdeck_scenario::invariants::Verdict {
+    r.invariants
+        .iter()
+        .find(|v| v.name == name)
+        .unwrap_or_else(|| panic!("{name} is checked"))
+}

@@ -32,6 +32,12 @@ use serde_json::Value;
 
 use crate::{SimCloud, State};
 
+mod read;
+mod tokens;
+
+use read::{Role, read};
+pub(crate) use tokens::{delete_out_of_band, expiration_patch, token_object};
+
 /// Where kubeadm's configuration is written and read from.
 pub const KUBEADM_CONFIG: &str = "/run/kubeadm/kubeadm.yaml";
 /// How long `kubeadm join` keeps trying to reach the API (kubeadm's discovery timeout).
@@ -76,8 +82,28 @@ pub enum BootEvent {
         cluster: String,
         uid: String,
         machine: String,
+        /// When its server or VM was made.
+        made_at: Timestamp,
+        cause: BootFailure,
         reason: String,
     },
+}
+
+/// Why a join failed, as the simulator knows it: what a check may blame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum BootFailure {
+    /// The data itself is wrong (or names another cluster, endpoint or CA): only what
+    /// wrote it is to blame.
+    Data,
+    /// The token is not in the cluster, and no operator deleted it.
+    TokenMissing,
+    /// An operator deleted the token (`operator.deleteBootstrapToken`).
+    TokenDeletedByOperator,
+    /// The token ran out before the machine joined: nobody moved it on.
+    TokenExpired,
+    /// The API did not answer within kubeadm's discovery timeout.
+    ApiUnreachable,
 }
 
 impl BootEvent {
@@ -109,6 +135,8 @@ pub(crate) struct BootState {
     /// Joins still trying to reach the API: machine id → when they began.
     discovering: BTreeMap<String, Timestamp>,
     events: std::collections::VecDeque<BootEvent>,
+    /// `<cluster>/bootstrap-token-<id>` of each token an operator deleted.
+    deleted_by_operator: std::collections::BTreeSet<String>,
     /// Events dropped from the front of `events` ([`BOOT_EVENTS_MAX`]).
     dropped: u64,
 }
@@ -150,7 +178,8 @@ fn verdict(st: &mut State, t: Timestamp, sid: &str) -> Verdict {
         .unwrap_or_default()
         .to_string();
     let uid = uid_of(&host.tags).unwrap_or_default().to_string();
-    let fail = |st: &mut State, reason: String| {
+    let made_at = made_at(st, sid).unwrap_or(t);
+    let fail = |st: &mut State, cause: BootFailure, reason: String| {
         st.boot.discovering.remove(sid);
         record(
             st,
@@ -159,6 +188,8 @@ fn verdict(st: &mut State, t: Timestamp, sid: &str) -> Verdict {
                 cluster: cluster.clone(),
                 uid: uid.clone(),
                 machine: host.name.clone(),
+                made_at,
+                cause,
                 reason,
             },
         );
@@ -166,11 +197,12 @@ fn verdict(st: &mut State, t: Timestamp, sid: &str) -> Verdict {
     };
     let boot = match boot {
         Ok(b) => b,
-        Err(reason) => return fail(st, reason),
+        Err(reason) => return fail(st, BootFailure::Data, reason),
     };
     if boot.node_name != host.name {
         return fail(
             st,
+            BootFailure::Data,
             format!(
                 "nodeRegistration.name {:?} is not the machine's name",
                 boot.node_name
@@ -186,6 +218,7 @@ fn verdict(st: &mut State, t: Timestamp, sid: &str) -> Verdict {
             if cluster_name != cluster {
                 return fail(
                     st,
+                    BootFailure::Data,
                     format!("clusterName {cluster_name:?} is not the machine's cluster"),
                 );
             }
@@ -226,7 +259,7 @@ fn verdict(st: &mut State, t: Timestamp, sid: &str) -> Verdict {
                     Verdict::Register
                 }
                 Ok(false) => Verdict::Retry,
-                Err(reason) => fail(st, reason),
+                Err((cause, reason)) => fail(st, cause, reason),
             }
         }
     }
@@ -258,6 +291,9 @@ fn init(
         return Verdict::Never;
     }
     let again = st.boot.made.get(cluster).is_some_and(|m| m.uid == uid);
+    if again {
+        crate::k8s::restart_guest(st, cluster, uid);
+    }
     st.boot.made.insert(
         cluster.to_string(),
         Made {
@@ -304,7 +340,8 @@ fn join(
     token: &str,
     hashes: &[String],
     control_plane_ca: Option<Option<String>>,
-) -> Result<bool, String> {
+) -> Result<bool, (BootFailure, String)> {
+    let data = |reason: String| (BootFailure::Data, reason);
     let since = *st.boot.discovering.entry(sid.to_string()).or_insert(t);
     let made = st
         .boot
@@ -317,28 +354,33 @@ fn join(
         if t.since(since).as_millis() < DISCOVERY_TIMEOUT_MS {
             return Ok(false);
         }
-        return Err(match made {
-            None => format!(
-                "no workload cluster answered at {endpoint} within kubeadm's discovery timeout: nothing ran kubeadm init"
-            ),
-            Some(_) => {
-                format!("the API at {endpoint} did not answer within kubeadm's discovery timeout")
-            }
-        });
+        return Err((
+            BootFailure::ApiUnreachable,
+            match made {
+                None => format!(
+                    "no workload cluster answered at {endpoint} within kubeadm's discovery timeout: nothing ran kubeadm init"
+                ),
+                Some(_) => {
+                    format!(
+                        "the API at {endpoint} did not answer within kubeadm's discovery timeout"
+                    )
+                }
+            },
+        ));
     }
     let Some(made) = made else {
-        return Err("no workload cluster".into());
+        return Err(data("no workload cluster".into()));
     };
     if endpoint != made.endpoint {
-        return Err(format!(
+        return Err(data(format!(
             "apiServerEndpoint {endpoint:?} is not the cluster's endpoint {:?}",
             made.endpoint
-        ));
+        )));
     }
     let (id, secret) = token
         .split_once('.')
         .filter(|(id, secret)| id.len() == 6 && secret.len() == 16)
-        .ok_or_else(|| "the bootstrap token is not <id>.<secret>".to_string())?;
+        .ok_or_else(|| data("the bootstrap token is not <id>.<secret>".to_string()))?;
     let found = st
         .kube
         .store(&owner.cluster)
@@ -351,8 +393,18 @@ fn join(
         })
         .cloned();
     let Some(found) = found else {
-        return Err(format!(
-            "bootstrap token {id} is not in the cluster (never made, deleted, or cleaned after it expired)"
+        let key = format!("{}/bootstrap-token-{id}", owner.cluster);
+        if st.boot.deleted_by_operator.contains(&key) {
+            return Err((
+                BootFailure::TokenDeletedByOperator,
+                format!(
+                    "bootstrap token {id} was deleted by an operator before the machine joined"
+                ),
+            ));
+        }
+        return Err((
+            BootFailure::TokenMissing,
+            format!("bootstrap token {id} is not in the cluster (never made, or deleted)"),
         ));
     };
     let field = |key: &str| {
@@ -363,32 +415,47 @@ fn join(
             .and_then(|b| String::from_utf8(b).ok())
     };
     if field("token-secret").as_deref() != Some(secret) {
-        return Err(format!("bootstrap token {id}'s secret does not match"));
+        return Err(data(format!(
+            "bootstrap token {id}'s secret does not match"
+        )));
     }
     if field("usage-bootstrap-authentication").as_deref() != Some("true") {
-        return Err(format!("bootstrap token {id} is not for authentication"));
+        return Err(data(format!(
+            "bootstrap token {id} is not for authentication"
+        )));
     }
     let expires = field("expiration")
         .as_deref()
         .and_then(crate::k8s::parse_rfc3339)
-        .ok_or_else(|| format!("bootstrap token {id} has no expiration kubeadm reads"))?;
+        .ok_or_else(|| {
+            data(format!(
+                "bootstrap token {id} has no expiration kubeadm reads"
+            ))
+        })?;
     if expires <= t {
-        return Err(format!(
-            "bootstrap token {id} expired before the machine joined"
+        return Err((
+            BootFailure::TokenExpired,
+            format!("bootstrap token {id} expired before the machine joined"),
         ));
     }
     if !hashes.contains(&made.ca_hash) {
-        return Err(format!(
+        return Err(data(format!(
             "no caCertHashes entry matches the cluster CA ({}): kubeadm refuses the API server",
             made.ca_hash
-        ));
+        )));
     }
     if let Some(ca) = control_plane_ca {
         match ca {
             Some(hash) if hash == made.ca_hash => {}
-            Some(_) => return Err("a control-plane join brought another cluster's CA".into()),
+            Some(_) => {
+                return Err(data(
+                    "a control-plane join brought another cluster's CA".into(),
+                ));
+            }
             None => {
-                return Err("a control-plane join brought no CA (ca.crt and ca.key)".into());
+                return Err(data(
+                    "a control-plane join brought no CA (ca.crt and ca.key)".into(),
+                ));
             }
         }
     }
@@ -403,6 +470,14 @@ fn record(st: &mut State, e: BootEvent) {
     st.boot.events.push_back(e);
 }
 
+/// When machine `sid`'s server or VM was made.
+fn made_at(st: &State, sid: &str) -> Option<Timestamp> {
+    if let Some(s) = st.servers.get(sid) {
+        return Some(s.server.created_at);
+    }
+    st.one.vm_by_key(sid).map(|v| Timestamp(v.stime * 1000))
+}
+
 /// The user data machine `sid` boots with: a Nova server's, or an OpenNebula VM's
 /// CONTEXT `USER_DATA` (base64 when `USERDATA_ENCODING` says so).
 fn user_data(st: &State, sid: &str) -> Option<String> {
@@ -412,262 +487,7 @@ fn user_data(st: &State, sid: &str) -> Option<String> {
     st.one.user_data(sid)
 }
 
-/// A machine's kubeadm data as read.
-struct Boot {
-    node_name: String,
-    control_plane: bool,
-    role: Role,
-}
-
-enum Role {
-    Init {
-        cluster_name: String,
-        endpoint: String,
-        ca_hash: String,
-    },
-    Join {
-        endpoint: String,
-        token: String,
-        hashes: Vec<String>,
-        /// A control-plane join: the hash of the CA it brings, if any.
-        control_plane_ca: Option<Option<String>>,
-    },
-}
-
-/// `None`: not kubeadm's data. `Some(Err)`: kubeadm's, but broken (why).
-fn read(data: &str) -> Option<Result<Boot, String>> {
-    if !data.starts_with("#cloud-config") {
-        return None;
-    }
-    let doc: Value = yaml_serde::from_str(data).ok()?;
-    let files: BTreeMap<String, String> = doc
-        .get("write_files")
-        .and_then(Value::as_array)
-        .map(|fs| {
-            fs.iter()
-                .filter_map(|f| {
-                    let path = f.get("path")?.as_str()?;
-                    let content = f.get("content")?.as_str()?;
-                    let content = match f.get("encoding").and_then(Value::as_str) {
-                        Some("b64" | "base64") => {
-                            String::from_utf8(B64.decode(content).ok()?).ok()?
-                        }
-                        _ => content.to_string(),
-                    };
-                    Some((path.to_string(), content))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let config = files.get(KUBEADM_CONFIG)?;
-    Some(read_kubeadm(data, config, &files))
-}
-
-fn read_kubeadm(
-    cloud_config: &str,
-    config: &str,
-    files: &BTreeMap<String, String>,
-) -> Result<Boot, String> {
-    let mut init = None;
-    let mut cluster = None;
-    let mut join = None;
-    for doc in yaml_serde::Deserializer::from_str(config) {
-        let v: Value = serde::Deserialize::deserialize(doc)
-            .map_err(|e| format!("kubeadm's configuration does not parse: {e}"))?;
-        let api = v
-            .get("apiVersion")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        if !matches!(api, "kubeadm.k8s.io/v1beta3" | "kubeadm.k8s.io/v1beta4") {
-            return Err(format!("apiVersion {api:?} is not one kubeadm reads"));
-        }
-        match v.get("kind").and_then(Value::as_str) {
-            Some("InitConfiguration") => init = Some(v),
-            Some("ClusterConfiguration") => cluster = Some(v),
-            Some("JoinConfiguration") => join = Some(v),
-            other => return Err(format!("kind {other:?} is not a kubeadm configuration")),
-        }
-    }
-    let command = if init.is_some() {
-        "kubeadm init"
-    } else {
-        "kubeadm join"
-    };
-    if !cloud_config.contains(&format!("{command} --config {KUBEADM_CONFIG}")) {
-        return Err(format!(
-            "runcmd does not run {command} --config {KUBEADM_CONFIG}"
-        ));
-    }
-    let name_of = |v: &Value| {
-        v.pointer("/nodeRegistration/name")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .ok_or_else(|| "nodeRegistration.name is missing".to_string())
-    };
-    let ca = || -> Option<Result<String, String>> {
-        let cert = files.get("/etc/kubernetes/pki/ca.crt")?;
-        if !files.contains_key("/etc/kubernetes/pki/ca.key") {
-            return Some(Err("ca.crt without ca.key".into()));
-        }
-        Some(ca_hash(cert))
-    };
-    match (init, cluster, join) {
-        (Some(init), Some(cluster), None) => {
-            let ca_hash = ca().unwrap_or_else(|| Err("kubeadm init with no CA given".into()))?;
-            Ok(Boot {
-                node_name: name_of(&init)?,
-                control_plane: true,
-                role: Role::Init {
-                    cluster_name: str_of(&cluster, "/clusterName")?,
-                    endpoint: str_of(&cluster, "/controlPlaneEndpoint")?,
-                    ca_hash,
-                },
-            })
-        }
-        (None, None, Some(join)) => {
-            let control_plane = join.get("controlPlane").is_some_and(|c| !c.is_null());
-            let hashes = join
-                .pointer("/discovery/bootstrapToken/caCertHashes")
-                .and_then(Value::as_array)
-                .map(|h| h.iter().filter_map(Value::as_str).map(str::to_string).collect())
-                .unwrap_or_default();
-            let control_plane_ca = control_plane.then(|| ca().and_then(Result::ok));
-            Ok(Boot {
-                node_name: name_of(&join)?,
-                control_plane,
-                role: Role::Join {
-                    endpoint: str_of(&join, "/discovery/bootstrapToken/apiServerEndpoint")?,
-                    token: str_of(&join, "/discovery/bootstrapToken/token")?,
-                    hashes,
-                    control_plane_ca,
-                },
-            })
-        }
-        _ => Err("kubeadm's configuration is neither an init (Init and Cluster configurations) nor a join".into()),
-    }
-}
-
-fn str_of(v: &Value, pointer: &str) -> Result<String, String> {
-    v.pointer(pointer)
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .ok_or_else(|| {
-            format!(
-                "{} is missing",
-                pointer.trim_start_matches('/').replace('/', ".")
-            )
-        })
-}
-
-/// kubeadm's discovery hash of the CA certificate `pem`.
-fn ca_hash(pem: &str) -> Result<String, String> {
-    let (_, pem) = x509_parser::pem::parse_x509_pem(pem.as_bytes())
-        .map_err(|e| format!("ca.crt is not PEM: {e}"))?;
-    let cert = pem
-        .parse_x509()
-        .map_err(|e| format!("ca.crt is not an X.509 certificate: {e}"))?;
-    if !cert.is_ca() {
-        return Err("ca.crt is not a CA certificate".into());
-    }
-    let spki = cert.tbs_certificate.subject_pki.raw;
-    let digest = ring::digest::digest(&ring::digest::SHA256, spki);
-    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-    Ok(format!("sha256:{hex}"))
-}
-
-/// A bootstrap token's Secret as a client sends it: its values base64, its machine's
-/// ownership tags as `flightdeck.dev/…` labels.
-pub(crate) fn token_object(token: &flightdeck_cloud::BootstrapTokenSecret) -> Value {
-    let data: serde_json::Map<String, Value> = token
-        .data
-        .iter()
-        .map(|(k, v)| (k.clone(), Value::String(B64.encode(v))))
-        .collect();
-    let labels: serde_json::Map<String, Value> = token
-        .tags
-        .iter()
-        .filter_map(|t| {
-            let (key, value) = t.split_once('=')?;
-            let key = key.strip_prefix("flightdeck-")?;
-            Some((
-                format!("flightdeck.dev/{key}"),
-                Value::String(value.to_string()),
-            ))
-        })
-        .collect();
-    serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": token.name(), "namespace": "kube-system", "labels": labels},
-        "type": "bootstrap.kubernetes.io/token",
-        "data": data,
-    })
-}
-
-/// A merge patch of a token's `expiration`.
-pub(crate) fn expiration_patch(expiration: &str) -> Value {
-    serde_json::json!({"data": {"expiration": B64.encode(expiration)}})
-}
-
 impl SimCloud {
-    /// One request about a bootstrap token to `owner`'s workload API, for the
-    /// simulator used as the provider itself: a create (`id` none), a patch or a delete
-    /// (a token already gone is no error).
-    pub(crate) fn token_call(
-        &self,
-        owner: &Ownership,
-        method: &str,
-        id: Option<&str>,
-        body: Value,
-    ) -> crate::Result<()> {
-        use flightdeck_cloud::{CloudError, ErrorClass};
-        let base = "/api/v1/namespaces/kube-system/secrets";
-        let path = match id {
-            Some(id) => format!("{base}/bootstrap-token-{id}"),
-            None => base.to_string(),
-        };
-        let answer = self.kube_request(
-            &owner.cluster,
-            crate::KubeRequest {
-                method: method.to_string(),
-                path,
-                query: String::new(),
-                body: if body.is_null() {
-                    Vec::new()
-                } else {
-                    body.to_string().into_bytes()
-                },
-                content_type: Some(
-                    if method == "PATCH" {
-                        "application/merge-patch+json"
-                    } else {
-                        "application/json"
-                    }
-                    .to_string(),
-                ),
-            },
-        );
-        let class = match answer.status {
-            200..=299 => return Ok(()),
-            404 if method == "DELETE" => return Ok(()),
-            404 => ErrorClass::NotFound,
-            409 => ErrorClass::AlreadyExists,
-            429 => ErrorClass::Conflict,
-            500..=599 => ErrorClass::Transient,
-            _ => ErrorClass::Permanent,
-        };
-        Err(CloudError::new(
-            class,
-            "kubernetes",
-            format!("{method} secrets"),
-            Some(answer.status),
-            String::from_utf8_lossy(&answer.body)
-                .chars()
-                .take(300)
-                .collect::<String>(),
-        ))
-    }
-
     /// What became of the kubeadm bootstraps numbered `from` and later (the latest
     /// [`BOOT_EVENTS_MAX`]), in order: inits, split inits, joins and failures with why;
     /// and the number the next one will get. Not an API call.
