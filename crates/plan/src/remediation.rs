@@ -145,13 +145,16 @@ pub(crate) fn plan_set_remediation(
             && let Some(token) = record.token.as_ref().filter(|t| t.gone)
         {
             // The workload API itself answered that the token its data names is not
-            // there: it can never join, however long it is waited for.
+            // there: it can never join, however long it is waited for. That it has not
+            // joined is the node list's word, so the repair is node-based: paused while
+            // the list is not to be trusted (seed 50001892: a restored store still held
+            // the tokens of machines that had joined, under an empty node list).
             Some((
                 format!(
                     "its bootstrap token {} is gone from the workload cluster before it joined: it can never join",
                     token.id
                 ),
-                false,
+                true,
             ))
         } else if flight.repairs.unregistered
             && phase == ServerPhase::Running
