@@ -2,6 +2,7 @@
 //! object model, ownership tags, provider traits (one per capability) and the error
 //! taxonomy every provider maps its failures into. No I/O lives here.
 
+pub mod access;
 pub mod erased;
 pub mod error;
 pub mod identity;
@@ -13,6 +14,7 @@ pub mod provider;
 pub mod rng;
 pub mod time;
 
+pub use access::{Access, AccessBook, WorkloadAccess};
 pub use erased::DynProvider;
 pub use error::{CloudError, ErrorClass};
 pub use identity::{Identity, NamedObject};

@@ -4,12 +4,13 @@
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use flightdeck_cloud::AccessBook;
 use flightdeck_cloud::{Clock, Timestamp};
 use flightdeck_kubevirt::{KubeVirtCloud, KubeconfigFile};
 use flightdeck_opennebula::{HttpOptions, HttpTransport, OpenNebulaCloud};
 use flightdeck_openstack::OpenStackProvider;
 use flightdeck_openstack::{CloudEntry, OpenStackCloud, SessionOptions, config_error};
-use flightdeck_workload::{KubeGuest, KubeconfigFiles, ProviderIdFormat};
+use flightdeck_workload::{IssuedFirst, KubeGuest, KubeconfigFiles, ProviderIdFormat};
 
 use crate::error::Failure;
 #[cfg(feature = "sim")]
@@ -43,9 +44,11 @@ pub fn sim_kubevirt(sim: &SimHost, namespace: &str) -> Arc<flightdeck_embedded::
     flightdeck_embedded::in_process_kubevirt(sim.cloud.clone(), namespace)
 }
 
-/// How a real cloud's clusters' nodes are read: each cluster's own API, through the
-/// kubeconfig its spec names (`spec.workload.kubeconfig`).
-pub type Nodes = KubeGuest<Arc<KubeconfigFiles>>;
+/// How a real cloud's clusters' nodes are read: each cluster's own API, with
+/// flightdeck's own certificate for a cluster it bootstraps with kubeadm (the engine
+/// issues it into the access book), else through the kubeconfig its spec names
+/// (`spec.workload.kubeconfig`).
+pub type Nodes = KubeGuest<IssuedFirst<Arc<KubeconfigFiles>>>;
 
 /// A real OpenStack's provider.
 pub type RealOpenStack = OpenStackProvider<Nodes>;
@@ -57,6 +60,7 @@ pub type RealOpenNebula = OpenNebulaCloud<HttpTransport, Nodes>;
 pub async fn openstack(
     cloud: &str,
     kubeconfigs: &Arc<KubeconfigFiles>,
+    access: &Arc<AccessBook>,
 ) -> Result<Arc<RealOpenStack>, Failure> {
     let entry = CloudEntry::load(Some(cloud))
         .map_err(config_error)
@@ -65,7 +69,7 @@ pub async fn openstack(
         .await
         .map_err(|e| Failure::gateway(format!("cannot reach cloud {cloud}: {e}")))?;
     let nodes = KubeGuest::watching(
-        kubeconfigs.clone(),
+        IssuedFirst::new(access.clone(), kubeconfigs.clone()),
         ProviderIdFormat::OpenStack,
         Arc::new(SystemClock),
     );
@@ -77,6 +81,7 @@ pub async fn openstack(
 pub async fn opennebula(
     xmlrpc: Option<&str>,
     kubeconfigs: &Arc<KubeconfigFiles>,
+    access: &Arc<AccessBook>,
 ) -> Result<Arc<RealOpenNebula>, Failure> {
     let name = xmlrpc.unwrap_or("$ONE_XMLRPC");
     let options = HttpOptions::default();
@@ -86,7 +91,7 @@ pub async fn opennebula(
     let probe = OpenNebulaCloud::over_http(xmlrpc, None, &options, ()).map_err(fail)?;
     probe.client().system_version().await.map_err(fail)?;
     let nodes = KubeGuest::watching(
-        kubeconfigs.clone(),
+        IssuedFirst::new(access.clone(), kubeconfigs.clone()),
         ProviderIdFormat::OpenNebula,
         Arc::new(SystemClock),
     );

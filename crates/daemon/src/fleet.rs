@@ -40,6 +40,9 @@ pub struct Fleet {
     options: FleetOptions,
     /// Each real cluster's workload kubeconfig, as its spec names it.
     kubeconfigs: Arc<KubeconfigFiles>,
+    /// flightdeck's own access to the real clouds' kubeadm clusters, which their
+    /// engines issue and their workload clients read.
+    access: Arc<flightdeck_cloud::AccessBook>,
     backends: Mutex<BTreeMap<Route, BackendHandle>>,
     /// Which route each known cluster is on.
     owners: RwLock<BTreeMap<String, Route>>,
@@ -68,6 +71,7 @@ impl Fleet {
             sim,
             options,
             kubeconfigs: Arc::new(KubeconfigFiles::new()),
+            access: Arc::new(flightdeck_cloud::AccessBook::new()),
             backends: Mutex::new(BTreeMap::new()),
             owners: RwLock::new(BTreeMap::new()),
             shutdown,
@@ -143,12 +147,13 @@ impl Fleet {
                 self.spawn_sim(r).await?
             }
             Route::OpenStack { cloud } => {
-                let p = connect::openstack(cloud, &self.kubeconfigs).await?;
+                let p = connect::openstack(cloud, &self.kubeconfigs, &self.access).await?;
                 self.spawn(p, Arc::new(connect::SystemClock), 1.0, r)
                     .await?
             }
             Route::OpenNebula { xmlrpc } => {
-                let p = connect::opennebula(xmlrpc.as_deref(), &self.kubeconfigs).await?;
+                let p =
+                    connect::opennebula(xmlrpc.as_deref(), &self.kubeconfigs, &self.access).await?;
                 self.spawn(p, Arc::new(connect::SystemClock), 1.0, r)
                     .await?
             }
@@ -251,6 +256,13 @@ impl Fleet {
             &accept,
         )
         .map_err(|e| Failure::internal(e.to_string()))?;
+        // On a real cloud, flightdeck reaches its kubeadm clusters with a certificate of
+        // its own; the embedded simulator's are reached in process.
+        let engine = if r.is_sim() {
+            engine
+        } else {
+            engine.with_workload_access(self.access.clone())
+        };
         let mut created = BTreeMap::new();
         for (name, _) in engine.clusters() {
             let first = self

@@ -60,6 +60,7 @@ pub(crate) struct OwnedCtx<P> {
     config: Arc<EngineConfig>,
     faults: Option<Arc<Mutex<Box<dyn EngineFaults>>>>,
     secrets: crate::secrets::SecretsAtRest,
+    access: Option<Arc<flightdeck_cloud::AccessBook>>,
 }
 
 impl<P: Provider> OwnedCtx<P> {
@@ -73,6 +74,7 @@ impl<P: Provider> OwnedCtx<P> {
             faults: self.faults.as_deref(),
             claim: None,
             secrets: &self.secrets,
+            access: self.access.as_deref(),
         }
     }
 }
@@ -252,6 +254,7 @@ impl<P: Provider> Engine<P> {
             config: self.config.clone(),
             faults: self.faults.clone(),
             secrets: self.secrets.clone(),
+            access: self.access.clone(),
         }
     }
 

@@ -106,6 +106,9 @@ pub struct Engine<P: Provider> {
     pub(crate) in_flight: BTreeMap<String, InFlight>,
     /// How the clusters' secrets are kept at rest.
     pub(crate) secrets: SecretsAtRest,
+    /// Where flightdeck's own access to its kubeadm clusters' workload APIs is kept for
+    /// the provider's workload clients (see [`Engine::with_workload_access`]).
+    pub(crate) access: Option<Arc<flightdeck_cloud::AccessBook>>,
 }
 
 impl<P: Provider> Engine<P> {
@@ -164,6 +167,7 @@ impl<P: Provider> Engine<P> {
             ledger: Default::default(),
             in_flight: BTreeMap::new(),
             secrets,
+            access: None,
         };
         for name in engine.store.keys(T_SPEC)? {
             let Some(spec) = engine.store.get::<Cluster>(T_SPEC, &name)? else {
@@ -230,6 +234,14 @@ impl<P: Provider> Engine<P> {
     /// Installs injected engine faults (the swarm's; never the product's).
     pub fn with_faults(mut self, faults: Box<dyn EngineFaults>) -> Self {
         self.faults = Some(Arc::new(std::sync::Mutex::new(faults)));
+        self
+    }
+
+    /// Issues flightdeck's own client certificate for each kubeadm cluster into `book`,
+    /// which the provider's workload clients read (see `access.rs`). Without a book the
+    /// workload clusters are reached only as their specs say.
+    pub fn with_workload_access(mut self, book: Arc<flightdeck_cloud::AccessBook>) -> Self {
+        self.access = Some(book);
         self
     }
 
@@ -591,6 +603,9 @@ impl<P: Provider> Engine<P> {
                 .remove(&o.name);
             self.queue.remove(&o.name);
             self.last_observed.remove(&o.name);
+            if let Some(book) = &self.access {
+                book.remove(&o.name);
+            }
             return Ok(());
         }
         let Some(c) = self.clusters.get_mut(&o.name) else {

@@ -38,19 +38,12 @@ impl<P: Provider> Engine<P> {
             .clusters
             .get(name)
             .ok_or_else(|| EngineError::UnknownCluster(name.to_string()))?;
-        let server = api_server(&c.spec.spec, c.status.load_balancer.as_ref())
+        let server = crate::access::api_server(&c.spec.spec, c.status.load_balancer.as_ref())
             .ok_or_else(|| EngineError::EndpointUnknown(name.to_string()))?;
         // kubeadm binds `kubeadm:cluster-admins` to cluster-admin from 1.29 on; before,
         // its admin kubeconfig is in `system:masters`.
-        let version = flightdeck_guest::kubeadm::KubernetesVersion::parse(
-            c.spec.spec.control_plane.version.as_str(),
-        )
-        .map_err(|e| EngineError::Kubeconfig(format!("cluster {name}: {e}")))?;
-        let group = if (version.major, version.minor) >= (1, 29) {
-            "kubeadm:cluster-admins"
-        } else {
-            "system:masters"
-        };
+        let group = crate::access::admin_group(c.spec.spec.control_plane.version.as_str())
+            .map_err(|e| EngineError::Kubeconfig(format!("cluster {name}: {e}")))?;
         let now = self.clock.now();
         let now_secs = i64::try_from(now.millis() / 1000).unwrap_or(i64::MAX);
         let ttl_secs = i64::try_from(ttl.as_millis() / 1000).unwrap_or(i64::MAX);
@@ -82,21 +75,4 @@ impl<P: Provider> Engine<P> {
         self.events.push(event);
         Ok(text)
     }
-}
-
-/// The `https://` URL of the cluster's API server, if known: the load balancer's VIP
-/// on OpenStack, the spec's endpoint on OpenNebula (KubeVirt's Service address is not
-/// known to flightdeck yet).
-fn api_server(
-    spec: &flightdeck_spec::ClusterSpec,
-    lb: Option<&flightdeck_plan::status::LoadBalancerStatus>,
-) -> Option<String> {
-    let port = spec.api_load_balancer.port.get();
-    let host = match (&spec.provider.opennebula, lb.and_then(|l| l.vip_address)) {
-        (Some(one), _) => one.endpoint.as_str().to_string(),
-        (None, Some(std::net::IpAddr::V6(ip))) => format!("[{ip}]"),
-        (None, Some(ip)) => ip.to_string(),
-        (None, None) => return None,
-    };
-    Some(format!("https://{host}:{port}"))
 }

@@ -12,6 +12,7 @@
 //! with jitter and reset on success (`backoff.rs`); quiet clusters are resynced on a
 //! jittered period. Time and randomness come from the injected `Clock` and `Rng`.
 
+pub mod access;
 pub mod act;
 pub mod backoff;
 mod bootstrap;

@@ -65,6 +65,8 @@ pub(crate) struct Ctx<'a, P> {
     pub claim: Option<i64>,
     /// How the clusters' secrets (their PKI) are kept at rest.
     pub secrets: &'a crate::secrets::SecretsAtRest,
+    /// Where flightdeck's own access to its kubeadm clusters is kept, if anywhere.
+    pub access: Option<&'a flightdeck_cloud::AccessBook>,
 }
 
 impl<P> Ctx<'_, P> {
@@ -128,6 +130,13 @@ pub(crate) async fn reconcile<P: Provider>(
     }
     let job_memory = memory.clone();
     let owner = owner_of(&name, &memory);
+    // flightdeck's own access to the workload API, before anything reads it. A failure
+    // leaves what the book holds: the workload clients go on with it, or find none.
+    if let Some(book) = ctx.access
+        && let Err(e) = crate::access::keep(ctx, book, &name, &spec, &prev, &memory)
+    {
+        tracing::warn!(cluster = %name, error = %e, "cannot issue flightdeck's own client certificate");
+    }
     // The injected fault is the Sieve class: a list older than this cluster's last write.
     let stale = previous
         .as_ref()

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration as StdDuration, Instant};
 
 use anyhow::bail;
+use flightdeck_cloud::AccessBook;
 use flightdeck_cloud::{Clock, DynProvider, Provider, SeededRng};
 use flightdeck_engine::{Engine, EngineConfig, TimelineEntry};
 use flightdeck_kubevirt::{KubeVirtCloud, KubeconfigFile, KubeconfigSecret, WorkloadClients};
@@ -52,10 +53,12 @@ pub async fn run(
     if let Goal::Deleted { name, .. } = &goal {
         check_built_on(state_dir, name, cloud)?;
     }
-    let provider = connect::openstack(cloud, &kubeconfigs(&goal))
+    let access = Arc::new(AccessBook::new());
+    let provider = connect::openstack(cloud, &kubeconfigs(&goal), &access)
         .await
         .map_err(|f| anyhow::anyhow!(f.message))?;
-    drive(provider, Arc::new(SystemClock), state_dir, goal, timeout).await
+    let clock = Arc::new(SystemClock);
+    drive(provider, clock, Some(access), state_dir, goal, timeout).await
 }
 
 /// A cluster is deleted only through the cloud entry it was built on (its stored spec
@@ -91,7 +94,8 @@ pub async fn run_opennebula(
     goal: Goal,
     timeout: Duration,
 ) -> anyhow::Result<ExitCode> {
-    let provider = connect::opennebula(xmlrpc, &kubeconfigs(&goal))
+    let access = Arc::new(AccessBook::new());
+    let provider = connect::opennebula(xmlrpc, &kubeconfigs(&goal), &access)
         .await
         .map_err(|f| anyhow::anyhow!(f.message))?;
     let version = provider
@@ -100,7 +104,8 @@ pub async fn run_opennebula(
         .await
         .map_err(|e| anyhow::anyhow!("cannot reach OpenNebula: {e}"))?;
     eprintln!("flightdeck: OpenNebula {version}");
-    drive(provider, Arc::new(SystemClock), state_dir, goal, timeout).await
+    let clock = Arc::new(SystemClock);
+    drive(provider, clock, Some(access), state_dir, goal, timeout).await
 }
 
 /// How a KubeVirt cluster's workload cluster is reached: a kubeconfig file, or a Secret
@@ -159,25 +164,36 @@ pub async fn run_kubevirt(
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?
         .watch_nodes(clock.clone());
-    drive(Arc::new(provider), clock, state_dir, goal, timeout).await
+    drive(Arc::new(provider), clock, None, state_dir, goal, timeout).await
 }
 
 /// Builds the engine on `state_dir` over `provider` and drives it to `goal` in real time,
-/// printing progress.
+/// printing progress. With `access`, the engine issues its own certificates for its
+/// kubeadm clusters there, which `provider`'s workload clients read.
 async fn drive<P: Provider + 'static>(
     provider: Arc<P>,
     clock: Arc<dyn Clock>,
+    access: Option<Arc<AccessBook>>,
     state_dir: &Path,
     goal: Goal,
     timeout: Duration,
 ) -> anyhow::Result<ExitCode> {
-    drive_any(DynProvider::new(provider), clock, state_dir, goal, timeout).await
+    drive_any(
+        DynProvider::new(provider),
+        clock,
+        access,
+        state_dir,
+        goal,
+        timeout,
+    )
+    .await
 }
 
 /// [`drive`] on any cloud's provider: the engine is compiled once, not once per cloud.
 async fn drive_any(
     provider: DynProvider,
     clock: Arc<dyn Clock>,
+    access: Option<Arc<AccessBook>>,
     state_dir: &Path,
     goal: Goal,
     timeout: Duration,
@@ -203,6 +219,9 @@ async fn drive_any(
             ..EngineConfig::default()
         },
     )?;
+    if let Some(book) = access {
+        engine = engine.with_workload_access(book);
+    }
     match &goal {
         Goal::Ready { specs, adopt } => {
             for spec in specs {

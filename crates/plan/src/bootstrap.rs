@@ -88,6 +88,7 @@ pub(crate) fn observe(p: &mut Planner<'_>) {
     if !kubeadm(p) || initialized(p) {
         return;
     }
+    presume_init_machine(p);
     let answered = p.observed.nodes.as_ref().is_some_and(|n| !n.is_empty());
     if answered || p.memory.ready_since.is_some() {
         p.memory.bootstrap.initialized_at = Some(p.now);
@@ -103,6 +104,48 @@ pub(crate) fn observe(p: &mut Planner<'_>) {
             ),
         ));
     }
+}
+
+/// Before the workload cluster answered, a control-plane machine whose server exists
+/// while memory names no init machine was given `kubeadm init` by a memory that was
+/// lost since (a store restored from a backup taken before the init machine's create
+/// was planned): only the init machine is made before the API answers. It is taken for
+/// the init machine, so that no second init is handed out beside it (seed 60006581:
+/// the restored record of cp-1 had no init role; flight control condemned cp-1 while it
+/// still booted, and its replacement ran init too, a split).
+fn presume_init_machine(p: &mut Planner<'_>) {
+    let known = p
+        .memory
+        .bootstrap
+        .init_machine
+        .as_ref()
+        .is_some_and(|m| p.memory.machines.contains_key(m));
+    if known {
+        return;
+    }
+    let pool = p.memory.ids.pool.clone();
+    let mut views = crate::machines::views(p.memory.machines.values(), p.observed, pool.as_deref());
+    views.sort_by_key(|v| v.record.created_at.millis());
+    let Some(name) = views
+        .iter()
+        .find(|v| {
+            v.record.role == MachineRole::ControlPlane
+                && matches!(
+                    v.server_phase(),
+                    crate::machines::ServerPhase::Building | crate::machines::ServerPhase::Running
+                )
+        })
+        .map(|v| v.name().to_string())
+    else {
+        return;
+    };
+    p.events.push(crate::PlanEvent::warning(
+        "InitMachinePresumed",
+        format!(
+            "{name} is taken for the machine that runs kubeadm init: its server exists before the workload cluster answered, and memory names no init machine (it was lost)"
+        ),
+    ));
+    p.memory.bootstrap.init_machine = Some(name);
 }
 
 /// How many new machines set `role` may be given now: all it wants once the cluster is

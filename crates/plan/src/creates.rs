@@ -43,6 +43,31 @@ pub(crate) fn taken_up_lately(p: &Planner<'_>) -> Option<flightdeck_spec::Durati
     })
 }
 
+/// What the cloud still shows of a server `record`'s machine had before, although no
+/// server of its key is listed and memory never saw one: a load-balancer member that
+/// carries its key, or a node of its name. Only a running server gets either, so its
+/// create was carried out by a memory that was lost since (a store restored from a
+/// backup), and the server has gone (an operator deleted it). Made again under the same
+/// key, its member and node would be deleted and made again too (seed 60001342): the
+/// machine is gone, and a replacement gets a new key.
+pub(crate) fn made_before(p: &Planner<'_>, record: &MachineRecord) -> Option<&'static str> {
+    let pool = p.memory.ids.pool.as_deref();
+    let member = p.observed.members.iter().any(|m| {
+        m.provisioning_status != flightdeck_cloud::ProvisioningStatus::Deleted
+            && pool.is_some_and(|id| m.pool_id == id)
+            && machine_of(&m.tags) == Some(record.key.as_str())
+    });
+    if member {
+        return Some("load-balancer member");
+    }
+    let node = p
+        .observed
+        .nodes
+        .as_ref()
+        .is_some_and(|nodes| nodes.iter().any(|n| n.name == record.name));
+    node.then_some("node")
+}
+
 /// Whether a new machine name (a new key) must wait: the cluster was taken up from the
 /// store less than [`LIST_LAG_MAX`] ago. A store restored from a backup has forgotten the
 /// machines made since, and the keys it hands out again would name a second server,

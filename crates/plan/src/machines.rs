@@ -154,7 +154,8 @@ pub(crate) fn member_on_server(member: &Member, server: Option<&Server>) -> bool
 
 /// Time during which flightdeck could not observe the cluster is no machine's: every
 /// machine deadline (`nodeStartupTimeout` from the server's start, NotReady, the member's
-/// `memberTimeout`) moves on by it, and the gap is forgotten.
+/// `memberTimeout`, a drain's `nodeDrainTimeout`) moves on by it, and the gap is
+/// forgotten.
 pub(crate) fn forgive_unobserved_time(p: &mut crate::Planner<'_>) {
     let Some(since) = p.memory.unobserved_since.take() else {
         return;
@@ -173,6 +174,12 @@ pub(crate) fn forgive_unobserved_time(p: &mut crate::Planner<'_>) {
         shift(&mut r.running_since);
         shift(&mut r.node_unready_since);
         shift(&mut r.member_unready_since);
+        // A drain cannot go on while nothing is seen: its `nodeDrainTimeout` moves on
+        // too (seed 60005480: a drain whose cordon was refused, then ten minutes
+        // unobserved, was taken for timed out and its node's pods were lost).
+        if let Some(removal) = r.removal.as_mut() {
+            shift(&mut removal.drain_since);
+        }
     }
     p.events.push(crate::condition::PlanEvent::normal(
         "UnobservedTimeForgiven",

@@ -221,6 +221,63 @@ pub(crate) fn plan_machines(p: &mut Planner<'_>, infra: &Infra) {
     p.status.node_pools = pool_statuses;
 }
 
+/// Withdraws the removals of a set scaled down and up again that have not touched the
+/// world yet: nothing cordoned (no drain begun, or its node never seen), no member deleted, the server not
+/// deleting, the machine up to date and not under repair. Such a machine is as good as
+/// any other the set would make instead, and making one beside it while it waits to go
+/// is a repair in all but name (seed 60002297: a scale to 0 and back to 2 while the
+/// node list was blind made a new machine beside one whose drain waited for the list).
+/// Only as many as the set lacks of its replicas among its machines not leaving.
+fn reclaim_untouched(p: &mut Planner<'_>, set: &SetSpec, machines: &[&MachineView<'_>]) {
+    let staying = machines
+        .iter()
+        .filter(|m| {
+            p.memory
+                .machines
+                .get(m.name())
+                .is_some_and(|r| r.removal.is_none())
+        })
+        .count() as u32;
+    let mut lacking = set.replicas.saturating_sub(staying);
+    for m in machines.iter().filter(|m| m.removing()) {
+        if lacking == 0 {
+            return;
+        }
+        let Some(r) = p.memory.machines.get(m.name()) else {
+            continue;
+        };
+        // No cordon was sent while the drain has not begun, or while its node has
+        // never been seen (a blind node list: the drain waits for the node to show).
+        let untouched = r
+            .removal
+            .as_ref()
+            .is_some_and(|x| x.drain_since.is_none() || x.node.is_none())
+            && r.remediation.is_none()
+            && r.template == set.template
+            && (r.member_id.is_none() || m.member.is_some())
+            && matches!(
+                m.server_phase(),
+                ServerPhase::Requested | ServerPhase::Building | ServerPhase::Running
+            );
+        if !untouched {
+            continue;
+        }
+        lacking -= 1;
+        if let Some(r) = p.memory.machines.get_mut(m.name()) {
+            r.removal = None;
+        }
+        p.events.push(PlanEvent::normal(
+            "MachineRemovalWithdrawn",
+            format!(
+                "{} stays: {} asks for {} machine(s) again, and its removal had not begun (no drain, nothing deleted)",
+                m.name(),
+                set.role.label(),
+                set.replicas
+            ),
+        ));
+    }
+}
+
 /// Plans one set: replaces failed machines, creates what is missing (surge-first during
 /// a rollout), and chooses at most one machine to remove when every gate holds.
 fn plan_set(
@@ -298,6 +355,7 @@ fn plan_set(
             ));
         }
     }
+    reclaim_untouched(p, set, machines);
     let active: Vec<&MachineView<'_>> = machines
         .iter()
         .copied()
@@ -392,7 +450,9 @@ fn plan_set(
             p.wait(left);
             continue;
         }
-        let why = if m.record.template != set.template {
+        let why = if let Some(trace) = creates::made_before(p, m.record) {
+            format!("its server was made before (the cloud still shows its {trace}) and is gone")
+        } else if m.record.template != set.template {
             "its server was never made, and its template is outdated".to_string()
         } else if surplus > 0 && !replace(m) {
             surplus -= 1;

@@ -48,22 +48,51 @@ pub async fn run_wire(
     options: &RunOptions,
     on_event: &mut dyn FnMut(&TimelineEntry),
 ) -> Result<Run, RunError> {
-    let options = crate::loopback::one_at_a_time(options);
+    let mut options = crate::loopback::one_at_a_time(options);
+    if crate::wire::boots_kubeadm(loaded) {
+        // kubeadm clusters' workload APIs over TLS, with flightdeck's own certificate.
+        let book = Arc::new(flightdeck_cloud::AccessBook::new());
+        options.workload_access = Some(book.clone());
+        let connect = |cloud: Arc<SimCloud>| async move {
+            let endpoint = serve_xmlrpc(&cloud).await?;
+            let nodes =
+                crate::wire::guest_over_tls(cloud.clone(), ProviderIdFormat::OpenNebula, book);
+            over_http(&cloud, &endpoint, nodes)
+        };
+        return run_on(loaded, &options, connect, on_event).await;
+    }
     let connect = |cloud: Arc<SimCloud>| async move {
-        let (listener, base) = crate::loopback::loopback().await?;
-        let endpoint = format!("{base}/RPC2");
-        tokio::spawn(flightdeck_sim_http::serve_opennebula(
-            cloud.clone(),
-            listener,
-        ));
-        let provider = OpenNebulaCloud::over_http(
-            Some(&endpoint),
-            Some(credentials(&cloud)),
-            &HttpOptions::default(),
-            simulated_nodes(cloud, ProviderIdFormat::OpenNebula),
-        )
-        .map_err(|e| RunError::Wire(format!("cannot reach the served OpenNebula: {e}")))?;
-        Ok(Arc::new(provider))
+        let endpoint = serve_xmlrpc(&cloud).await?;
+        let nodes = simulated_nodes(cloud.clone(), ProviderIdFormat::OpenNebula);
+        over_http(&cloud, &endpoint, nodes)
     };
     run_on(loaded, &options, connect, on_event).await
+}
+
+/// Serves `cloud`'s OpenNebula XML-RPC on a loopback port for the length of the run:
+/// its endpoint.
+async fn serve_xmlrpc(cloud: &Arc<SimCloud>) -> Result<String, RunError> {
+    let (listener, base) = crate::loopback::loopback().await?;
+    tokio::spawn(flightdeck_sim_http::serve_opennebula(
+        cloud.clone(),
+        listener,
+    ));
+    Ok(format!("{base}/RPC2"))
+}
+
+/// flightdeck's OpenNebula provider over XML-RPC at `endpoint`, its workload clusters
+/// reached through `nodes`.
+fn over_http<G: flightdeck_cloud::GuestCluster + flightdeck_cloud::GuestDrain + Send + Sync>(
+    cloud: &Arc<SimCloud>,
+    endpoint: &str,
+    nodes: G,
+) -> Result<Arc<OpenNebulaCloud<flightdeck_opennebula::HttpTransport, G>>, RunError> {
+    let provider = OpenNebulaCloud::over_http(
+        Some(endpoint),
+        Some(credentials(cloud)),
+        &HttpOptions::default(),
+        nodes,
+    )
+    .map_err(|e| RunError::Wire(format!("cannot reach the served OpenNebula: {e}")))?;
+    Ok(Arc::new(provider))
 }

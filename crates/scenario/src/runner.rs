@@ -72,6 +72,9 @@ pub struct RunOptions {
     pub call_budget: CallBudget,
     /// The simulated cloud's settings.
     pub sim: SimConfig,
+    /// Where the engine issues its own access to kubeadm clusters' workload APIs, for
+    /// the provider's workload clients to read (wire runs: see `wire::guest_over_tls`).
+    pub workload_access: Option<Arc<flightdeck_cloud::AccessBook>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -918,6 +921,10 @@ fn build_engine<P: Provider + 'static>(
         options.engine.clone(),
     )?
     .with_call_scope(Arc::new(label_calls));
+    let engine = match &options.workload_access {
+        Some(book) => engine.with_workload_access(book.clone()),
+        None => engine,
+    };
     Ok(match &options.engine_faults {
         Some(profile) => engine.with_faults(Box::new(InjectedEngineFaults::new(
             profile.clone(),

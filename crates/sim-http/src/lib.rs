@@ -23,7 +23,11 @@
 //! cluster's workload cluster) are served on a third listener, one path prefix per
 //! cluster (`/clusters/{cluster}`, what a kubeconfig's `server:` names):
 //! [`serve_kubernetes`], [`kubernetes_router`], one [`SimCloud::kube_request`] per
-//! request (a watch repeats it every [`WATCH_POLL_INTERVAL`] while it streams).
+//! request (a watch repeats it every [`WATCH_POLL_INTERVAL`] while it streams). A
+//! workload cluster that `kubeadm init` made is also served over TLS on a loopback
+//! listener of its own, as a kubeadm cluster's API server is ([`WorkloadListeners`]):
+//! its certificate signed by the cluster CA, its clients authenticated by certificates
+//! the same CA signed.
 //!
 //! Every Nova, Neutron and Octavia request goes through the simulator's provider
 //! traits ([`flightdeck_cloud::Compute`], [`flightdeck_cloud::Network`],
@@ -55,6 +59,7 @@ mod nova;
 mod octavia;
 mod opennebula;
 mod wire;
+mod workload_tls;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -69,6 +74,7 @@ pub use kubernetes::{
     WATCH_TIMEOUT_MAX, kubernetes_router, serve_kubernetes,
 };
 pub use opennebula::{BODY_MAX_BYTES, opennebula_router, serve_opennebula};
+pub use workload_tls::{ADMIN_GROUPS, WorkloadListeners, WorkloadServer};
 
 /// The password [`ServeOptions::default`] accepts. A test fixture, not a secret: the
 /// server listens on loopback for tests.

@@ -52,7 +52,7 @@ use flightdeck_cloud::{
 };
 
 pub use auth::{ISSUE_OP as KEYSTONE_ISSUE_OP, TOKEN_LIFETIME_MS};
-pub use bootstrap::{BootEvent, BootFailure};
+pub use bootstrap::{BootEvent, BootFailure, WorkloadCa};
 pub use faults::{FAULTS_MAX, FaultId, SimFault};
 pub use flightdeck_cloud::{Route, Router};
 pub use k8s::{

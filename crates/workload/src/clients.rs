@@ -28,6 +28,9 @@ pub const SECRET_KEY: &str = "value";
 /// waits longer than this on one call.
 pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// How long connecting to a workload API may take before the call fails as Transient.
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A client for the workload cluster of `owner`.
 pub trait WorkloadClients: Send + Sync {
     /// `Ok(None)`: the workload cluster's API is not reachable yet (its kubeconfig is
@@ -277,6 +280,9 @@ pub async fn client_from(
         .await
         .map_err(|e| kubeconfig_problem(service, what, &kubeconfig_error_text(&e)))?;
     config.default_retry = false;
+    // An endpoint nothing answers at (a VIP not routed yet) fails the call in time,
+    // never holding a reconcile for the system's TCP timeout.
+    config.connect_timeout = Some(CONNECT_TIMEOUT);
     config.read_timeout = Some(REQUEST_TIMEOUT);
     config.reset_reader_on_write = true;
     config.default_namespace = namespace.to_string();

@@ -2,7 +2,8 @@
 //! and drains them through kube-rs, whatever cloud the machines run on.
 //!
 //! - [`clients`]: how a workload cluster is reached ([`WorkloadClients`]): a kubeconfig
-//!   file, a kubeconfig Secret, or any closure (an in-process client, say).
+//!   file, a kubeconfig Secret, or any closure (an in-process client, say);
+//!   [`issued`]: flightdeck's own certificate first, for the clusters it bootstraps.
 //! - [`guest`]: [`KubeGuest`], the nodes and drains of one cloud's workload clusters.
 //! - [`watch`]: nodes watched by kube-runtime, with a broken watch seen as stale;
 //!   [`pumped`]: the same watch read on demand, where time is the simulator's.
@@ -12,6 +13,7 @@
 pub mod clients;
 pub mod errors;
 pub mod guest;
+pub mod issued;
 pub mod list;
 pub mod node;
 pub mod provider_id;
@@ -23,6 +25,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 pub use clients::{KubeconfigFile, KubeconfigFiles, KubeconfigSecret, WorkloadClients, WorkloadFn};
 pub use guest::KubeGuest;
+pub use issued::{IssuedFirst, Route};
 pub use provider_id::ProviderIdFormat;
 
 /// A Kubernetes timestamp as flightdeck's; absent is the epoch.

@@ -2,8 +2,13 @@
 //! machine's bootstrap on its own (bootstrapValid, singleInit). Each check is shown to
 //! go red with the mechanism it guards switched off.
 
+use std::sync::Arc;
+
+use flightdeck_cloud::{Access, AccessBook, Clock as _, WorkloadAccess};
+use flightdeck_guest::{CertAndKey, ClusterPki, Secret};
 use flightdeck_plan::{Disabled, Mechanism};
 use flightdeck_scenario::RunOptions;
+use flightdeck_workload::Route;
 
 use crate::common::{report, verdict};
 
@@ -44,4 +49,147 @@ async fn a_token_an_operator_deletes_costs_its_machine_a_repair_and_no_false_ala
 #[tokio::test]
 async fn a_control_plane_upgrade_joins_machines_rendered_for_the_new_version() {
     passes_with("kubeadm-upgrade", &["bootstrapValid", "singleInit"]).await;
+}
+
+/// What a wire run's workload clients build for `access`: the cluster's loopback TLS
+/// listener, verified under the endpoint's host.
+fn client_route(
+    listeners: &flightdeck_sim_http::WorkloadListeners,
+    cluster: &str,
+    access: &WorkloadAccess,
+) -> Route {
+    let served = listeners
+        .server(cluster)
+        .expect("the listener starts")
+        .expect("kubeadm init made the cluster");
+    let host: http::Uri = access.server.parse().expect("the access names a URL");
+    Route {
+        url: format!("https://{}", served.addr),
+        tls_server_name: host.host().map(str::to_string),
+    }
+}
+
+/// `GET /api/v1/nodes` as the client of `access` at `route`: the body, or the error.
+async fn list_nodes(
+    cluster: &str,
+    access: &WorkloadAccess,
+    route: &Route,
+) -> Result<String, String> {
+    let kubeconfig = flightdeck_workload::issued::kubeconfig_of(cluster, access, route);
+    let client =
+        flightdeck_workload::clients::client_from("kubernetes", "test", kubeconfig, "default")
+            .await
+            .map_err(|e| e.to_string())?;
+    let request = http::Request::get("/api/v1/nodes")
+        .body(Vec::new())
+        .expect("a request");
+    client
+        .request_text(request)
+        .await
+        .map_err(|e| format!("{e:?}"))
+}
+
+/// Issue 41: a kubeadm cluster's simulated API server speaks TLS with a certificate the
+/// cluster CA signed, and lets in only clients of that CA in an administrators' group.
+/// flightdeck's own certificate (issued by the engine into the access book) lists the
+/// nodes; a certificate of another CA is refused at the handshake, one of the cluster
+/// CA outside the groups is answered 403, and a client that trusts another CA refuses
+/// the server.
+#[tokio::test]
+async fn the_workload_api_speaks_tls_and_admits_only_administrators_of_the_cluster_ca() {
+    let book = Arc::new(AccessBook::new());
+    let options = RunOptions {
+        workload_access: Some(book.clone()),
+        ..RunOptions::default()
+    };
+    let loaded = flightdeck_scenario::load_scenario("kubeadm-upgrade").expect("loads");
+    let run = flightdeck_scenario::run(&loaded, &options, &mut |_| {})
+        .await
+        .expect("run completes");
+    assert!(run.report.passed, "{:#?}", run.report.invariants);
+    let cluster = loaded.clusters[0].name().to_string();
+    let Some(Access::Issued(access)) = book.get(&cluster) else {
+        panic!(
+            "the engine issued itself no access to {cluster}: {:?}",
+            book.get(&cluster)
+        );
+    };
+    let ca = run
+        .cloud
+        .workload_ca(&cluster)
+        .expect("kubeadm init made the cluster");
+    let listeners = flightdeck_sim_http::WorkloadListeners::new(run.cloud.clone());
+    let route = client_route(&listeners, &cluster, &access);
+
+    let nodes = list_nodes(&cluster, &access, &route)
+        .await
+        .expect("flightdeck lists the nodes");
+    assert!(nodes.contains("\"kind\":\"NodeList\""), "{nodes}");
+    assert!(nodes.contains(&format!("{cluster}-cp-")), "{nodes}");
+
+    let now = i64::try_from(run.cloud.clock().now().millis() / 1000).expect("a time");
+    let other = ClusterPki::generate("other", now).expect("another PKI");
+    let foreign = other
+        .issue_client("intruder", &["system:masters"], now, 3600)
+        .expect("a client certificate");
+    let stranger = WorkloadAccess {
+        cert_pem: foreign.cert_pem,
+        key_pem: foreign.key_pem.expose().to_string(),
+        ..access.clone()
+    };
+    let refused = list_nodes(&cluster, &stranger, &route)
+        .await
+        .expect_err("a certificate of another CA is refused");
+    assert!(!refused.contains("NodeList"), "{refused}");
+
+    let cluster_pki = ClusterPki {
+        cluster: cluster.clone(),
+        cluster_ca: CertAndKey {
+            cert_pem: ca.cert_pem.clone(),
+            key_pem: Secret::new(ca.key_pem.clone()),
+        },
+        ..other
+    };
+    let developer = cluster_pki
+        .issue_client("dev", &["developers"], now, 3600)
+        .expect("a client certificate");
+    let outsider = WorkloadAccess {
+        cert_pem: developer.cert_pem,
+        key_pem: developer.key_pem.expose().to_string(),
+        ..access.clone()
+    };
+    let forbidden = list_nodes(&cluster, &outsider, &route)
+        .await
+        .expect_err("a client outside the administrators' groups is refused");
+    assert!(
+        forbidden.contains("403") || forbidden.contains("Forbidden"),
+        "{forbidden}"
+    );
+
+    let misled = WorkloadAccess {
+        ca_pem: ClusterPki::generate("elsewhere", now)
+            .expect("a PKI")
+            .cluster_ca
+            .cert_pem,
+        ..access.clone()
+    };
+    let unverified = list_nodes(&cluster, &misled, &route)
+        .await
+        .expect_err("a server the client's CA did not sign is refused");
+    assert!(!unverified.contains("NodeList"), "{unverified}");
+}
+
+/// The same scenario over the wire: every workload call (tokens, nodes, drains) goes
+/// over TLS with flightdeck's own certificate, and the cluster still comes up.
+#[tokio::test]
+async fn over_the_wire_flightdeck_reaches_a_kubeadm_cluster_with_its_own_certificate() {
+    let loaded = flightdeck_scenario::load_scenario("kubeadm-upgrade").expect("loads");
+    let run = flightdeck_scenario::run_wire(&loaded, &RunOptions::default(), &mut |_| {})
+        .await
+        .expect("run completes");
+    assert!(run.report.passed, "{:#?}", run.report.invariants);
+    for check in ["bootstrapValid", "singleInit"] {
+        let v = verdict(&run.report, check);
+        assert!(v.held && v.checks > 0, "{v:?}");
+    }
 }

@@ -288,3 +288,49 @@ fn passes_with_lagging_store(seed: u64) {
     let outcome = runtime.block_on(run_seed(seed, &options));
     assert!(outcome.failure.is_none(), "{:?}", outcome.failure);
 }
+
+/// Found by 20,000 seeds from 60000000 on 4a350d2 (stopped at about 7,500 with 6
+/// failures), all bugs in flightdeck.
+///
+/// G1 (`singleInit`), seeds 60000848 and 60006581: a store restored from before the init
+/// machine's create was planned forgot which machine ran `kubeadm init` (60000848: the
+/// machine was adopted; 60006581: its record was there, its init role not). Flight
+/// control condemned it while it still booted slowly, and its replacement was handed
+/// init too: a split cluster. Before the workload cluster answered, a control-plane
+/// machine whose server exists is now taken for the init machine when memory names none.
+#[test]
+fn g1_a_restored_store_never_hands_out_a_second_kubeadm_init_on_seeds_60000848_and_60006581() {
+    passes_with_lagging_store(60_000_848);
+    passes_with_lagging_store(60_006_581);
+}
+
+/// F11 (`noChurn`), seed 60001342: a store restored from a backup held the record of
+/// cp-1, whose create had been sent since and whose server an operator had deleted. After
+/// the lists could be trusted the record's create was sent again under the same key, and
+/// the old member of that key was deleted as a leak and made again. A record whose
+/// member or node the cloud still shows was made before: it is removed, and its
+/// replacement gets a new key.
+#[test]
+fn f11_a_machine_made_before_a_restore_and_deleted_since_is_not_made_again_on_seed_60001342() {
+    passes_with_lagging_store(60_001_342);
+}
+
+/// F10 (`noRemediationOnBlindObserver`), seeds 60002297 and 60007137: a pool scaled to 0
+/// and back while the node list was blind made a new machine beside one whose drain
+/// waited for its node to show: a repair in all but name. A scale-down's removal that
+/// has touched nothing yet (nothing cordoned or deleted) is now withdrawn when the set
+/// asks for the machine again.
+#[test]
+fn f10_a_scale_down_undone_while_blind_keeps_its_machine_on_seeds_60002297_and_60007137() {
+    passes_with_lagging_store(60_002_297);
+    passes_with_lagging_store(60_007_137);
+}
+
+/// G1 (`noPodLost`), seed 60005480: a drain's cordon was refused (429) and the cluster
+/// could not be observed for ten minutes; the drain was taken for timed out and the node
+/// deleted with its pods. Time unobserved now moves a drain's deadline on, as it moves
+/// every other machine deadline.
+#[test]
+fn g1_a_drain_keeps_its_deadline_through_time_unobserved_on_seed_60005480() {
+    passes_with_lagging_store(60_005_480);
+}

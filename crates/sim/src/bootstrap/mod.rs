@@ -124,8 +124,34 @@ pub(crate) struct Made {
     init_machine: String,
     /// `sha256:<hex>` of its CA's SubjectPublicKeyInfo.
     ca_hash: String,
+    /// The CA the init data brought (certificate and key, PEM): the simulated API
+    /// server's serving certificate is signed with it, and its clients verified
+    /// against it.
+    ca_cert_pem: String,
+    ca_key_pem: String,
     /// `host:port`.
     endpoint: String,
+}
+
+/// The CA and endpoint of a workload cluster `kubeadm init` made, as its API server
+/// holds them.
+#[derive(Clone, PartialEq, Eq)]
+pub struct WorkloadCa {
+    /// `sha256:<hex>` of the CA's SubjectPublicKeyInfo.
+    pub hash: String,
+    pub cert_pem: String,
+    pub key_pem: String,
+    /// `host:port` (the init's `controlPlaneEndpoint`).
+    pub endpoint: String,
+}
+
+impl std::fmt::Debug for WorkloadCa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkloadCa")
+            .field("hash", &self.hash)
+            .field("endpoint", &self.endpoint)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Default)]
@@ -213,7 +239,7 @@ fn verdict(st: &mut State, t: Timestamp, sid: &str) -> Verdict {
         Role::Init {
             cluster_name,
             endpoint,
-            ca_hash,
+            ca,
         } => {
             if cluster_name != cluster {
                 return fail(
@@ -222,7 +248,7 @@ fn verdict(st: &mut State, t: Timestamp, sid: &str) -> Verdict {
                     format!("clusterName {cluster_name:?} is not the machine's cluster"),
                 );
             }
-            init(st, t, &cluster, &uid, &host.name, endpoint, ca_hash)
+            init(st, t, &cluster, &uid, &host.name, endpoint, ca)
         }
         Role::Join {
             endpoint,
@@ -272,7 +298,7 @@ fn init(
     uid: &str,
     machine: &str,
     endpoint: String,
-    ca_hash: String,
+    ca: read::InitCa,
 ) -> Verdict {
     if let Some(made) = st.boot.made.get(cluster).cloned()
         && made.uid == uid
@@ -299,7 +325,9 @@ fn init(
         Made {
             uid: uid.to_string(),
             init_machine: machine.to_string(),
-            ca_hash,
+            ca_hash: ca.hash,
+            ca_cert_pem: ca.cert_pem,
+            ca_key_pem: ca.key_pem,
             endpoint,
         },
     );
@@ -495,5 +523,17 @@ impl SimCloud {
         let mut st = self.lock();
         st.run_due(self.clock.now());
         crate::world::numbered_since(&st.boot.events, st.boot.dropped, from)
+    }
+
+    /// The CA and endpoint of workload cluster `cluster`, once a `kubeadm init` made
+    /// it. Not an API call: what a test bed needs to serve its API over TLS.
+    pub fn workload_ca(&self, cluster: &str) -> Option<WorkloadCa> {
+        let st = self.lock();
+        st.boot.made.get(cluster).map(|m| WorkloadCa {
+            hash: m.ca_hash.clone(),
+            cert_pem: m.ca_cert_pem.clone(),
+            key_pem: m.ca_key_pem.clone(),
+            endpoint: m.endpoint.clone(),
+        })
     }
 }

@@ -20,7 +20,7 @@ pub(super) enum Role {
     Init {
         cluster_name: String,
         endpoint: String,
-        ca_hash: String,
+        ca: InitCa,
     },
     Join {
         endpoint: String,
@@ -29,6 +29,13 @@ pub(super) enum Role {
         /// A control-plane join: the hash of the CA it brings, if any.
         control_plane_ca: Option<Option<String>>,
     },
+}
+
+/// The cluster CA an init brings: what the API server's certificates are made from.
+pub(super) struct InitCa {
+    pub(super) hash: String,
+    pub(super) cert_pem: String,
+    pub(super) key_pem: String,
 }
 
 /// `None`: not kubeadm's data. `Some(Err)`: kubeadm's, but broken (why).
@@ -110,14 +117,19 @@ fn read_kubeadm(
     };
     match (init, cluster, join) {
         (Some(init), Some(cluster), None) => {
-            let ca_hash = ca().unwrap_or_else(|| Err("kubeadm init with no CA given".into()))?;
+            let hash = ca().unwrap_or_else(|| Err("kubeadm init with no CA given".into()))?;
+            let file = |path: &str| files.get(path).cloned().unwrap_or_default();
             Ok(Boot {
                 node_name: name_of(&init)?,
                 control_plane: true,
                 role: Role::Init {
                     cluster_name: str_of(&cluster, "/clusterName")?,
                     endpoint: str_of(&cluster, "/controlPlaneEndpoint")?,
-                    ca_hash,
+                    ca: InitCa {
+                        hash,
+                        cert_pem: file("/etc/kubernetes/pki/ca.crt"),
+                        key_pem: file("/etc/kubernetes/pki/ca.key"),
+                    },
                 },
             })
         }
