@@ -65,6 +65,11 @@ pub struct Removal {
     /// machine is gone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+    /// The set was scaled down: the machine is as good as any other, and is kept if
+    /// the set asks for it again before its removal touched anything (see
+    /// `rollout::reclaim_untouched`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub scale_down: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -331,6 +331,15 @@ fn adopt_stale_nodes(p: &mut Planner<'_>) {
 
 /// Marks machine `name` for removal (member first, then server, then the record), once.
 pub(crate) fn mark_removal(p: &mut Planner<'_>, name: &str, why: String) {
+    mark(p, name, why, false);
+}
+
+/// [`mark_removal`] of a machine its set no longer needs (a scale-down).
+pub(crate) fn mark_scale_down(p: &mut Planner<'_>, name: &str, why: String) {
+    mark(p, name, why, true);
+}
+
+fn mark(p: &mut Planner<'_>, name: &str, why: String, scale_down: bool) {
     let now = p.now;
     if let Some(r) = p.memory.machines.get_mut(name)
         && r.removal.is_none()
@@ -340,6 +349,7 @@ pub(crate) fn mark_removal(p: &mut Planner<'_>, name: &str, why: String) {
             reason: why.clone(),
             drain_since: None,
             node: None,
+            scale_down,
         });
         p.events.push(PlanEvent::normal(
             "MachineRemovalStarted",

@@ -105,7 +105,15 @@ pub(crate) fn plan_machines(p: &mut Planner<'_>, infra: &Infra) {
             m.member_serving(false) && (m.node_ready() || kubelet_silent || blind_now)
         }
     };
-    let cp_out = plan_set(p, &cp_spec, &cp_views, &cp_healthy, &cp_traffic, infra);
+    let cp_out = plan_set(
+        p,
+        &cp_spec,
+        &cp_views,
+        &cp_healthy,
+        &cp_traffic,
+        infra,
+        blind_now,
+    );
     remediation::report_repairs(p, &cp_views);
     note_rollout(p, &cp_spec, &cp_out);
 
@@ -132,7 +140,15 @@ pub(crate) fn plan_machines(p: &mut Planner<'_>, infra: &Infra) {
             blind.as_deref(),
         );
         let worker_traffic = |m: &MachineView<'_>| blind_now || m.node_ready();
-        let out = plan_set(p, &set, &members, &worker_healthy, &worker_traffic, infra);
+        let out = plan_set(
+            p,
+            &set,
+            &members,
+            &worker_healthy,
+            &worker_traffic,
+            infra,
+            blind_now,
+        );
         remediation::report_repairs(p, &members);
         pools_converged &= out.converged;
         any_pool_outdated |= out.outdated > 0;
@@ -221,7 +237,8 @@ pub(crate) fn plan_machines(p: &mut Planner<'_>, infra: &Infra) {
     p.status.node_pools = pool_statuses;
 }
 
-/// Withdraws the removals of a set scaled down and up again that have not touched the
+/// Withdraws the removals of a set scaled down and up again (scale-down removals only:
+/// an operator's or a repair's removal stands) that have not touched the
 /// world yet: nothing cordoned (no drain begun, or its node never seen), no member deleted, the server not
 /// deleting, the machine up to date and not under repair. Such a machine is as good as
 /// any other the set would make instead, and making one beside it while it waits to go
@@ -251,13 +268,13 @@ fn reclaim_untouched(p: &mut Planner<'_>, set: &SetSpec, machines: &[&MachineVie
         let untouched = r
             .removal
             .as_ref()
-            .is_some_and(|x| x.drain_since.is_none() || x.node.is_none())
+            .is_some_and(|x| x.scale_down && (x.drain_since.is_none() || x.node.is_none()))
             && r.remediation.is_none()
             && r.template == set.template
             && (r.member_id.is_none() || m.member.is_some())
             && matches!(
                 m.server_phase(),
-                ServerPhase::Requested | ServerPhase::Building | ServerPhase::Running
+                ServerPhase::Building | ServerPhase::Running
             );
         if !untouched {
             continue;
@@ -287,6 +304,7 @@ fn plan_set(
     healthy: &dyn Fn(&MachineView<'_>) -> bool,
     carries_traffic: &dyn Fn(&MachineView<'_>) -> bool,
     infra: &Infra,
+    blind: bool,
 ) -> SetOutcome {
     let label = set.role.label().to_string();
     // Servers in ERROR are replaced by remediation (F6, budgeted); machines whose server
@@ -412,6 +430,22 @@ fn plan_set(
 
     // Creation. Without surge-first (a test's switch only), a rollout deletes first and
     // replaces what it deleted.
+    // A repair decided from the node list (F3) makes no replacement while that list is
+    // blind: what it was decided on may no longer hold, and a new machine now would be a
+    // repair begun blind (seed 60011403: a control-plane machine that booted slowly was
+    // condemned, its replacement made while the node list was empty, and the machine
+    // joined soon after). Such a machine counts as current until the list is back.
+    let held_repairs = if blind {
+        outdated
+            .iter()
+            .filter(|m| {
+                *m.template() == set.template
+                    && m.record.remediation.as_ref().is_some_and(|r| r.node_based)
+            })
+            .count() as u32
+    } else {
+        0
+    };
     let want_create = if outdated.is_empty() {
         set.replicas.saturating_sub(current_n)
     } else if !surge_first {
@@ -419,7 +453,7 @@ fn plan_set(
     } else if in_flight == 0 {
         (set.replicas + set.max_surge)
             .saturating_sub(total_with_leaving)
-            .min(set.replicas.saturating_sub(current_n))
+            .min(set.replicas.saturating_sub(current_n + held_repairs))
     } else {
         0
     };
@@ -517,7 +551,11 @@ fn plan_set(
                 } else {
                     format!("{label} scales down to {}", set.replicas)
                 };
-                mark_removal(p, victim.name(), why);
+                if rolling {
+                    mark_removal(p, victim.name(), why);
+                } else {
+                    crate::removal::mark_scale_down(p, victim.name(), why);
+                }
             } else {
                 let unhealthy: Vec<&str> = active
                     .iter()

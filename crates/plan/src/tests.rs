@@ -392,6 +392,7 @@ impl World {
             reason: "test removal".into(),
             drain_since: None,
             node: None,
+            scale_down: false,
         });
     }
 

@@ -512,6 +512,7 @@ fn g1_a_machine_removed_while_its_vmi_is_evacuated_is_cordoned_and_evicted_once(
         reason: "an operator removes it".into(),
         drain_since: None,
         node: None,
+        scale_down: false,
     });
     w.pods(VM, vec![pod("web-1", false, false, "Running")]);
     let p = w.plan();

@@ -193,6 +193,7 @@ fn removing_worker(w: &mut World) {
         reason: "an operator removes it".into(),
         drain_since: None,
         node: None,
+        scale_down: false,
     });
 }
 

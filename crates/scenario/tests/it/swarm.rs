@@ -334,3 +334,22 @@ fn f10_a_scale_down_undone_while_blind_keeps_its_machine_on_seeds_60002297_and_6
 fn g1_a_drain_keeps_its_deadline_through_time_unobserved_on_seed_60005480() {
     passes_with_lagging_store(60_005_480);
 }
+
+/// Found by the same range on the fixed code (from 60007138, stopped at about 4,300
+/// seeds with 2 failures).
+///
+/// Convergence, seed 60011355: a kubeadm fleet's nodeStartupTimeout was 40 minutes, and a
+/// machine made under `net.noRegistration` just before the faults stopped could only be
+/// judged (and replaced) that late: a bug in the check's liveness bound, which now adds
+/// what a kubeadm fleet's startup timeout is past the default 10 minutes.
+///
+/// F10 (`noRemediationOnBlindObserver`), seed 60011403: a control-plane machine that
+/// booted slowly was condemned from the node list; its replacement, held back by a
+/// restart, was made while the node list was empty, and the machine joined soon after. A
+/// repair decided from the node list now makes no replacement while the list is blind.
+#[test]
+fn a_late_judged_machine_converges_and_a_blind_list_makes_no_replacement_on_seeds_60011355_and_60011403()
+ {
+    passes_with_lagging_store(60_011_355);
+    passes_with_lagging_store(60_011_403);
+}
