@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::sync::RwLock;
 
-use crate::Timestamp;
+use crate::time::Timestamp;
 
 /// How flightdeck reaches one workload cluster's API with its own certificate. It holds
 /// a private key: its `Debug` shows neither the key nor the certificate.

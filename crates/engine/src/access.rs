@@ -15,9 +15,10 @@ use flightdeck_plan::memory::Memory;
 use flightdeck_plan::status::ClusterStatus;
 use flightdeck_spec::{Cluster, Duration};
 
+use flightdeck_cloud::Timestamp;
+use flightdeck_guest::ClusterPki;
+
 use crate::config::EngineError;
-use crate::reconcile::Ctx;
-use crate::secrets::{StoredPki, T_PKI};
 
 /// The user flightdeck's own certificate names.
 pub const ACCESS_USER: &str = "flightdeck";
@@ -40,16 +41,18 @@ pub(crate) fn admin_group(version: &str) -> Result<&'static str, String> {
 /// Keeps `name`'s entry in `book` current (see the module's comment). A cluster whose
 /// workload API is not reached with flightdeck's own certificate (`bootstrap: none`, or
 /// KubeVirt, whose API address flightdeck does not know yet) is not in the book.
-pub(crate) fn keep<P>(
-    ctx: &Ctx<'_, P>,
+/// `now` is the engine's time; `open_pki` opens the cluster's PKI from the store (`None`
+/// before its first bootstrap made it).
+pub(crate) fn keep(
     book: &AccessBook,
     name: &str,
     spec: &Cluster,
     status: &ClusterStatus,
     memory: &Memory,
+    now: Timestamp,
+    open_pki: impl FnOnce() -> Result<Option<ClusterPki>, EngineError>,
 ) -> Result<(), EngineError> {
     let s = &spec.spec;
-    let uid = memory.uid.as_str();
     // A cluster being deleted is not drained: flightdeck has no more business with its
     // workload API.
     if !s.bootstrap.kubeadm() || s.provider.is_kubevirt() || memory.deletion_requested.is_some() {
@@ -60,20 +63,18 @@ pub(crate) fn keep<P>(
         book.set(name, Access::Pending);
         return Ok(());
     };
-    let now = ctx.clock.now();
     if let Some(Access::Issued(held)) = book.get(name)
         && held.server == server
         && now.plus(ACCESS_RENEW_BEFORE) < held.not_after
     {
         return Ok(());
     }
-    let Some(stored) = ctx.store.get::<StoredPki>(T_PKI, name)? else {
+    let Some(pki) = open_pki()? else {
         // The PKI is made with the cluster's first bootstrap; until then there is no
         // workload cluster to reach.
         book.set(name, Access::Pending);
         return Ok(());
     };
-    let pki = ctx.secrets.open_pki(name, uid, &stored)?;
     let group = admin_group(s.control_plane.version.as_str())
         .map_err(|e| EngineError::Kubeconfig(format!("cluster {name}: {e}")))?;
     let now_secs = i64::try_from(now.millis() / 1000).unwrap_or(i64::MAX);

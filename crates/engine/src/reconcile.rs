@@ -132,8 +132,17 @@ pub(crate) async fn reconcile<P: Provider>(
     let owner = owner_of(&name, &memory);
     // flightdeck's own access to the workload API, before anything reads it. A failure
     // leaves what the book holds: the workload clients go on with it, or find none.
+    let open_pki = || -> Result<_, EngineError> {
+        let stored = ctx
+            .store
+            .get::<crate::secrets::StoredPki>(crate::secrets::T_PKI, &name)?;
+        match stored {
+            Some(stored) => Ok(Some(ctx.secrets.open_pki(&name, &memory.uid, &stored)?)),
+            None => Ok(None),
+        }
+    };
     if let Some(book) = ctx.access
-        && let Err(e) = crate::access::keep(ctx, book, &name, &spec, &prev, &memory)
+        && let Err(e) = crate::access::keep(book, &name, &spec, &prev, &memory, now, open_pki)
     {
         tracing::warn!(cluster = %name, error = %e, "cannot issue flightdeck's own client certificate");
     }

@@ -228,7 +228,7 @@ async fn serve(
     listener: tokio::net::TcpListener,
     acceptor: TlsAcceptor,
 ) {
-    let app = crate::kubernetes_router(cloud);
+    let app = crate::kubernetes::kubernetes_router(cloud);
     loop {
         let (tcp, peer) = match listener.accept().await {
             Ok(c) => c,
