@@ -78,24 +78,6 @@ pub(crate) fn adopt_orphans(p: &mut Planner<'_>) {
                 s.id
             ),
         ));
-        // Before the workload cluster answered, an adopted control-plane machine may be
-        // the one that was given `kubeadm init` by the memory that was lost: it holds
-        // the role, so no second init is handed out beside it (seed 60000848: a store
-        // restored from before the init machine was made adopted it, and flight
-        // control's replacement ran init while it still booted).
-        let init_unknown = p
-            .memory
-            .bootstrap
-            .init_machine
-            .as_ref()
-            .is_none_or(|m| !p.memory.machines.contains_key(m));
-        if role == MachineRole::ControlPlane
-            && init_unknown
-            && crate::bootstrap::kubeadm(p)
-            && !crate::bootstrap::initialized(p)
-        {
-            p.memory.bootstrap.init_machine = Some(name.clone());
-        }
         p.memory.machines.insert(
             name.clone(),
             MachineRecord {

@@ -113,7 +113,10 @@ pub(crate) fn observe(p: &mut Planner<'_>) {
 /// the init machine, so that no second init is handed out beside it (seed 60006581:
 /// the restored record of cp-1 had no init role; flight control condemned cp-1 while it
 /// still booted, and its replacement ran init too, a split).
-fn presume_init_machine(p: &mut Planner<'_>) {
+pub(crate) fn presume_init_machine(p: &mut Planner<'_>) {
+    if !kubeadm(p) || initialized(p) {
+        return;
+    }
     let known = p
         .memory
         .bootstrap

@@ -37,6 +37,10 @@ struct SetOutcome {
 
 pub(crate) fn plan_machines(p: &mut Planner<'_>, infra: &Infra) {
     adoption::adopt_orphans(p);
+    // An adopted control-plane machine may be the one a lost memory gave `kubeadm init`
+    // (seed 60000848): it is taken for the init machine in this pass, before any
+    // replacement could be handed init beside it.
+    crate::bootstrap::presume_init_machine(p);
     let records: Vec<MachineRecord> = p.memory.machines.values().cloned().collect();
     let pool_id = p.memory.ids.pool.clone();
     let all = views(records.iter(), p.observed, pool_id.as_deref());
