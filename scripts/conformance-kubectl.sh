@@ -12,29 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 began=$(date +%s)
 
-# Debian's kubectl. When another package owns /usr/bin/kubectl (the Google Cloud SDK's
-# does), Debian's cannot be installed beside it: its binary is unpacked under target/.
-kubectl_bin=${KUBECTL:-}
-if [ -z "$kubectl_bin" ]; then
-  if ! command -v kubectl > /dev/null; then
-    apt-get update && apt-get install -y kubernetes-client
-  fi
-  if dpkg-query -W -f='${Status}' kubernetes-client 2> /dev/null | grep -q 'install ok installed'; then
-    kubectl_bin=/usr/bin/kubectl
-  else
-    unpacked=target/conformance-kubectl
-    if [ ! -x "$unpacked/usr/bin/kubectl" ]; then
-      rm -rf "$unpacked"
-      mkdir -p "$unpacked"
-      if ! (cd "$unpacked" && apt-get download kubernetes-client); then
-        apt-get update
-        (cd "$unpacked" && apt-get download kubernetes-client)
-      fi
-      dpkg-deb -x "$unpacked"/kubernetes-client_*.deb "$unpacked"
-    fi
-    kubectl_bin=$PWD/$unpacked/usr/bin/kubectl
-  fi
-fi
+# shellcheck source=scripts/lib-kubectl.sh
+. scripts/lib-kubectl.sh
 echo "kubectl: $kubectl_bin ($("$kubectl_bin" version --client --short 2> /dev/null || "$kubectl_bin" version --client | head -1))"
 
 # shellcheck source=scripts/lib-flightdeck.sh

@@ -50,6 +50,21 @@ pub fn sim_kubevirt(sim: &SimHost, namespace: &str) -> Arc<flightdeck_embedded::
 /// (`spec.workload.kubeconfig`).
 pub type Nodes = KubeGuest<IssuedFirst<Arc<KubeconfigFiles>>>;
 
+/// How flightdeck reaches the kubeadm clusters it bootstraps: the access book its
+/// engines issue into, and the HTTP proxy in front of the clusters' network, if any.
+#[derive(Clone, Copy)]
+pub struct Reach<'a> {
+    pub access: &'a Arc<AccessBook>,
+    pub proxy: Option<&'a str>,
+}
+
+impl Reach<'_> {
+    fn clients(&self, kubeconfigs: &Arc<KubeconfigFiles>) -> IssuedFirst<Arc<KubeconfigFiles>> {
+        IssuedFirst::new(self.access.clone(), kubeconfigs.clone())
+            .through_proxy(self.proxy.map(str::to_string))
+    }
+}
+
 /// A real OpenStack's provider.
 pub type RealOpenStack = OpenStackProvider<Nodes>;
 /// A real OpenNebula's provider.
@@ -60,7 +75,7 @@ pub type RealOpenNebula = OpenNebulaCloud<HttpTransport, Nodes>;
 pub async fn openstack(
     cloud: &str,
     kubeconfigs: &Arc<KubeconfigFiles>,
-    access: &Arc<AccessBook>,
+    reach: Reach<'_>,
 ) -> Result<Arc<RealOpenStack>, Failure> {
     let entry = CloudEntry::load(Some(cloud))
         .map_err(config_error)
@@ -69,7 +84,7 @@ pub async fn openstack(
         .await
         .map_err(|e| Failure::gateway(format!("cannot reach cloud {cloud}: {e}")))?;
     let nodes = KubeGuest::watching(
-        IssuedFirst::new(access.clone(), kubeconfigs.clone()),
+        reach.clients(kubeconfigs),
         ProviderIdFormat::OpenStack,
         Arc::new(SystemClock),
     );
@@ -81,7 +96,7 @@ pub async fn openstack(
 pub async fn opennebula(
     xmlrpc: Option<&str>,
     kubeconfigs: &Arc<KubeconfigFiles>,
-    access: &Arc<AccessBook>,
+    reach: Reach<'_>,
 ) -> Result<Arc<RealOpenNebula>, Failure> {
     let name = xmlrpc.unwrap_or("$ONE_XMLRPC");
     let options = HttpOptions::default();
@@ -91,7 +106,7 @@ pub async fn opennebula(
     let probe = OpenNebulaCloud::over_http(xmlrpc, None, &options, ()).map_err(fail)?;
     probe.client().system_version().await.map_err(fail)?;
     let nodes = KubeGuest::watching(
-        IssuedFirst::new(access.clone(), kubeconfigs.clone()),
+        reach.clients(kubeconfigs),
         ProviderIdFormat::OpenNebula,
         Arc::new(SystemClock),
     );

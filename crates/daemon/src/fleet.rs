@@ -31,6 +31,9 @@ pub struct FleetOptions {
     /// How every engine of the fleet keeps the clusters' secrets at rest (one key for
     /// all of them: they share the store).
     pub secrets: flightdeck_engine::secrets::SecretsAtRest,
+    /// The HTTP proxy (`CONNECT`) the real clouds' kubeadm clusters' API servers are
+    /// reached through, if any.
+    pub workload_proxy: Option<String>,
 }
 
 pub struct Fleet {
@@ -57,6 +60,14 @@ pub struct Fleet {
 const TAKE_UP_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Fleet {
+    /// How the real clouds' kubeadm clusters are reached.
+    fn reach(&self) -> connect::Reach<'_> {
+        connect::Reach {
+            access: &self.access,
+            proxy: self.options.workload_proxy.as_deref(),
+        }
+    }
+
     /// Takes up every cluster in `store`, starting the backend of each one's cloud.
     pub async fn start(
         store: Arc<Store>,
@@ -147,13 +158,13 @@ impl Fleet {
                 self.spawn_sim(r).await?
             }
             Route::OpenStack { cloud } => {
-                let p = connect::openstack(cloud, &self.kubeconfigs, &self.access).await?;
+                let p = connect::openstack(cloud, &self.kubeconfigs, self.reach()).await?;
                 self.spawn(p, Arc::new(connect::SystemClock), 1.0, r)
                     .await?
             }
             Route::OpenNebula { xmlrpc } => {
                 let p =
-                    connect::opennebula(xmlrpc.as_deref(), &self.kubeconfigs, &self.access).await?;
+                    connect::opennebula(xmlrpc.as_deref(), &self.kubeconfigs, self.reach()).await?;
                 self.spawn(p, Arc::new(connect::SystemClock), 1.0, r)
                     .await?
             }

@@ -101,6 +101,7 @@ async fn a_replica_drives_only_the_clusters_it_holds_and_stores_the_others_specs
             concurrency: 4,
             claims: Some(claims.clone()),
             secrets: test_secrets(),
+            workload_proxy: None,
         },
         stopped,
     )
@@ -208,6 +209,7 @@ async fn a_fault_aimed_at_one_cluster_fails_its_reconciles_calls_and_no_other_cl
             concurrency: 4,
             claims: None,
             secrets: test_secrets(),
+            workload_proxy: None,
         },
         stopped,
     )

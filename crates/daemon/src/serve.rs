@@ -44,6 +44,8 @@ pub struct ServeOptions {
     /// `secrets.key` in `state_dir`, made there when missing and the store holds no
     /// sealed secret). Replicas sharing an etcd store must share one key file.
     pub secrets_key_file: Option<PathBuf>,
+    /// The HTTP proxy the kubeadm clusters' API servers are reached through, if any.
+    pub workload_proxy: Option<String>,
 }
 
 /// `$FLIGHTDECK_STATE_DIR`, else `$XDG_STATE_HOME/flightdeck`, else
@@ -217,6 +219,7 @@ pub async fn serve_until(
             concurrency: options.concurrency,
             claims: member.clone().map(|m| m as Arc<dyn crate::claims::Claims>),
             secrets,
+            workload_proxy: options.workload_proxy.clone(),
         },
         stop_rx.clone(),
     )

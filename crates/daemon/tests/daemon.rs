@@ -35,6 +35,7 @@ fn options(dir: &Path, speed: f64) -> ServeOptions {
         replicas: None,
         limits: Default::default(),
         secrets_key_file: None,
+        workload_proxy: None,
     }
 }
 

@@ -238,6 +238,12 @@ pub struct DaemonArgs {
     /// apart from the store's backups; replicas sharing etcd must share one key file.
     #[arg(long, value_name = "FILE")]
     secrets_key_file: Option<PathBuf>,
+    /// Reach the API servers of the clusters flightdeck bootstraps with kubeadm through
+    /// this HTTP proxy (`http://HOST:PORT`, tunnelling with CONNECT): a bastion in front
+    /// of the clusters' network, or `flightdeck sim serve --workload-proxy`. TLS still
+    /// runs end to end, verified against each cluster's CA.
+    #[arg(long, value_name = "URL", value_parser = flightdeck_workload::proxy_url)]
+    workload_proxy: Option<String>,
 }
 
 #[derive(Args)]
@@ -395,6 +401,17 @@ pub struct ServeArgs {
     /// so that the workload cluster `demo` comes up, for client conformance tests.
     #[arg(long, requires = "kubernetes")]
     kubevirt_fixture: bool,
+    /// Also serve, on this address, an HTTP proxy into the simulated clusters' network:
+    /// `CONNECT` to a kubeadm cluster's API endpoint (its load balancer's `host:port`)
+    /// reaches that cluster's API server, over TLS with a certificate its CA signed.
+    /// Use it as kubectl's `HTTPS_PROXY` and `flightdeck serve --workload-proxy`; port 0
+    /// picks a free one.
+    #[arg(long, value_name = "ADDR")]
+    workload_proxy: Option<std::net::SocketAddr>,
+    /// With --workload-proxy: write the proxy's URL (`http://ADDR`) here, once every
+    /// listener is bound.
+    #[arg(long, value_name = "PATH", requires = "workload_proxy")]
+    workload_proxy_file: Option<PathBuf>,
     /// With --kubernetes (test bed): play the workload cluster of --kubelets-cluster on
     /// the real OpenStack of this clouds.yaml entry. Its servers (Nova's fake driver
     /// boots nothing) get simulated kubelets that register by their real IDs
@@ -607,6 +624,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<ExitCode> {
         replicas,
         tls: args.tls_cert.zip(args.tls_key),
         secrets_key_file: args.secrets_key_file,
+        workload_proxy: args.workload_proxy,
         limits: flightdeck_daemon::listen::Limits {
             handshake: args.handshake_timeout.to_std(),
             header: args.header_timeout.to_std(),

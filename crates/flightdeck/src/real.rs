@@ -42,6 +42,15 @@ fn kubeconfigs(goal: &Goal) -> Arc<KubeconfigFiles> {
     files
 }
 
+/// `up` reaches the kubeadm clusters' API servers directly (no proxy): it runs where
+/// the clusters' network is.
+fn direct(access: &Arc<AccessBook>) -> connect::Reach<'_> {
+    connect::Reach {
+        access,
+        proxy: None,
+    }
+}
+
 /// Connects to the OpenStack cloud entry `name` and drives the engine to `goal` (see
 /// [`drive`]). Nodes come from each cluster's `spec.workload.kubeconfig`.
 pub async fn run(
@@ -54,7 +63,7 @@ pub async fn run(
         check_built_on(state_dir, name, cloud)?;
     }
     let access = Arc::new(AccessBook::new());
-    let provider = connect::openstack(cloud, &kubeconfigs(&goal), &access)
+    let provider = connect::openstack(cloud, &kubeconfigs(&goal), direct(&access))
         .await
         .map_err(|f| anyhow::anyhow!(f.message))?;
     let clock = Arc::new(SystemClock);
@@ -95,7 +104,7 @@ pub async fn run_opennebula(
     timeout: Duration,
 ) -> anyhow::Result<ExitCode> {
     let access = Arc::new(AccessBook::new());
-    let provider = connect::opennebula(xmlrpc, &kubeconfigs(&goal), &access)
+    let provider = connect::opennebula(xmlrpc, &kubeconfigs(&goal), direct(&access))
         .await
         .map_err(|f| anyhow::anyhow!(f.message))?;
     let version = provider

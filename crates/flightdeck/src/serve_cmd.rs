@@ -13,7 +13,10 @@ use anyhow::{Context, bail};
 use flightdeck_cloud::{SimClock, Timestamp};
 use flightdeck_scenario::load_scenario;
 use flightdeck_sim::{INFRA_CLUSTER, KubeRequest, SimCloud, SimConfig, SimFault};
-use flightdeck_sim_http::{ServeOptions, serve, serve_kubernetes, serve_opennebula};
+use flightdeck_sim_http::{
+    ServeOptions, WorkloadListeners, serve, serve_kubernetes, serve_opennebula,
+    serve_workload_proxy,
+};
 use flightdeck_spec::FaultKind;
 use serde_json::{Value, json};
 
@@ -109,22 +112,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     // Every listener is bound before any file is written: a client that finds the
     // files finds every server.
-    let one_listener = match args.opennebula {
-        Some(addr) => Some(
-            tokio::net::TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("cannot listen on {addr} (--opennebula)"))?,
-        ),
-        None => None,
-    };
-    let kube_listener = match args.kubernetes {
-        Some(addr) => Some(
-            tokio::net::TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("cannot listen on {addr} (--kubernetes)"))?,
-        ),
-        None => None,
-    };
+    let one_listener = bind_if(args.opennebula, "--opennebula").await?;
+    let kube_listener = bind_if(args.kubernetes, "--kubernetes").await?;
+    let proxy_listener = bind_if(args.workload_proxy, "--workload-proxy").await?;
     let base = format!("http://{}", listener.local_addr()?);
     let options = ServeOptions::default();
     // It holds the simulator's password: readable by its owner only, like the kubeconfigs.
@@ -185,6 +175,17 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("cannot write {}", path.display()))?;
         }
     }
+    if let Some(proxy_listener) = &proxy_listener {
+        let url = format!("http://{}", proxy_listener.local_addr()?);
+        println!(
+            "kubeadm clusters' API servers (TLS, their CA's certificates) through the proxy {url}; use it with:"
+        );
+        println!("  export HTTPS_PROXY={url}");
+        if let Some(path) = &args.workload_proxy_file {
+            std::fs::write(path, format!("{url}\n"))
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+    }
     if let Some(path) = &args.mutation_log {
         let file = std::fs::OpenOptions::new()
             .create(true)
@@ -205,8 +206,28 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             None => Ok(()),
         }
     };
-    tokio::try_join!(serve(cloud.clone(), listener, options), one, kube)?;
+    let proxy = async {
+        match proxy_listener {
+            Some(l) => serve_workload_proxy(WorkloadListeners::new(cloud.clone()), l).await,
+            None => Ok(()),
+        }
+    };
+    tokio::try_join!(serve(cloud.clone(), listener, options), one, kube, proxy)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A listener on `addr`, when the flag named `flag` gave one.
+async fn bind_if(
+    addr: Option<std::net::SocketAddr>,
+    flag: &str,
+) -> anyhow::Result<Option<tokio::net::TcpListener>> {
+    let Some(addr) = addr else {
+        return Ok(None);
+    };
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} ({flag})"))?;
+    Ok(Some(listener))
 }
 
 /// How often new mutations are appended to `--mutation-log`.

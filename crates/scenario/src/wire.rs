@@ -118,6 +118,7 @@ pub fn guest_over_tls(
             Ok(Some(served)) => Ok(Some(Route {
                 url: format!("https://{}", served.addr),
                 tls_server_name: Some(host),
+                proxy_url: None,
             })),
             // No `kubeadm init` has made the cluster: nothing answers at its endpoint.
             Ok(None) => Ok(None),

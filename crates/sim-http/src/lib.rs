@@ -27,7 +27,10 @@
 //! workload cluster that `kubeadm init` made is also served over TLS on a loopback
 //! listener of its own, as a kubeadm cluster's API server is ([`WorkloadListeners`]):
 //! its certificate signed by the cluster CA, its clients authenticated by certificates
-//! the same CA signed.
+//! the same CA signed. Clients outside the simulator reach those listeners by each
+//! cluster's own endpoint through an HTTP proxy ([`serve_workload_proxy`], `CONNECT`
+//! to the load balancer's `host:port`), so they verify the API server under its real
+//! name, as through a bastion.
 //!
 //! Every Nova, Neutron and Octavia request goes through the simulator's provider
 //! traits ([`flightdeck_cloud::Compute`], [`flightdeck_cloud::Network`],
@@ -59,6 +62,7 @@ mod nova;
 mod octavia;
 mod opennebula;
 mod wire;
+mod workload_proxy;
 mod workload_tls;
 
 use std::collections::{BTreeSet, HashMap};
@@ -74,6 +78,7 @@ pub use kubernetes::{
     WATCH_TIMEOUT_MAX, kubernetes_router, serve_kubernetes,
 };
 pub use opennebula::{BODY_MAX_BYTES, opennebula_router, serve_opennebula};
+pub use workload_proxy::serve_workload_proxy;
 pub use workload_tls::{ADMIN_GROUPS, WorkloadListeners, WorkloadServer};
 
 /// The password [`ServeOptions::default`] accepts. A test fixture, not a secret: the

@@ -88,6 +88,15 @@ impl WorkloadListeners {
         })
     }
 
+    /// The listener of the workload cluster whose API `kubeadm init` put at `endpoint`
+    /// (`host:port`): `Ok(None)` when none is there.
+    pub fn at(&self, endpoint: &str) -> Result<Option<WorkloadServer>, String> {
+        match self.cloud.workload_at(endpoint) {
+            Some(cluster) => self.server(&cluster),
+            None => Ok(None),
+        }
+    }
+
     /// Where `cluster`'s API is served over TLS, serving it from now on if it was not:
     /// `Ok(None)` while no `kubeadm init` has made it. Must be called inside a Tokio
     /// runtime (the listener's task is spawned on it).

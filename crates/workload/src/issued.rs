@@ -31,6 +31,9 @@ pub struct Route {
     /// The name the server's certificate must carry (and SNI sends), when it is not
     /// the URL's host.
     pub tls_server_name: Option<String>,
+    /// An HTTP proxy the connection is tunnelled through (`CONNECT`), as kubeconfig's
+    /// `proxy-url`: a bastion in front of the clusters' network.
+    pub proxy_url: Option<String>,
 }
 
 /// How an access is routed: `Ok(None)` when its server cannot be reached yet.
@@ -41,6 +44,8 @@ pub struct IssuedFirst<W> {
     book: Arc<AccessBook>,
     inner: W,
     router: Option<Box<Router>>,
+    /// The proxy every access's server is reached through, when it is not routed.
+    proxy_url: Option<String>,
     /// Per cluster: the serial and route its client was built for, and the client.
     built: Mutex<BTreeMap<String, (String, Route, Client)>>,
 }
@@ -52,8 +57,16 @@ impl<W> IssuedFirst<W> {
             book,
             inner,
             router: None,
+            proxy_url: None,
             built: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// Reaches each access's server through the HTTP proxy at `proxy_url` (`CONNECT`;
+    /// see [`proxy_url`]), or directly when `None`.
+    pub fn through_proxy(mut self, proxy_url: Option<String>) -> Self {
+        self.proxy_url = proxy_url;
+        self
     }
 
     /// Clients that connect where `router` says (a test bed's loopback listeners).
@@ -74,6 +87,7 @@ impl<W> IssuedFirst<W> {
             None => Ok(Some(Route {
                 url: access.server.clone(),
                 tls_server_name: None,
+                proxy_url: self.proxy_url.clone(),
             })),
         }
     }
@@ -89,6 +103,7 @@ pub fn kubeconfig_of(cluster: &str, access: &WorkloadAccess, route: &Route) -> K
                 server: Some(route.url.clone()),
                 certificate_authority_data: Some(B64.encode(access.ca_pem.as_bytes())),
                 tls_server_name: route.tls_server_name.clone(),
+                proxy_url: route.proxy_url.clone(),
                 ..Default::default()
             }),
             ..Default::default()
@@ -145,6 +160,29 @@ impl<W: WorkloadClients> WorkloadClients for IssuedFirst<W> {
         );
         Ok(Some(client))
     }
+}
+
+/// `url` if it names an HTTP proxy kube can tunnel through (`http://HOST:PORT`, no
+/// path), else why not, in words that name it.
+pub fn proxy_url(url: &str) -> Result<String, String> {
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|e| format!("{url:?} is not a URL: {e}"))?;
+    if uri.scheme_str() != Some("http") {
+        return Err(format!(
+            "{url:?}: only an HTTP proxy (http://HOST:PORT, tunnelling with CONNECT) is supported"
+        ));
+    }
+    let Some(authority) = uri.authority() else {
+        return Err(format!("{url:?} names no host"));
+    };
+    if authority.port_u16().is_none() {
+        return Err(format!("{url:?} names no port"));
+    }
+    if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
+        return Err(format!("{url:?}: a proxy URL has no path or query"));
+    }
+    Ok(url.to_string())
 }
 
 /// The error of a route that cannot be had: Transient, as a connection refused is.

@@ -25,7 +25,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 pub use clients::{KubeconfigFile, KubeconfigFiles, KubeconfigSecret, WorkloadClients, WorkloadFn};
 pub use guest::KubeGuest;
-pub use issued::{IssuedFirst, Route};
+pub use issued::{IssuedFirst, Route, proxy_url};
 pub use provider_id::ProviderIdFormat;
 
 /// A Kubernetes timestamp as flightdeck's; absent is the epoch.

@@ -66,6 +66,7 @@ fn client_route(
     Route {
         url: format!("https://{}", served.addr),
         tls_server_name: host.host().map(str::to_string),
+        proxy_url: None,
     }
 }
 
@@ -177,6 +178,98 @@ async fn the_workload_api_speaks_tls_and_admits_only_administrators_of_the_clust
         .await
         .expect_err("a server the client's CA did not sign is refused");
     assert!(!unverified.contains("NodeList"), "{unverified}");
+
+    through_the_proxy(&run.cloud, &listeners, &cluster, &access).await;
+}
+
+/// Starts the simulator's proxy into the clusters' network on loopback: its URL.
+async fn workload_proxy(listeners: Arc<flightdeck_sim_http::WorkloadListeners>) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a loopback port");
+    let url = format!("http://{}", listener.local_addr().expect("an address"));
+    tokio::spawn(flightdeck_sim_http::serve_workload_proxy(
+        listeners, listener,
+    ));
+    url
+}
+
+/// The first line of the proxy's answer to `request` (sent as is).
+async fn proxy_status(proxy: &str, request: &str) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut tcp = tokio::net::TcpStream::connect(proxy.trim_start_matches("http://"))
+        .await
+        .expect("the proxy listens");
+    tcp.write_all(request.as_bytes()).await.expect("sent");
+    let mut answer = vec![0; 1024];
+    let n = tcp.read(&mut answer).await.expect("an answer");
+    String::from_utf8_lossy(&answer[..n])
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Through the simulator's proxy (`sim serve --workload-proxy`), a client reaches the
+/// cluster by its endpoint's own address and verifies the API server under it; the
+/// proxy tunnels only CONNECT, only to a workload API server.
+async fn through_the_proxy(
+    cloud: &flightdeck_sim::SimCloud,
+    listeners: &Arc<flightdeck_sim_http::WorkloadListeners>,
+    cluster: &str,
+    access: &WorkloadAccess,
+) {
+    let proxy = workload_proxy(listeners.clone()).await;
+    let route = Route {
+        url: access.server.clone(),
+        tls_server_name: None,
+        proxy_url: Some(flightdeck_workload::proxy_url(&proxy).expect("an HTTP proxy")),
+    };
+    let nodes = list_nodes(cluster, access, &route)
+        .await
+        .expect("flightdeck lists the nodes through the proxy");
+    assert!(nodes.contains("\"kind\":\"NodeList\""), "{nodes}");
+
+    let endpoint = cloud
+        .workload_ca(cluster)
+        .expect("kubeadm init made the cluster")
+        .endpoint;
+    let host = endpoint.rsplit_once(':').expect("host:port").0;
+    let answers = [
+        (
+            format!("CONNECT {endpoint} HTTP/1.1\r\nHost: {endpoint}\r\n\r\n"),
+            "200",
+        ),
+        (
+            format!("GET http://{endpoint}/ HTTP/1.1\r\nHost: {endpoint}\r\n\r\n"),
+            "405",
+        ),
+        (
+            format!("CONNECT {host}:1 HTTP/1.1\r\nHost: {host}:1\r\n\r\n"),
+            "502",
+        ),
+        (
+            "CONNECT nowhere HTTP/1.1\r\nHost: nowhere\r\n\r\n".to_string(),
+            "400",
+        ),
+    ];
+    for (request, status) in answers {
+        let line = proxy_status(&proxy, &request).await;
+        assert!(
+            line.starts_with(&format!("HTTP/1.1 {status}")),
+            "{request:?} → {line:?}, not {status}"
+        );
+    }
+    for bad in [
+        "https://127.0.0.1:3128",
+        "http://127.0.0.1",
+        "socks5://h:1",
+        "not a url",
+        "http://h:1/path",
+    ] {
+        let e = flightdeck_workload::proxy_url(bad).expect_err("refused");
+        assert!(e.contains(bad), "{e}");
+    }
 }
 
 /// The same scenario over the wire: every workload call (tokens, nodes, drains) goes

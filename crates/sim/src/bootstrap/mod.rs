@@ -536,4 +536,15 @@ impl SimCloud {
             endpoint: m.endpoint.clone(),
         })
     }
+
+    /// The workload cluster whose `kubeadm init` put its API at `endpoint`
+    /// (`host:port`, as the init's `controlPlaneEndpoint` names it).
+    pub fn workload_at(&self, endpoint: &str) -> Option<String> {
+        let st = self.lock();
+        st.boot
+            .made
+            .iter()
+            .find(|(_, m)| m.endpoint.eq_ignore_ascii_case(endpoint))
+            .map(|(cluster, _)| cluster.clone())
+    }
 }

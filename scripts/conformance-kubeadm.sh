@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Conformance (issue 41): a kubeadm cluster that `flightdeck serve` builds on `flightdeck
+# sim serve`, reached with kubectl (Debian's, 1.20) as its user would reach it:
+# `flightdeck get kubeconfig`, then `kubectl get nodes` over TLS verified against the
+# cluster's CA, through the simulator's proxy into the clusters' network (`sim serve
+# --workload-proxy`, kubectl's HTTPS_PROXY; the daemon uses the same proxy with
+# `serve --workload-proxy`).
+#
+# Checks:
+# - the cluster, applied with no userData, comes up through kubeadm init and join;
+# - kubectl lists its five nodes Ready, with the kubeconfig flightdeck printed;
+# - the same kubeconfig with another CA is refused at the handshake (kubectl verifies
+#   the API server: the check can fail);
+# - issuing the kubeconfig is an event that names who and until when, never its content;
+# - deleting the cluster leaves nothing in the simulator.
+#
+# KUBECTL=/path/to/kubectl runs it with another kubectl.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+began=$(date +%s)
+
+# shellcheck source=scripts/lib-kubectl.sh
+. scripts/lib-kubectl.sh
+# shellcheck source=scripts/lib-flightdeck.sh
+. scripts/lib-flightdeck.sh
+work=$(mktemp -d)
+export FLIGHTDECK_STATE_DIR=$work/state
+unset FLIGHTDECK_SERVER FLIGHTDECK_TOKEN FLIGHTDECK_CONFIG HTTPS_PROXY https_proxy HTTP_PROXY http_proxy
+# shellcheck source=scripts/lib-daemon.sh
+. scripts/lib-daemon.sh
+sim=
+cleanup() {
+  [ -n "$server" ] && kill -9 "$server" 2> /dev/null || true
+  [ -n "$sim" ] && kill "$sim" 2> /dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+pass=0
+ok() { pass=$((pass + 1)); echo "ok: $*"; }
+
+# Virtual time runs 10x the wall clock. The daemon keeps the wall clock's time, so the
+# simulator runs ahead of it by 9 s a second: a token flightdeck makes for 15 minutes is
+# judged at the simulator's time, so the run must end within about 90 s of wall time of
+# the simulator's start (it takes about 30).
+speed=10
+"$fd" sim serve --listen 127.0.0.1:0 --clouds-file "$work/clouds.yaml" \
+  --kubernetes 127.0.0.1:0 --workload-proxy 127.0.0.1:0 --workload-proxy-file "$work/proxy" \
+  --speed "$speed" > "$work/sim.log" 2>&1 &
+sim=$!
+for _ in $(seq 1 100); do
+  [ -s "$work/proxy" ] && break
+  kill -0 "$sim" 2> /dev/null || break
+  sleep 0.1
+done
+[ -s "$work/proxy" ] || { cat "$work/sim.log"; echo "FAIL: sim serve --workload-proxy did not start"; exit 1; }
+proxy=$(cat "$work/proxy")
+export OS_CLIENT_CONFIG_FILE=$work/clouds.yaml
+
+start_serve --no-sim --workload-proxy "$proxy"
+sed -e 's/cloud: sim$/cloud: flightdeck-sim/' -e '/router: demo-router/d' \
+  -e '/Routes to each node/d' examples/openstack.yaml > "$work/demo.yaml"
+printf '  bootstrap:\n    provider: kubeadm\n' >> "$work/demo.yaml"
+! grep -q userData "$work/demo.yaml" || fail "the example carries userData"
+"$fd" apply -f "$work/demo.yaml" | grep -q "cluster/demo created" || fail "apply"
+wait_for 120 phase_is demo Ready || fail "demo not Ready within 2 minutes: $("$fd" describe cluster demo 2>&1 | tail -20)"
+api "/api/v1/clusters/demo/events?limit=1000" > "$work/events.json"
+grep -q 'ControlPlaneInitialized' "$work/events.json" \
+  || fail "no event says which machine ran kubeadm init: $(head -c 2000 "$work/events.json")"
+ok "demo, applied with no userData, is Ready through kubeadm init and join ($(($(date +%s) - began))s)"
+
+"$fd" get kubeconfig demo --ttl 1h > "$work/kc"
+[ -s "$work/kc" ] || fail "get kubeconfig printed nothing"
+grep -q "certificate-authority-data" "$work/kc" || fail "the kubeconfig carries no CA"
+if grep -q "insecure-skip-tls-verify" "$work/kc"; then fail "the kubeconfig skips TLS verification"; fi
+HTTPS_PROXY=$proxy "$kubectl_bin" --kubeconfig "$work/kc" --cache-dir "$work/cache" \
+  get nodes -o json > "$work/nodes.json" 2> "$work/kubectl.err" \
+  || fail "kubectl get nodes: $(cat "$work/kubectl.err")"
+python3 - "$work/nodes.json" << 'EOF' || fail "kubectl get nodes does not list five Ready nodes"
+import json, sys
+nodes = json.load(open(sys.argv[1]))["items"]
+ready = [n["metadata"]["name"] for n in nodes
+         if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"])]
+print("  nodes Ready:", " ".join(sorted(ready)))
+sys.exit(0 if len(nodes) == 5 and len(ready) == 5 else 1)
+EOF
+HTTPS_PROXY=$proxy "$kubectl_bin" --kubeconfig "$work/kc" --cache-dir "$work/cache" get nodes \
+  | grep -q "^NAME" || fail "kubectl get nodes prints no table"
+ok "kubectl, with the kubeconfig flightdeck printed, lists the five nodes Ready over TLS"
+
+# Another CA in the same kubeconfig: kubectl must refuse the API server.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \
+  -subj /CN=another-ca -keyout "$work/other.key" -out "$work/other.crt" 2> /dev/null
+python3 - "$work/kc" "$work/other.crt" "$work/kc-other" << 'EOF'
+import base64, re, sys
+text = open(sys.argv[1]).read()
+other = base64.b64encode(open(sys.argv[2], "rb").read()).decode()
+out, n = re.subn(r"certificate-authority-data: \S+", f"certificate-authority-data: {other}", text)
+assert n == 1, n
+open(sys.argv[3], "w").write(out)
+EOF
+if HTTPS_PROXY=$proxy "$kubectl_bin" --kubeconfig "$work/kc-other" --cache-dir "$work/cache-other" \
+  --request-timeout 20s get nodes > /dev/null 2> "$work/other.err"; then
+  fail "kubectl trusted an API server another CA did not sign"
+fi
+grep -qi "x509\|certificate" "$work/other.err" || fail "the refusal is not about the certificate: $(cat "$work/other.err")"
+ok "with another CA, kubectl refuses the API server ($(head -c 160 "$work/other.err" | tr '\n' ' '))"
+
+api "/api/v1/clusters/demo/events?limit=1000" > "$work/events.json"
+python3 - "$work/events.json" "$work/kc" << 'EOF' || fail "no KubeconfigIssued event, or it carries the kubeconfig"
+import json, re, sys
+raw = open(sys.argv[1]).read()
+kc = open(sys.argv[2]).read()
+for secret in re.findall(r"client-(?:certificate|key)-data: (\S+)", kc):
+    assert secret[:40] not in raw, "a credential of the kubeconfig is in the events"
+events = json.loads(raw)
+items = events["items"] if isinstance(events, dict) else events
+issued = [e for e in items if "Kubeconfig" in json.dumps(e)]
+assert issued, "no event about the kubeconfig"
+print("  event:", json.dumps(issued[-1])[:200])
+EOF
+ok "issuing the kubeconfig is an event, without its content"
+
+"$fd" delete cluster demo --wait --timeout 5m > /dev/null || fail "delete --wait"
+ok "demo deleted"
+stop_serve
+echo "$pass passed, 0 failed ($(($(date +%s) - began))s)"
