@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# Conformance (issue 41): a kubeadm cluster that `flightdeck serve` builds on `flightdeck
-# sim serve`, reached with kubectl (Debian's, 1.20) as its user would reach it:
+# Conformance (issue 41): kubeadm clusters that `flightdeck serve` builds on `flightdeck
+# sim serve` (the OpenStack and the OpenNebula example), reached with kubectl (Debian's, 1.20) as its user would reach it:
 # `flightdeck get kubeconfig`, then `kubectl get nodes` over TLS verified against the
 # cluster's CA, through the simulator's proxy into the clusters' network (`sim serve
 # --workload-proxy`, kubectl's HTTPS_PROXY; the daemon uses the same proxy with
 # `serve --workload-proxy`).
 #
 # Checks:
-# - the cluster, applied with no userData, comes up through kubeadm init and join;
+# - each cluster, applied with no userData, comes up through kubeadm init and join;
 # - kubectl lists its five nodes Ready, with the kubeconfig flightdeck printed;
 # - the same kubeconfig with another CA is refused at the handshake (kubectl verifies
 #   the API server: the check can fail);
 # - issuing the kubeconfig is an event that names who and until when, never its content;
-# - deleting the cluster leaves nothing in the simulator.
+# - deleting the clusters succeeds (`delete --wait`: flightdeck sees nothing left).
 #
 # KUBECTL=/path/to/kubectl runs it with another kubectl.
 set -euo pipefail
@@ -44,7 +44,8 @@ ok() { pass=$((pass + 1)); echo "ok: $*"; }
 # the simulator's start (it takes about 30).
 speed=10
 "$fd" sim serve --listen 127.0.0.1:0 --clouds-file "$work/clouds.yaml" \
-  --kubernetes 127.0.0.1:0 --workload-proxy 127.0.0.1:0 --workload-proxy-file "$work/proxy" \
+  --kubernetes 127.0.0.1:0 --opennebula 127.0.0.1:0 --one-auth-file "$work/one_auth" \
+  --one-xmlrpc-file "$work/one_xmlrpc" --workload-proxy 127.0.0.1:0 --workload-proxy-file "$work/proxy" \
   --speed "$speed" > "$work/sim.log" 2>&1 &
 sim=$!
 for _ in $(seq 1 100); do
@@ -54,38 +55,50 @@ for _ in $(seq 1 100); do
 done
 [ -s "$work/proxy" ] || { cat "$work/sim.log"; echo "FAIL: sim serve --workload-proxy did not start"; exit 1; }
 proxy=$(cat "$work/proxy")
-export OS_CLIENT_CONFIG_FILE=$work/clouds.yaml
+export OS_CLIENT_CONFIG_FILE=$work/clouds.yaml ONE_AUTH=$work/one_auth
+ONE_XMLRPC=$(cat "$work/one_xmlrpc")
+export ONE_XMLRPC
 
 start_serve --no-sim --workload-proxy "$proxy"
 sed -e 's/cloud: sim$/cloud: flightdeck-sim/' -e '/router: demo-router/d' \
   -e '/Routes to each node/d' examples/openstack.yaml > "$work/demo.yaml"
-printf '  bootstrap:\n    provider: kubeadm\n' >> "$work/demo.yaml"
-! grep -q userData "$work/demo.yaml" || fail "the example carries userData"
-"$fd" apply -f "$work/demo.yaml" | grep -q "cluster/demo created" || fail "apply"
-wait_for 120 phase_is demo Ready || fail "demo not Ready within 2 minutes: $("$fd" describe cluster demo 2>&1 | tail -20)"
-api "/api/v1/clusters/demo/events?limit=1000" > "$work/events.json"
-grep -q 'ControlPlaneInitialized' "$work/events.json" \
-  || fail "no event says which machine ran kubeadm init: $(head -c 2000 "$work/events.json")"
-ok "demo, applied with no userData, is Ready through kubeadm init and join ($(($(date +%s) - began))s)"
+# The OpenNebula example names the simulator's own cloud by leaving xmlrpc out
+# ($ONE_XMLRPC); its API endpoint is the address the example gives.
+cp examples/opennebula.yaml "$work/nebula.yaml"
+for f in demo nebula; do
+  printf '  bootstrap:\n    provider: kubeadm\n' >> "$work/$f.yaml"
+  ! grep -q userData "$work/$f.yaml" || fail "$f.yaml carries userData"
+  "$fd" apply -f "$work/$f.yaml" | grep -q "cluster/$f created" || fail "apply $f"
+done
+for f in demo nebula; do
+  wait_for 120 phase_is "$f" Ready || fail "$f not Ready within 2 minutes: $("$fd" describe cluster "$f" 2>&1 | tail -20)"
+  api "/api/v1/clusters/$f/events?limit=1000" > "$work/events.json"
+  grep -q 'ControlPlaneInitialized' "$work/events.json" \
+    || fail "$f: no event says the control plane was initialized: $(head -c 2000 "$work/events.json")"
+  ok "$f, applied with no userData, is Ready through kubeadm init and join ($(($(date +%s) - began))s)"
+done
 
-"$fd" get kubeconfig demo --ttl 1h > "$work/kc"
-[ -s "$work/kc" ] || fail "get kubeconfig printed nothing"
-grep -q "certificate-authority-data" "$work/kc" || fail "the kubeconfig carries no CA"
-if grep -q "insecure-skip-tls-verify" "$work/kc"; then fail "the kubeconfig skips TLS verification"; fi
-HTTPS_PROXY=$proxy "$kubectl_bin" --kubeconfig "$work/kc" --cache-dir "$work/cache" \
-  get nodes -o json > "$work/nodes.json" 2> "$work/kubectl.err" \
-  || fail "kubectl get nodes: $(cat "$work/kubectl.err")"
-python3 - "$work/nodes.json" << 'EOF' || fail "kubectl get nodes does not list five Ready nodes"
+for f in demo nebula; do
+  "$fd" get kubeconfig "$f" --ttl 1h > "$work/kc-$f"
+  [ -s "$work/kc-$f" ] || fail "get kubeconfig $f printed nothing"
+  grep -q "certificate-authority-data" "$work/kc-$f" || fail "the kubeconfig of $f carries no CA"
+  if grep -q "insecure-skip-tls-verify" "$work/kc-$f"; then fail "the kubeconfig of $f skips TLS verification"; fi
+  HTTPS_PROXY=$proxy "$kubectl_bin" --kubeconfig "$work/kc-$f" --cache-dir "$work/cache" \
+    get nodes -o json > "$work/nodes.json" 2> "$work/kubectl.err" \
+    || fail "kubectl get nodes ($f): $(cat "$work/kubectl.err")"
+  python3 - "$work/nodes.json" "$f" << 'EOF' || fail "kubectl get nodes does not list five Ready nodes of $f"
 import json, sys
 nodes = json.load(open(sys.argv[1]))["items"]
 ready = [n["metadata"]["name"] for n in nodes
          if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"])]
 print("  nodes Ready:", " ".join(sorted(ready)))
-sys.exit(0 if len(nodes) == 5 and len(ready) == 5 else 1)
+sys.exit(0 if len(nodes) == 5 and len(ready) == 5 and all(r.startswith(sys.argv[2] + "-") for r in ready) else 1)
 EOF
-HTTPS_PROXY=$proxy "$kubectl_bin" --kubeconfig "$work/kc" --cache-dir "$work/cache" get nodes \
-  | grep -q "^NAME" || fail "kubectl get nodes prints no table"
-ok "kubectl, with the kubeconfig flightdeck printed, lists the five nodes Ready over TLS"
+  HTTPS_PROXY=$proxy "$kubectl_bin" --kubeconfig "$work/kc-$f" --cache-dir "$work/cache" get nodes \
+    | grep -q "^NAME" || fail "kubectl get nodes ($f) prints no table"
+  ok "kubectl, with the kubeconfig flightdeck printed for $f, lists its five nodes Ready over TLS"
+done
+cp "$work/kc-demo" "$work/kc"
 
 # Another CA in the same kubeconfig: kubectl must refuse the API server.
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \
@@ -120,7 +133,8 @@ print("  event:", json.dumps(issued[-1])[:200])
 EOF
 ok "issuing the kubeconfig is an event, without its content"
 
-"$fd" delete cluster demo --wait --timeout 5m > /dev/null || fail "delete --wait"
-ok "demo deleted"
+"$fd" delete cluster demo --wait --timeout 5m > /dev/null || fail "delete demo --wait"
+"$fd" delete cluster nebula --wait --timeout 5m > /dev/null || fail "delete nebula --wait"
+ok "demo and nebula deleted"
 stop_serve
 echo "$pass passed, 0 failed ($(($(date +%s) - began))s)"

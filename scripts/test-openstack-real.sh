@@ -8,7 +8,10 @@
 # kubelets register by the real server IDs (`openstack:///<id>`), and flightdeck reads
 # them through the cluster's kubeconfig (spec.workload.kubeconfig), as on a real cluster.
 # One server's kubelet never starts: it is replaced (F3). Each node's pod CIDR is routed
-# on the router (F7). Services are stopped on exit.
+# on the router (F7). A second cluster, `kd`, boots with kubeadm: its init machine's user
+# data is read back from Nova and checked to be flightdeck's kubeadm init document (its
+# API never answers: no machine runs cloud-init here), then it is deleted. Services are
+# stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shared=$(cd ../shared/openstack && pwd)
@@ -34,6 +37,8 @@ export OS_CLIENT_CONFIG_FILE="$work/clouds.yaml"
 unset OS_CLOUD
 # The cloud's state outlives a run: what a failed run left would count against quotas.
 /usr/bin/python3 tests/real/verify.py cleanup demo
+/usr/bin/python3 tests/real/verify.py cleanup kd
+kubeadm_data() { /usr/bin/python3 tests/real/verify.py kubeadm kd > /dev/null 2>&1; }
 
 echo "== the workload cluster: kubelets for the real servers, demo-workers-5's never starts"
 rm -rf target/real-suite
@@ -51,6 +56,12 @@ $fd describe cluster demo
 /usr/bin/python3 tests/real/verify.py absent demo demo-workers-5
 $fd events demo | grep -E "RemediationStarted.*demo-workers-5" || fail "no F3 repair of demo-workers-5"
 /usr/bin/python3 tests/real/verify.py routes demo fd-router 10.244.0.0/16
+echo "== a kubeadm cluster (no userData): its init machine's user data, read back from Nova"
+$fd apply -f tests/real/cluster-kubeadm.yaml
+wait_for 180 kubeadm_data || { /usr/bin/python3 tests/real/verify.py kubeadm kd || true; fail "kd-cp-1's user data is not kubeadm init within 3 minutes"; }
+/usr/bin/python3 tests/real/verify.py kubeadm kd
+$fd delete cluster kd --wait --timeout 10m
+/usr/bin/python3 tests/real/verify.py gone kd
 echo "== control-plane rollout to fake-img-2 and new user data (apply)"
 $fd apply -f tests/real/cluster-v2.yaml
 wait_for 1200 up_to_date demo fake-img-2 || fail "the rollout did not finish within 20 minutes"

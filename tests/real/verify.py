@@ -5,6 +5,9 @@
   verify.py cleanup CLUSTER                   deletes what an earlier, failed run left behind
   verify.py routes CLUSTER ROUTER CIDR        each server's pod network (a /24 of CIDR) is routed to it
   verify.py absent CLUSTER NAME               the server NAME is gone (replaced)
+  verify.py kubeadm CLUSTER                   CLUSTER-cp-1's user data, read back from Nova, is
+                                              flightdeck's kubeadm init document, and no worker
+                                              was made before the cluster's API answered
 """
 import sys
 
@@ -63,6 +66,48 @@ if mode == "gone":
     left = [s.name for s in servers] + [lb.name for lb in lbs] + [g.name for g in groups]
     assert not left, f"left behind after delete: {left}"
     print("nothing left")
+    sys.exit(0)
+
+if mode == "kubeadm":
+    import base64
+
+    import yaml
+
+    init = f"{cluster}-cp-1"
+    by_name = {s.name: s for s in servers}
+    assert init in by_name, f"no server {init}: {sorted(by_name)}"
+    # Workers join with a token made through the workload API, which never answers here.
+    assert sorted(by_name) == [init], f"machines before the API answered: {sorted(by_name)}"
+    data = c.compute.get_server(by_name[init].id).user_data
+    assert data, (init, "no user_data")
+    text = base64.b64decode(data).decode()
+    assert text.startswith("#cloud-config\n"), text[:200]
+    doc = yaml.safe_load(text)
+    files = {f["path"]: f for f in doc["write_files"]}
+    config = files.get("/run/kubeadm/kubeadm.yaml")
+    assert config, f"no kubeadm configuration among {sorted(files)}"
+    content = config["content"]
+    if config.get("encoding") in ("b64", "base64"):
+        content = base64.b64decode(content).decode()
+    kinds = {d["kind"]: d for d in yaml.safe_load_all(content) if d}
+    assert sorted(kinds) == ["ClusterConfiguration", "InitConfiguration"], sorted(kinds)
+    for d in kinds.values():
+        # v1.31.1: kubeadm's v1beta4.
+        assert d["apiVersion"] == "kubeadm.k8s.io/v1beta4", d["apiVersion"]
+    assert kinds["InitConfiguration"]["nodeRegistration"]["name"] == init, kinds["InitConfiguration"]
+    cluster_config = kinds["ClusterConfiguration"]
+    assert cluster_config["clusterName"] == cluster, cluster_config
+    assert cluster_config["kubernetesVersion"] == "v1.31.1", cluster_config
+    assert len(lbs) == 1, [x.name for x in lbs]
+    endpoint = f"{lbs[0].vip_address}:6443"
+    assert cluster_config["controlPlaneEndpoint"] == endpoint, (cluster_config, endpoint)
+    for pki in ("ca", "etcd/ca", "front-proxy-ca"):
+        for ext in ("crt", "key"):
+            assert f"/etc/kubernetes/pki/{pki}.{ext}" in files, (pki, ext, sorted(files))
+    assert "/etc/kubernetes/pki/sa.key" in files, sorted(files)
+    commands = [" ".join(c) if isinstance(c, list) else c for c in doc["runcmd"]]
+    assert any("kubeadm init --config /run/kubeadm/kubeadm.yaml" in c for c in commands), commands
+    print(f"verified: {init}'s user data read back from Nova is kubeadm init (v1beta4) for {endpoint}, with the cluster's CAs")
     sys.exit(0)
 
 cp, workers, image = int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
