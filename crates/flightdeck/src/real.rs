@@ -42,13 +42,10 @@ fn kubeconfigs(goal: &Goal) -> Arc<KubeconfigFiles> {
     files
 }
 
-/// `up` reaches the kubeadm clusters' API servers directly (no proxy): it runs where
-/// the clusters' network is.
-fn direct(access: &Arc<AccessBook>) -> connect::Reach<'_> {
-    connect::Reach {
-        access,
-        proxy: None,
-    }
+/// How `up` reaches the kubeadm clusters' API servers: directly, or through the HTTP
+/// proxy `--workload-proxy` names.
+fn reach<'a>(access: &'a Arc<AccessBook>, proxy: Option<&'a str>) -> connect::Reach<'a> {
+    connect::Reach { access, proxy }
 }
 
 /// Connects to the OpenStack cloud entry `name` and drives the engine to `goal` (see
@@ -58,12 +55,13 @@ pub async fn run(
     state_dir: &Path,
     goal: Goal,
     timeout: Duration,
+    workload_proxy: Option<&str>,
 ) -> anyhow::Result<ExitCode> {
     if let Goal::Deleted { name, .. } = &goal {
         check_built_on(state_dir, name, cloud)?;
     }
     let access = Arc::new(AccessBook::new());
-    let provider = connect::openstack(cloud, &kubeconfigs(&goal), direct(&access))
+    let provider = connect::openstack(cloud, &kubeconfigs(&goal), reach(&access, workload_proxy))
         .await
         .map_err(|f| anyhow::anyhow!(f.message))?;
     let clock = Arc::new(SystemClock);
@@ -102,9 +100,10 @@ pub async fn run_opennebula(
     state_dir: &Path,
     goal: Goal,
     timeout: Duration,
+    workload_proxy: Option<&str>,
 ) -> anyhow::Result<ExitCode> {
     let access = Arc::new(AccessBook::new());
-    let provider = connect::opennebula(xmlrpc, &kubeconfigs(&goal), direct(&access))
+    let provider = connect::opennebula(xmlrpc, &kubeconfigs(&goal), reach(&access, workload_proxy))
         .await
         .map_err(|f| anyhow::anyhow!(f.message))?;
     let version = provider

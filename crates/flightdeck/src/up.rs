@@ -12,6 +12,11 @@ pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
     if args.openstack || args.opennebula || args.kubevirt {
         return run_real(&args).await;
     }
+    if args.workload_proxy.is_some() {
+        bail!(
+            "--workload-proxy is for a real cloud's clusters (--openstack or --opennebula): the built-in simulator's are reached in process"
+        );
+    }
     #[cfg(feature = "sim")]
     return crate::up_sim::run(args).await;
     #[cfg(not(feature = "sim"))]
@@ -85,6 +90,7 @@ async fn run_real(args: &UpArgs) -> anyhow::Result<ExitCode> {
                 adopt: args.adopt,
             },
             args.timeout,
+            args.workload_proxy.as_deref(),
         )
         .await;
     }
@@ -109,6 +115,7 @@ async fn run_real(args: &UpArgs) -> anyhow::Result<ExitCode> {
             adopt: args.adopt,
         },
         args.timeout,
+        args.workload_proxy.as_deref(),
     )
     .await
 }

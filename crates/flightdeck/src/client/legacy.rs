@@ -79,8 +79,10 @@ pub async fn delete_offline(args: &DeleteArgs) -> anyhow::Result<ExitCode> {
         forget: args.forget,
     };
     match &args.cloud {
-        Some(cloud) => real::run(cloud, state_dir, goal, args.timeout).await,
-        None => real::run_opennebula(args.xmlrpc.as_deref(), state_dir, goal, args.timeout).await,
+        Some(cloud) => real::run(cloud, state_dir, goal, args.timeout, None).await,
+        None => {
+            real::run_opennebula(args.xmlrpc.as_deref(), state_dir, goal, args.timeout, None).await
+        }
     }
 }
 
