@@ -284,6 +284,11 @@ fn listing(ids: &[String]) -> String {
 
 /// F7/F12: the routes the cluster added to its router (memory records them), and any to
 /// its pod network via one of its servers, are removed with it. What is left to remove.
+///
+/// A route found by its server is remembered: its removal may fail (429) while the
+/// servers are deleted beside it, and once they are gone nothing else ties it to the
+/// cluster. A store restored from before the route was added had forgotten it (seed
+/// 60015933: six routes stayed on the router of a deleted cluster).
 fn release_routes(p: &mut Planner<'_>) -> Vec<String> {
     let o = p.observed;
     let Some(router) = &o.router else {
@@ -311,6 +316,7 @@ fn release_routes(p: &mut Planner<'_>) -> Vec<String> {
     if ours.is_empty() {
         return Vec::new();
     }
+    p.memory.routes.extend(ours.iter().cloned());
     let left = format!("{} route(s) on router {}", ours.len(), router.name);
     p.act(
         Action::RemoveRoutes {

@@ -353,3 +353,16 @@ fn a_late_judged_machine_converges_and_a_blind_list_makes_no_replacement_on_seed
     passes_with_lagging_store(60_011_355);
     passes_with_lagging_store(60_011_403);
 }
+
+/// Found by 20,000 seeds from 60000000 on 7ae0ea4 (1 failure), a bug in flightdeck.
+///
+/// F7 (`noLeaks`), seed 60015933: a store restored from before a cluster's worker routes
+/// were added had forgotten them. The cluster was deleted while Neutron answered 429:
+/// the routes' removal failed beside the servers' deletion, and once the servers were
+/// gone nothing tied the six routes to the cluster, which was reported deleted with them
+/// on the router. A route the deletion finds by its server is now remembered.
+#[test]
+fn f7_a_deleted_clusters_routes_leave_even_when_their_removal_fails_beside_the_servers_on_seed_60015933()
+ {
+    passes_with_lagging_store(60_015_933);
+}
