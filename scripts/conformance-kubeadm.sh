@@ -22,6 +22,8 @@ began=$(date +%s)
 
 # shellcheck source=scripts/lib-kubectl.sh
 . scripts/lib-kubectl.sh
+# openssl makes the other CA of the refusal check.
+bash scripts/need-package.sh openssl openssl
 # shellcheck source=scripts/lib-flightdeck.sh
 . scripts/lib-flightdeck.sh
 work=$(mktemp -d)

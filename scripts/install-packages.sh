@@ -17,6 +17,7 @@ command -v chromium >/dev/null || packages+=(chromium)
 command -v chromedriver >/dev/null || packages+=(chromium-driver)
 command -v kubectl >/dev/null || packages+=(kubernetes-client)
 command -v cloud-init >/dev/null || packages+=(cloud-init)
+command -v openssl >/dev/null || packages+=(openssl)
 if [ ${#packages[@]} = 0 ]; then
   echo "== every package the tests need is installed"
   exit 0
