@@ -46,41 +46,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let config = SimConfig::default();
     let one_password = config.one_password.clone();
     let cloud = Arc::new(SimCloud::new(config, args.seed, clock.clone()));
-    if let Some(name) = &args.scenario {
-        let loaded = load_scenario(name)?;
-        for f in &loaded.scenario.spec.faults {
-            cloud.inject(SimFault::from_spec(f, start));
-        }
-        let mut routers = std::collections::BTreeSet::new();
-        for c in &loaded.clusters {
-            if let Some(r) = c
-                .spec
-                .provider
-                .openstack
-                .as_ref()
-                .and_then(|o| o.router.as_ref())
-                && routers.insert(r.to_string())
-            {
-                cloud.add_foreign_router(r.as_str());
-            }
-        }
-        eprintln!(
-            "scenario {}: {} fault(s) scheduled from now on",
-            loaded.scenario.metadata.name,
-            loaded.scenario.spec.faults.len()
-        );
-    }
-    if let Some(secs) = args.pdb_blocks_for {
-        let from = start.plus_millis(args.pdb_blocks_from.saturating_mul(1000));
-        let mut fault = SimFault::new(FaultKind::K8sPdbBlocks, from);
-        fault.end = Some(from.plus_millis(secs.saturating_mul(1000)));
-        cloud.inject(fault);
-        eprintln!(
-            "k8s.pdbBlocks: every PodDisruptionBudget blocks from {}s to {}s (virtual, from now)",
-            args.pdb_blocks_from,
-            args.pdb_blocks_from.saturating_add(secs)
-        );
-    }
+    schedule_faults(&args, &cloud, start)?;
     if args.kubevirt_fixture {
         seed_kubevirt_fixture(&cloud)?;
     }
@@ -132,59 +98,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         "  export OS_CLIENT_CONFIG_FILE={} OS_CLOUD=flightdeck-sim",
         args.clouds_file.display()
     );
-    if let Some(one_listener) = &one_listener {
-        let endpoint = format!("http://{}/RPC2", one_listener.local_addr()?);
-        println!("simulated OpenNebula at {endpoint} (XML-RPC, user {ONE_USER})");
-        if let Some(path) = &args.one_auth_file {
-            write_private(path, &format!("{ONE_USER}:{one_password}\n"))
-                .with_context(|| format!("cannot write {}", path.display()))?;
-            println!("ONE_AUTH file written to {}; use it with:", path.display());
-            println!("  export ONE_XMLRPC={endpoint} ONE_AUTH={}", path.display());
-        }
-        if let Some(path) = &args.one_xmlrpc_file {
-            std::fs::write(path, format!("{endpoint}\n"))
-                .with_context(|| format!("cannot write {}", path.display()))?;
-        }
+    if let Some(l) = &one_listener {
+        announce_opennebula(&args, l, &one_password)?;
     }
-    if let Some(kube_listener) = &kube_listener {
-        let kube_base = format!("http://{}", kube_listener.local_addr()?);
-        println!(
-            "simulated Kubernetes at {kube_base}/clusters/CLUSTER (infra: {kube_base}/clusters/{INFRA_CLUSTER}; any bearer token is accepted)"
-        );
-        if let Some(dir) = &args.kubeconfig_dir {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create {}", dir.display()))?;
-            let infra = write_kubeconfig(dir, &kube_base, INFRA_CLUSTER)?;
-            println!(
-                "infra cluster kubeconfig written to {}; use it with:",
-                infra.display()
-            );
-            println!("  export KUBECONFIG={}", infra.display());
-            println!(
-                "workload clusters' kubeconfigs appear as {}/CLUSTER.kubeconfig",
-                dir.display()
-            );
-            tokio::spawn(write_workload_kubeconfigs(
-                cloud.clone(),
-                dir.clone(),
-                kube_base.clone(),
-            ));
-        }
-        if let Some(path) = &args.kubernetes_url_file {
-            std::fs::write(path, format!("{kube_base}\n"))
-                .with_context(|| format!("cannot write {}", path.display()))?;
-        }
+    if let Some(l) = &kube_listener {
+        announce_kubernetes(&args, l, &cloud)?;
     }
-    if let Some(proxy_listener) = &proxy_listener {
-        let url = format!("http://{}", proxy_listener.local_addr()?);
-        println!(
-            "kubeadm clusters' API servers (TLS, their CA's certificates) through the proxy {url}; use it with:"
-        );
-        println!("  export HTTPS_PROXY={url}");
-        if let Some(path) = &args.workload_proxy_file {
-            std::fs::write(path, format!("{url}\n"))
-                .with_context(|| format!("cannot write {}", path.display()))?;
-        }
+    if let Some(l) = &proxy_listener {
+        announce_workload_proxy(&args, l)?;
     }
     if let Some(path) = &args.mutation_log {
         let file = std::fs::OpenOptions::new()
@@ -214,6 +135,121 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     };
     tokio::try_join!(serve(cloud.clone(), listener, options), one, kube, proxy)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Schedules the faults of `--scenario` (and adds its clusters' routers, which an
+/// operator provides) and of `--pdb-blocks-for`, from `start` on.
+fn schedule_faults(args: &ServeArgs, cloud: &SimCloud, start: Timestamp) -> anyhow::Result<()> {
+    if let Some(name) = &args.scenario {
+        let loaded = load_scenario(name)?;
+        for f in &loaded.scenario.spec.faults {
+            cloud.inject(SimFault::from_spec(f, start));
+        }
+        let mut routers = std::collections::BTreeSet::new();
+        for c in &loaded.clusters {
+            if let Some(r) = c
+                .spec
+                .provider
+                .openstack
+                .as_ref()
+                .and_then(|o| o.router.as_ref())
+                && routers.insert(r.to_string())
+            {
+                cloud.add_foreign_router(r.as_str());
+            }
+        }
+        eprintln!(
+            "scenario {}: {} fault(s) scheduled from now on",
+            loaded.scenario.metadata.name,
+            loaded.scenario.spec.faults.len()
+        );
+    }
+    if let Some(secs) = args.pdb_blocks_for {
+        let from = start.plus_millis(args.pdb_blocks_from.saturating_mul(1000));
+        let mut fault = SimFault::new(FaultKind::K8sPdbBlocks, from);
+        fault.end = Some(from.plus_millis(secs.saturating_mul(1000)));
+        cloud.inject(fault);
+        eprintln!(
+            "k8s.pdbBlocks: every PodDisruptionBudget blocks from {}s to {}s (virtual, from now)",
+            args.pdb_blocks_from,
+            args.pdb_blocks_from.saturating_add(secs)
+        );
+    }
+    Ok(())
+}
+
+/// Says where the simulated OpenNebula is, and writes its credential and endpoint files.
+fn announce_opennebula(
+    args: &ServeArgs,
+    one_listener: &tokio::net::TcpListener,
+    one_password: &str,
+) -> anyhow::Result<()> {
+    let endpoint = format!("http://{}/RPC2", one_listener.local_addr()?);
+    println!("simulated OpenNebula at {endpoint} (XML-RPC, user {ONE_USER})");
+    if let Some(path) = &args.one_auth_file {
+        write_private(path, &format!("{ONE_USER}:{one_password}\n"))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        println!("ONE_AUTH file written to {}; use it with:", path.display());
+        println!("  export ONE_XMLRPC={endpoint} ONE_AUTH={}", path.display());
+    }
+    if let Some(path) = &args.one_xmlrpc_file {
+        std::fs::write(path, format!("{endpoint}\n"))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Says where the simulated Kubernetes clusters are, writes the infra kubeconfig and the
+/// URL file, and starts writing each workload cluster's kubeconfig as it appears.
+fn announce_kubernetes(
+    args: &ServeArgs,
+    kube_listener: &tokio::net::TcpListener,
+    cloud: &Arc<SimCloud>,
+) -> anyhow::Result<()> {
+    let kube_base = format!("http://{}", kube_listener.local_addr()?);
+    println!(
+        "simulated Kubernetes at {kube_base}/clusters/CLUSTER (infra: {kube_base}/clusters/{INFRA_CLUSTER}; any bearer token is accepted)"
+    );
+    if let Some(dir) = &args.kubeconfig_dir {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let infra = write_kubeconfig(dir, &kube_base, INFRA_CLUSTER)?;
+        println!(
+            "infra cluster kubeconfig written to {}; use it with:",
+            infra.display()
+        );
+        println!("  export KUBECONFIG={}", infra.display());
+        println!(
+            "workload clusters' kubeconfigs appear as {}/CLUSTER.kubeconfig",
+            dir.display()
+        );
+        tokio::spawn(write_workload_kubeconfigs(
+            cloud.clone(),
+            dir.clone(),
+            kube_base.clone(),
+        ));
+    }
+    if let Some(path) = &args.kubernetes_url_file {
+        std::fs::write(path, format!("{kube_base}\n"))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Says where the proxy into the clusters' network is, and writes its URL file.
+fn announce_workload_proxy(
+    args: &ServeArgs,
+    proxy_listener: &tokio::net::TcpListener,
+) -> anyhow::Result<()> {
+    let url = format!("http://{}", proxy_listener.local_addr()?);
+    println!(
+        "kubeadm clusters' API servers (TLS, their CA's certificates) through the proxy {url}; use it with:"
+    );
+    println!("  export HTTPS_PROXY={url}");
+    if let Some(path) = &args.workload_proxy_file {
+        std::fs::write(path, format!("{url}\n"))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// A listener on `addr`, when the flag named `flag` gave one.
