@@ -11,6 +11,10 @@ if [ -z "$kubectl_bin" ]; then
     kubectl_bin=/usr/bin/kubectl
   else
     unpacked=target/conformance-kubectl
+    # One unpacking at a time: CI runs two kubectl suites side by side.
+    mkdir -p target
+    exec 9> target/conformance-kubectl.lock
+    flock 9
     if [ ! -x "$unpacked/usr/bin/kubectl" ]; then
       rm -rf "$unpacked"
       mkdir -p "$unpacked"
@@ -20,6 +24,8 @@ if [ -z "$kubectl_bin" ]; then
       fi
       dpkg-deb -x "$unpacked"/kubernetes-client_*.deb "$unpacked"
     fi
+    flock -u 9
+    exec 9>&-
     kubectl_bin=$PWD/$unpacked/usr/bin/kubectl
   fi
 fi
