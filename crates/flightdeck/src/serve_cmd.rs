@@ -145,18 +145,8 @@ fn schedule_faults(args: &ServeArgs, cloud: &SimCloud, start: Timestamp) -> anyh
         for f in &loaded.scenario.spec.faults {
             cloud.inject(SimFault::from_spec(f, start));
         }
-        let mut routers = std::collections::BTreeSet::new();
-        for c in &loaded.clusters {
-            if let Some(r) = c
-                .spec
-                .provider
-                .openstack
-                .as_ref()
-                .and_then(|o| o.router.as_ref())
-                && routers.insert(r.to_string())
-            {
-                cloud.add_foreign_router(r.as_str());
-            }
+        for router in loaded.operator_routers() {
+            cloud.add_foreign_router(&router);
         }
         eprintln!(
             "scenario {}: {} fault(s) scheduled from now on",
@@ -193,8 +183,7 @@ fn announce_opennebula(
         println!("  export ONE_XMLRPC={endpoint} ONE_AUTH={}", path.display());
     }
     if let Some(path) = &args.one_xmlrpc_file {
-        std::fs::write(path, format!("{endpoint}\n"))
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        write_line(path, &endpoint)?;
     }
     Ok(())
 }
@@ -229,8 +218,7 @@ fn announce_kubernetes(
         ));
     }
     if let Some(path) = &args.kubernetes_url_file {
-        std::fs::write(path, format!("{kube_base}\n"))
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        write_line(path, &kube_base)?;
     }
     Ok(())
 }
@@ -246,10 +234,15 @@ fn announce_workload_proxy(
     );
     println!("  export HTTPS_PROXY={url}");
     if let Some(path) = &args.workload_proxy_file {
-        std::fs::write(path, format!("{url}\n"))
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        write_line(path, &url)?;
     }
     Ok(())
+}
+
+/// Writes `text` and a newline to `path` (a URL or endpoint file a client waits for).
+fn write_line(path: &Path, text: &str) -> anyhow::Result<()> {
+    std::fs::write(path, format!("{text}\n"))
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// A listener on `addr`, when the flag named `flag` gave one.

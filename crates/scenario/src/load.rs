@@ -48,6 +48,19 @@ pub struct LoadedScenario {
 }
 
 impl LoadedScenario {
+    /// The routers the scenario's OpenStack clusters name, once each: the operator's
+    /// (flightdeck manages only its routes on them), so a simulator serving the scenario
+    /// holds them as foreign objects.
+    pub fn operator_routers(&self) -> std::collections::BTreeSet<String> {
+        self.clusters
+            .iter()
+            .filter_map(|c| c.spec.provider.openstack.as_ref()?.router.as_ref())
+            .map(|r| r.to_string())
+            .collect()
+    }
+}
+
+impl LoadedScenario {
     /// A run of `clusters` alone, with no faults, workload or restarts: what `up` and
     /// the benchmark drive, for at most `duration` of virtual time.
     pub fn of_clusters(

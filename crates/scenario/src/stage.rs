@@ -3,8 +3,6 @@
 //! and what the checks need to know of that schedule (when the observer was blind, when
 //! the APIs answered errors) and the timeline's marks for each fault.
 
-use std::collections::BTreeSet;
-
 use flightdeck_cloud::Timestamp;
 use flightdeck_plan::Severity;
 use flightdeck_sim::{SimCloud, SimFault};
@@ -42,22 +40,13 @@ pub(crate) fn set(cloud: &SimCloud, loaded: &LoadedScenario, start: Timestamp) -
     // share a name with the cluster's own.
     cloud.add_foreign_server("bastion", vec!["team=platform".into()]);
     cloud.add_foreign_load_balancer("legacy-ingress");
-    let mut routers = BTreeSet::new();
     for c in &loaded.clusters {
         if let Some(group) = &c.spec.network.security_group {
             cloud.add_foreign_security_group(group.as_str());
         }
-        // Routers are the operator's: flightdeck manages only its routes on them.
-        if let Some(router) = c
-            .spec
-            .provider
-            .openstack
-            .as_ref()
-            .and_then(|o| o.router.as_ref())
-            && routers.insert(router.to_string())
-        {
-            cloud.add_foreign_router(router.as_str());
-        }
+    }
+    for router in loaded.operator_routers() {
+        cloud.add_foreign_router(&router);
     }
     let blind: Vec<BlindWindow> = spec
         .faults
