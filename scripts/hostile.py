@@ -3,12 +3,14 @@ only, every loop bounded in count and time. Run by scripts/test-hostile.sh, whic
 the daemon (with and without TLS) and passes its URL, tokens and pid.
 
 Each probe repeats one of issue 38's findings and asserts the behaviour that fixed it:
-- silent TCP connections and a slow-loris set hold up no other client (/healthz < 1 s);
+- silent TCP connections and a slow-loris set hold up no other client (/healthz answers
+  well within the header timeout, which is how long a held-up client would wait);
 - connections past the caps are closed at once, the daemon's file descriptors stay
   bounded, and another address is still served;
 - a slow-loris is closed at the header timeout;
 - unread event streams are capped per token and bounded in memory, which comes back;
-- two parallel 15 MB applies leave /healthz under 1 s;
+- two parallel 15 MB applies leave /healthz answering in well under the time they take
+  (a parse on the async workers would hold it up for about as long);
 - every error answer is the API's error JSON, checked against the OpenAPI document.
 """
 
@@ -82,6 +84,14 @@ def request(method, path, body=None, headers=None, token="admin", source="127.0.
         c.close()
 
 
+def held_up_bound():
+    """Seconds past which /healthz counts as held up: a client held up by a silent or
+    slow-loris connection would wait until the header timeout closes it, so a bound under
+    that tells the two apart on a busy machine too (CI runs this beside other suites on
+    two cores, where a healthy answer has taken over a second)."""
+    return max(1.0, ARGS.header_timeout - 1.0)
+
+
 def healthz_worst(source="127.0.0.1", n=5):
     worst = 0.0
     for _ in range(n):
@@ -136,8 +146,8 @@ def silent_and_slowloris():
     t.start()
     time.sleep(0.5)
     worst = healthz_worst()
-    if worst >= 1.0:
-        fail(f"/healthz took {worst:.2f}s with 3 silent connections and {ARGS.loris} slow-loris open")
+    if worst >= held_up_bound():
+        fail(f"/healthz took {worst:.2f}s with 3 silent connections and {ARGS.loris} slow-loris open (bound {held_up_bound():.0f}s)")
     ok(f"/healthz in {worst * 1000:.0f} ms (worst of 5) with 3 silent connections and {ARGS.loris} slow-loris open")
     # The slow-loris are closed at the header timeout, however they dribble.
     deadline = time.monotonic() + ARGS.header_timeout + 5
@@ -171,18 +181,29 @@ def connection_caps():
             flood.append(socket.create_connection((host, port), timeout=5))
         except OSError:
             refused += 1
-    time.sleep(1.0)
-    # A connection the daemon closed at once reads as EOF (or a reset).
-    closed = 0
-    for s in flood:
-        s.settimeout(0.0)
-        try:
-            if s.recv(1) == b"":
-                closed += 1
-        except BlockingIOError:
-            pass
-        except OSError:
-            closed += 1
+    # A connection the daemon closed at once reads as EOF (or a reset). The daemon
+    # accepts them as fast as the machine lets it: they are counted until all past the
+    # cap are closed, for at most 10 s (an open one past the cap never closes by itself:
+    # the idle timeout is longer).
+    want = ARGS.flood - ARGS.per_address - refused
+    deadline = time.monotonic() + 10
+    shut = set()
+    while True:
+        time.sleep(0.5)
+        for i, s in enumerate(flood):
+            if i in shut:
+                continue
+            s.settimeout(0.0)
+            try:
+                if s.recv(1) == b"":
+                    shut.add(i)
+            except BlockingIOError:
+                pass
+            except OSError:
+                shut.add(i)
+        if len(shut) >= want or time.monotonic() > deadline:
+            break
+    closed = len(shut)
     fds = open_fds()
     if fds - before > ARGS.per_address + 16:
         fail(f"the daemon holds {fds} file descriptors ({before} before {ARGS.flood} idle connections); the per-address cap is {ARGS.per_address}")
@@ -190,14 +211,14 @@ def connection_caps():
         fail(f"only {closed} of {ARGS.flood} idle connections from one address were closed; the cap is {ARGS.per_address}")
     ok(f"{ARGS.flood} idle connections from 127.0.0.1: {closed} closed at once, the daemon holds {fds} fds ({before} before)")
     worst = healthz_worst(source="127.0.0.2")
-    if worst >= 1.0:
-        fail(f"/healthz from 127.0.0.2 took {worst:.2f}s while 127.0.0.1 floods")
+    if worst >= held_up_bound():
+        fail(f"/healthz from 127.0.0.2 took {worst:.2f}s while 127.0.0.1 floods (bound {held_up_bound():.0f}s)")
     ok(f"/healthz from another address in {worst * 1000:.0f} ms while one address is at its cap")
     close_all(flood)
     time.sleep(0.5)
     worst = healthz_worst()
-    if worst >= 1.0:
-        fail("/healthz from the flooding address is slow after its connections closed")
+    if worst >= held_up_bound():
+        fail(f"/healthz from the flooding address took {worst:.2f}s after its connections closed (bound {held_up_bound():.0f}s)")
     ok("the flooding address is served again once its connections close")
 
 
@@ -243,8 +264,14 @@ def unread_streams():
         fail(f"{ARGS.streams} unread follow streams took RSS from {base:.0f} to {peak:.0f} MB (bound: +{ARGS.rss_bound_mb} MB)")
     ok(f"{ARGS.streams} unread follow streams: {accepted} accepted, {refused} refused (429); RSS {base:.0f} -> {peak:.0f} MB (bound +{ARGS.rss_bound_mb})")
     close_all(socks)
-    time.sleep(2.0)
-    after = rss_mb()
+    # The daemon frees the streams as it notices them closed: on a busy machine that may
+    # take a few seconds.
+    deadline = time.monotonic() + 10
+    while True:
+        time.sleep(1.0)
+        after = rss_mb()
+        if after - base <= ARGS.rss_back_mb or time.monotonic() > deadline:
+            break
     if after - base > ARGS.rss_back_mb:
         fail(f"RSS {after:.0f} MB after the streams closed, {base:.0f} before (bound +{ARGS.rss_back_mb} MB)")
     s, line = follow_stream("viewer")
@@ -286,8 +313,11 @@ def parallel_big_applies():
     for status, _, data, took in answers:
         if status != 422:
             fail(f"a 15 MB apply answered {status}: {data[:200]!r}")
-    if worst[0] >= 1.0:
-        fail(f"/healthz took {worst[0]:.2f}s during two parallel 15 MB applies")
+    # Parsed on the async workers, the two applies would hold /healthz up for about as long
+    # as the shorter of them takes; on a busy machine both take longer, so the bound does too.
+    bound = max(1.0, min(a[3] for a in answers) / 2)
+    if worst[0] >= bound:
+        fail(f"/healthz took {worst[0]:.2f}s during two parallel 15 MB applies (bound {bound:.1f}s, half the shorter apply)")
     ok(f"two parallel 15 MB applies ({answers[0][3]:.1f}s, {answers[1][3]:.1f}s, each 422): /healthz worst {worst[0] * 1000:.0f} ms")
 
 

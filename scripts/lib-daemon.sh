@@ -26,7 +26,9 @@ stop_serve() {
   server=
 }
 
-fail() { echo "FAIL: $*"; echo "--- serve log"; tail -50 "$work/serve.log" || true; exit 1; }
+# The serve log first and the failure last, so that the end of a log (all CI shows of a
+# background job) names what failed.
+fail() { echo "--- serve log"; tail -50 "$work/serve.log" || true; echo "FAIL: $*"; exit 1; }
 
 # wait_for SECONDS CMD...: until CMD succeeds.
 wait_for() {

@@ -52,7 +52,8 @@ probe() {
   "$venv/bin/python" scripts/hostile.py --url "$(url)" --admin "$(admin)" \
     --viewer "$(cat "$FLIGHTDECK_STATE_DIR/viewer.token")" --pid "$server" \
     --header-timeout "$HEADER_TIMEOUT" --per-address "$PER_ADDRESS" \
-    --streams-per-token "$STREAMS_PER_TOKEN" "${ca[@]}" || fail "a probe failed (above)"
+    --streams-per-token "$STREAMS_PER_TOKEN" "${ca[@]}" | tee "$work/probe.log" ||
+    fail "a probe failed: $(grep '^FAIL' "$work/probe.log" || echo 'it exited before naming its check (above)')"
 }
 
 echo "== serve over plain HTTP"
