@@ -438,13 +438,21 @@ fn plan_set(
     // blind: what it was decided on may no longer hold, and a new machine now would be a
     // repair begun blind (seed 60011403: a control-plane machine that booted slowly was
     // condemned, its replacement made while the node list was empty, and the machine
-    // joined soon after). Such a machine counts as current until the list is back.
+    // joined soon after). Such a machine counts as current until the list is back. So
+    // does one condemned on other evidence while its server is not reported failed
+    // (seed 62000800: a kubeadm init machine whose API never served behind an offline
+    // Octavia member was condemned, and its replacement made while the node list was
+    // empty): whether its node joined since is what the blind list cannot say. Only the
+    // cloud's own word (a server in ERROR) is a repair that needs no node list.
     let held_repairs = if blind {
         outdated
             .iter()
             .filter(|m| {
                 *m.template() == set.template
-                    && m.record.remediation.as_ref().is_some_and(|r| r.node_based)
+                    && m.record
+                        .remediation
+                        .as_ref()
+                        .is_some_and(|r| r.node_based || m.server_phase() != ServerPhase::Failed)
             })
             .count() as u32
     } else {

@@ -366,3 +366,17 @@ fn f7_a_deleted_clusters_routes_leave_even_when_their_removal_fails_beside_the_s
  {
     passes_with_lagging_store(60_015_933);
 }
+
+/// Found by 5,755 seeds from 62000000 on 1dfdd35 (1 failure), a bug in flightdeck.
+///
+/// F10 (`noRemediationOnBlindObserver`), seed 62000800: a kubeadm init machine booted
+/// slowly behind an offline Octavia member, and flight control condemned it because the
+/// cluster's API never served (a repair decided from Octavia and the bootstrap, not the
+/// node list). Its replacement was made while the node list was empty, when whether its
+/// node had joined since could not be seen. A repair whose server the cloud does not
+/// report failed now makes no replacement while the node list is blind.
+#[test]
+fn f10_a_repair_not_decided_from_the_node_list_waits_for_it_too_when_the_server_is_not_failed_on_seed_62000800()
+ {
+    passes_with_lagging_store(62_000_800);
+}
