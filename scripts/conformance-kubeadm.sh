@@ -7,7 +7,9 @@
 # `serve --workload-proxy`).
 #
 # Checks:
-# - `flightdeck up --openstack --workload-proxy` builds a kubeadm cluster to Ready;
+# - `flightdeck up --openstack --workload-proxy` builds a kubeadm cluster to Ready, and
+#   `flightdeck up --kubevirt --workload-proxy` a KubeVirt one (on the simulator's
+#   infra cluster, its endpoint the Service's cluster IP, reached only through the proxy);
 # - each cluster, applied with no userData, comes up through kubeadm init and join;
 # - kubectl lists its five nodes Ready, with the kubeconfig flightdeck printed;
 # - the same kubeconfig with another CA is refused at the handshake (kubectl verifies
@@ -33,9 +35,11 @@ unset FLIGHTDECK_SERVER FLIGHTDECK_TOKEN FLIGHTDECK_CONFIG HTTPS_PROXY https_pro
 . scripts/lib-daemon.sh
 sim=
 up=
+up_kv=
 cleanup() {
   [ -n "$server" ] && kill -9 "$server" 2> /dev/null || true
   [ -n "$up" ] && kill "$up" 2> /dev/null || true
+  [ -n "$up_kv" ] && kill "$up_kv" 2> /dev/null || true
   [ -n "$sim" ] && kill "$sim" 2> /dev/null || true
   rm -rf "$work"
 }
@@ -50,7 +54,8 @@ ok() { pass=$((pass + 1)); echo "ok: $*"; }
 # at once).
 speed=10
 "$fd" sim serve --listen 127.0.0.1:0 --clouds-file "$work/clouds.yaml" \
-  --kubernetes 127.0.0.1:0 --opennebula 127.0.0.1:0 --one-auth-file "$work/one_auth" \
+  --kubernetes 127.0.0.1:0 --kubeconfig-dir "$work/kube" \
+  --opennebula 127.0.0.1:0 --one-auth-file "$work/one_auth" \
   --one-xmlrpc-file "$work/one_xmlrpc" --workload-proxy 127.0.0.1:0 --workload-proxy-file "$work/proxy" \
   --speed "$speed" > "$work/sim.log" 2>&1 &
 sim=$!
@@ -75,6 +80,21 @@ printf '  bootstrap:\n    provider: kubeadm\n' >> "$work/solo.yaml"
 "$fd" up --openstack -f "$work/solo.yaml" --state-dir "$work/solo-state" --workload-proxy "$proxy" \
   --timeout 2m --quiet > "$work/up.log" 2>&1 &
 up=$!
+# And a KubeVirt cluster on the simulator's infra cluster: its machines' data names the
+# endpoint Service's cluster IP, which only the proxy reaches from here.
+wait_for 10 test -s "$work/kube/infra.kubeconfig" || fail "sim serve wrote no infra.kubeconfig"
+python3 - examples/kubevirt.yaml "$work/kube/infra.kubeconfig" "$work/kv.yaml" << 'EOF'
+import sys
+text = open(sys.argv[1]).read()
+text = text.replace("      # infraKubeconfig: /etc/flightdeck/infra.kubeconfig\n",
+                    f"      infraKubeconfig: {sys.argv[2]}\n", 1)
+text = text.replace("spec:\n  controlPlane:", "spec:\n  bootstrap:\n    provider: kubeadm\n  controlPlane:", 1)
+assert "infraKubeconfig: /" in text and "provider: kubeadm" in text
+open(sys.argv[3], "w").write(text)
+EOF
+"$fd" up --kubevirt -f "$work/kv.yaml" --state-dir "$work/kv-state" --workload-proxy "$proxy" \
+  --timeout 2m --quiet > "$work/up-kv.log" 2>&1 &
+up_kv=$!
 start_serve --no-sim --workload-proxy "$proxy"
 # The OpenNebula example names the simulator's own cloud by leaving xmlrpc out
 # ($ONE_XMLRPC); its API endpoint is the address the example gives.
@@ -87,6 +107,9 @@ done
 wait "$up" || fail "up --openstack --workload-proxy: $(tail -20 "$work/up.log")"
 up=
 ok "flightdeck up --openstack --workload-proxy builds a kubeadm cluster to Ready ($(($(date +%s) - began))s)"
+wait "$up_kv" || fail "up --kubevirt --workload-proxy: $(tail -20 "$work/up-kv.log")"
+up_kv=
+ok "flightdeck up --kubevirt --workload-proxy builds a kubeadm cluster to Ready at its Service's cluster IP ($(($(date +%s) - began))s)"
 for f in demo nebula; do
   wait_for 120 phase_is "$f" Ready || fail "$f not Ready within 2 minutes: $("$fd" describe cluster "$f" 2>&1 | tail -20)"
   api "/api/v1/clusters/$f/events?limit=1000" > "$work/events.json"

@@ -68,7 +68,8 @@ pub fn summary(
             .load_balancer
             .as_ref()
             .and_then(|lb| lb.vip_address)
-            .map(|ip| ip.to_string()),
+            .map(|ip| ip.to_string())
+            .or_else(|| status.api_endpoint.clone()),
         conditions: status
             .conditions
             .iter()

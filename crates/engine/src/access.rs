@@ -39,8 +39,8 @@ pub(crate) fn admin_group(version: &str) -> Result<&'static str, String> {
 }
 
 /// Keeps `name`'s entry in `book` current (see the module's comment). A cluster whose
-/// workload API is not reached with flightdeck's own certificate (`bootstrap: none`, or
-/// KubeVirt, whose API address flightdeck does not know yet) is not in the book.
+/// workload API is not reached with flightdeck's own certificate (`bootstrap: none`) is
+/// not in the book.
 /// `now` is the engine's time; `open_pki` opens the cluster's PKI from the store (`None`
 /// before its first bootstrap made it).
 pub(crate) fn keep(
@@ -55,11 +55,11 @@ pub(crate) fn keep(
     let s = &spec.spec;
     // A cluster being deleted is not drained: flightdeck has no more business with its
     // workload API.
-    if !s.bootstrap.kubeadm() || s.provider.is_kubevirt() || memory.deletion_requested.is_some() {
+    if !s.bootstrap.kubeadm() || memory.deletion_requested.is_some() {
         book.remove(name);
         return Ok(());
     }
-    let Some(server) = api_server(s, status.load_balancer.as_ref()) else {
+    let Some(server) = api_server(s, status) else {
         book.set(name, Access::Pending);
         return Ok(());
     };
@@ -104,13 +104,20 @@ pub(crate) fn keep(
 }
 
 /// The `https://` URL of the cluster's API server, if known: the load balancer's VIP
-/// on OpenStack, the spec's endpoint on OpenNebula (KubeVirt's Service address is not
-/// known to flightdeck yet).
+/// on OpenStack, the spec's endpoint on OpenNebula, the endpoint Service's address on
+/// KubeVirt.
 pub(crate) fn api_server(
     spec: &flightdeck_spec::ClusterSpec,
-    lb: Option<&flightdeck_plan::status::LoadBalancerStatus>,
+    status: &ClusterStatus,
 ) -> Option<String> {
     let port = spec.api_load_balancer.port.get();
+    if spec.provider.is_kubevirt() {
+        return status
+            .api_endpoint
+            .as_ref()
+            .map(|endpoint| format!("https://{endpoint}"));
+    }
+    let lb = status.load_balancer.as_ref();
     let host = match (&spec.provider.opennebula, lb.and_then(|l| l.vip_address)) {
         (Some(one), _) => one.endpoint.as_str().to_string(),
         (None, Some(std::net::IpAddr::V6(ip))) => format!("[{ip}]"),

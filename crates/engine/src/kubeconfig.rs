@@ -38,7 +38,7 @@ impl<P: Provider> Engine<P> {
             .clusters
             .get(name)
             .ok_or_else(|| EngineError::UnknownCluster(name.to_string()))?;
-        let server = crate::access::api_server(&c.spec.spec, c.status.load_balancer.as_ref())
+        let server = crate::access::api_server(&c.spec.spec, &c.status)
             .ok_or_else(|| EngineError::EndpointUnknown(name.to_string()))?;
         // kubeadm binds `kubeadm:cluster-admins` to cluster-admin from 1.29 on; before,
         // its admin kubeconfig is in `system:masters`.

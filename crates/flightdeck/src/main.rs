@@ -149,10 +149,11 @@ pub struct UpArgs {
     /// by a lost store or another state directory): take them over instead of stopping.
     #[arg(long)]
     adopt: bool,
-    /// With --openstack or --opennebula: reach the API servers of the clusters built
-    /// with kubeadm through this HTTP proxy (`http://HOST:PORT`, CONNECT), as `serve
-    /// --workload-proxy` does.
-    #[arg(long, value_name = "URL", value_parser = flightdeck_workload::proxy_url, conflicts_with = "kubevirt")]
+    /// With --openstack, --opennebula or --kubevirt: reach the API servers of the
+    /// clusters built with kubeadm through this HTTP proxy (`http://HOST:PORT`,
+    /// CONNECT), as `serve --workload-proxy` does (on KubeVirt, a cluster IP is reached
+    /// only from inside the infra cluster's network).
+    #[arg(long, value_name = "URL", value_parser = flightdeck_workload::proxy_url)]
     workload_proxy: Option<String>,
 }
 

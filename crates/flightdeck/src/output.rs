@@ -48,6 +48,7 @@ pub fn status_table(clusters: &[ClusterReport]) -> String {
             .load_balancer
             .as_ref()
             .and_then(|l| l.vip_address.map(|a| a.to_string()))
+            .or_else(|| s.api_endpoint.clone())
             .unwrap_or_else(|| "-".into());
         let conditions: Vec<String> = s
             .conditions

@@ -116,11 +116,13 @@ pub async fn run_opennebula(
     drive(provider, clock, Some(access), state_dir, goal, timeout).await
 }
 
-/// How a KubeVirt cluster's workload cluster is reached: a kubeconfig file, or a Secret
-/// in the infra namespace.
+/// How a KubeVirt cluster's workload cluster is reached: a kubeconfig file, a Secret in
+/// the infra namespace, or (a cluster flightdeck bootstraps with kubeadm, none given)
+/// only with flightdeck's own certificate, from the access book.
 pub enum Workload {
     File(KubeconfigFile),
     Secret(KubeconfigSecret),
+    OwnCertificate,
 }
 
 impl WorkloadClients for Workload {
@@ -131,48 +133,68 @@ impl WorkloadClients for Workload {
         match self {
             Workload::File(f) => f.client(owner).await,
             Workload::Secret(s) => s.client(owner).await,
+            // Until the engine issued its certificate there is nothing to reach it with.
+            Workload::OwnCertificate => Ok(None),
         }
     }
 }
 
 /// Connects to the KubeVirt infra cluster through `spec.provider.kubevirt.infraKubeconfig`
-/// and to the workload cluster through `workloadKubeconfig`, and drives the engine to
-/// `goal`. Nothing is simulated: the workload cluster's nodes and pods are real.
+/// and to the workload cluster through `workloadKubeconfig` (or, for a cluster
+/// flightdeck bootstraps with kubeadm and none given, with its own certificate, at the
+/// endpoint Service's address, through `workload_proxy` if given), and drives the engine
+/// to `goal`. Nothing is simulated: the workload cluster's nodes and pods are real.
 pub async fn run_kubevirt(
     spec: &flightdeck_spec::KubeVirtProvider,
+    kubeadm: bool,
     state_dir: &Path,
     goal: Goal,
     timeout: Duration,
+    workload_proxy: Option<&str>,
 ) -> anyhow::Result<ExitCode> {
     let Some(infra) = &spec.infra_kubeconfig else {
         bail!("spec.provider.kubevirt.infraKubeconfig names no file: a real KubeVirt needs it");
     };
-    let Some(workload) = &spec.workload_kubeconfig else {
-        bail!(
-            "spec.provider.kubevirt.workloadKubeconfig is absent: a real workload cluster is reached through its kubeconfig"
-        );
-    };
     let namespace = spec.namespace.as_str();
-    let workload = match (&workload.file, &workload.secret) {
-        (Some(file), _) => Workload::File(KubeconfigFile::new(file.as_str())),
-        (None, Some(secret)) => {
-            let probe = KubeVirtCloud::from_kubeconfig(infra.as_str(), namespace, ())
-                .await
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
-            Workload::Secret(KubeconfigSecret::new(
-                probe.infra().clone(),
-                namespace,
-                secret.as_str(),
-            ))
-        }
-        (None, None) => bail!("spec.provider.kubevirt.workloadKubeconfig needs file or secret"),
+    let workload = match (&spec.workload_kubeconfig, kubeadm) {
+        (None, true) => Workload::OwnCertificate,
+        (None, false) => bail!(
+            "spec.provider.kubevirt.workloadKubeconfig is absent: a real workload cluster is reached through its kubeconfig (or bootstrapped by flightdeck: spec.bootstrap.provider: kubeadm)"
+        ),
+        (Some(w), _) => match (&w.file, &w.secret) {
+            (Some(file), _) => Workload::File(KubeconfigFile::new(file.as_str())),
+            (None, Some(secret)) => {
+                let probe = KubeVirtCloud::from_kubeconfig(infra.as_str(), namespace, ())
+                    .await
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+                Workload::Secret(KubeconfigSecret::new(
+                    probe.infra().clone(),
+                    namespace,
+                    secret.as_str(),
+                ))
+            }
+            (None, None) => {
+                bail!("spec.provider.kubevirt.workloadKubeconfig needs file or secret")
+            }
+        },
     };
+    let access = Arc::new(AccessBook::new());
+    let clients = flightdeck_workload::IssuedFirst::new(access.clone(), workload)
+        .through_proxy(workload_proxy.map(str::to_string));
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let provider = KubeVirtCloud::from_kubeconfig(infra.as_str(), namespace, workload)
+    let provider = KubeVirtCloud::from_kubeconfig(infra.as_str(), namespace, clients)
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?
         .watch_nodes(clock.clone());
-    drive(Arc::new(provider), clock, None, state_dir, goal, timeout).await
+    drive(
+        Arc::new(provider),
+        clock,
+        Some(access),
+        state_dir,
+        goal,
+        timeout,
+    )
+    .await
 }
 
 /// Builds the engine on `state_dir` over `provider` and drives it to `goal` in real time,

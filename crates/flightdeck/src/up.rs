@@ -14,7 +14,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<ExitCode> {
     }
     if args.workload_proxy.is_some() {
         bail!(
-            "--workload-proxy is for a real cloud's clusters (--openstack or --opennebula): the built-in simulator's are reached in process"
+            "--workload-proxy is for a real cloud's clusters (--openstack, --opennebula or --kubevirt): the built-in simulator's are reached in process"
         );
     }
     #[cfg(feature = "sim")]
@@ -55,14 +55,17 @@ async fn run_real(args: &UpArgs) -> anyhow::Result<ExitCode> {
         let [block] = &blocks[..] else {
             bail!("`up --kubevirt` takes one cluster at a time (each has its own kubeconfigs)");
         };
+        let kubeadm = clusters.iter().any(|c| c.spec.bootstrap.kubeadm());
         return crate::real::run_kubevirt(
             block,
+            kubeadm,
             state_dir,
             crate::real::Goal::Ready {
                 specs: clusters,
                 adopt: args.adopt,
             },
             args.timeout,
+            args.workload_proxy.as_deref(),
         )
         .await;
     }

@@ -75,7 +75,11 @@ pub(crate) fn plan_infra(p: &mut Planner<'_>) -> Infra {
 /// cluster's control-plane VMIs. Returns whether it exists.
 fn plan_endpoint_service(p: &mut Planner<'_>) -> bool {
     let name = format!("{}-api", p.spec.name());
-    let exists = p.observed.services.iter().any(|s| s.name == name);
+    let found = p.observed.services.iter().find(|s| s.name == name);
+    let exists = found.is_some();
+    p.status.api_endpoint = found
+        .and_then(|s| s.address.as_deref().map(|a| (a, s.port)))
+        .map(|(address, port)| crate::userdata::host_port(address, port));
     let what = format!("the endpoint Service {name}");
     if exists {
         crate::churn::seen(p, &what);

@@ -38,6 +38,10 @@ pub struct ClusterStatus {
     pub control_plane: SetStatus,
     pub node_pools: Vec<SetStatus>,
     pub load_balancer: Option<LoadBalancerStatus>,
+    /// KubeVirt: the control-plane endpoint (`host:port`), the address of the endpoint
+    /// Service once it has one (its load balancer's, else its cluster IP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_endpoint: Option<String>,
     /// Machines flight control is replacing, or would replace once the budget allows.
     #[serde(default)]
     pub repairs: Vec<RepairStatus>,

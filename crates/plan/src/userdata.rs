@@ -30,13 +30,25 @@ pub(crate) fn render_for(p: &Planner<'_>, record: &MachineRecord) -> Option<Stri
 }
 
 /// The cluster's API endpoint as far as it is known: the load balancer's VIP
-/// (OpenStack), the spec's endpoint (OpenNebula); empty while unknown (KubeVirt's
-/// Service address is the workload cluster's business).
+/// (OpenStack), the spec's endpoint (OpenNebula), the endpoint Service's address
+/// (KubeVirt: its load balancer's, else its cluster IP, which the VMIs on the infra
+/// cluster's pod network reach); empty while unknown.
 pub(crate) fn endpoint(p: &Planner<'_>) -> (String, String) {
     let spec = &p.spec.spec;
     let port = spec.api_load_balancer.port.get().to_string();
     if let Some(one) = &spec.provider.opennebula {
         return (one.endpoint.to_string(), port);
+    }
+    if spec.provider.is_kubevirt() {
+        let name = format!("{}-api", p.spec.name());
+        let address = p
+            .observed
+            .services
+            .iter()
+            .find(|s| s.name == name)
+            .and_then(|s| s.address.clone())
+            .unwrap_or_default();
+        return (address, port);
     }
     let vip = p
         .memory
@@ -48,4 +60,13 @@ pub(crate) fn endpoint(p: &Planner<'_>) -> (String, String) {
         .map(|ip| ip.to_string())
         .unwrap_or_default();
     (vip, port)
+}
+
+/// `host:port`, an IPv6 host in brackets.
+pub(crate) fn host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
 }

@@ -24,6 +24,14 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../../scenarios/kubeadm-opennebula.yaml"),
     ),
     (
+        "scenarios/clusters/kv-kubeadm.yaml",
+        include_str!("../../../scenarios/clusters/kv-kubeadm.yaml"),
+    ),
+    (
+        "scenarios/kubeadm-kubevirt.yaml",
+        include_str!("../../../scenarios/kubeadm-kubevirt.yaml"),
+    ),
+    (
         "scenarios/clusters/demo-kubeadm-patient.yaml",
         include_str!("../../../scenarios/clusters/demo-kubeadm-patient.yaml"),
     ),

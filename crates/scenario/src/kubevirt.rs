@@ -11,6 +11,7 @@ use flightdeck_cloud::{CloudError, ErrorClass};
 use flightdeck_embedded::WorkloadAnswer;
 use flightdeck_kubevirt::{KubeVirtCloud, WorkloadFn};
 use flightdeck_sim::{INFRA_CLUSTER, SimCloud};
+use flightdeck_workload::IssuedFirst;
 
 pub use flightdeck_embedded::{
     InProcessKubeVirt, in_process_client, in_process_kubevirt as in_process,
@@ -84,7 +85,13 @@ pub async fn run_wire(
     options: &RunOptions,
     on_event: &mut dyn FnMut(&TimelineEntry),
 ) -> Result<Run, RunError> {
-    let options = crate::loopback::one_at_a_time(options);
+    let mut options = crate::loopback::one_at_a_time(options);
+    // kubeadm clusters' workload APIs over TLS, with flightdeck's own certificate (the
+    // engine fills the book only for them); any other cluster's over plain HTTP.
+    let book = Arc::new(flightdeck_cloud::AccessBook::new());
+    if crate::wire::boots_kubeadm(loaded) {
+        options.workload_access = Some(book.clone());
+    }
     let ns = namespace(loaded);
     let connect = |cloud: Arc<SimCloud>| async move {
         let (listener, base) = crate::loopback::loopback().await?;
@@ -92,6 +99,7 @@ pub async fn run_wire(
             cloud.clone(),
             listener,
         ));
+        let cloud_for_router = cloud.clone();
         let infra = http_client(&base, INFRA_CLUSTER)
             .map_err(|e| RunError::Wire(format!("cannot reach the served infra cluster: {e}")))?;
         // One client per workload cluster, made at its first call and kept: a client
@@ -111,10 +119,11 @@ pub async fn run_wire(
                 clients.insert(owner.cluster.clone(), client.clone());
                 Ok(Some(client))
             });
+        let router = crate::wire::tls_router(cloud_for_router);
         Ok(Arc::new(KubeVirtCloud::new(
             infra,
             &ns,
-            WorkloadFn::new(workload),
+            IssuedFirst::routed(book, WorkloadFn::new(workload), router),
         )))
     };
     run_on(loaded, &options, connect, on_event).await

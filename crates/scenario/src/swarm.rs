@@ -156,7 +156,7 @@ fn bare_step(
 pub fn case(seed: u64, options: &SwarmOptions) -> Result<SwarmCase, String> {
     let mut rng = SeededRng::fork(seed, "swarm-case");
     let cloud = SwarmCloud::draw(&mut rng);
-    let kubeadm = crate::swarm_faults::kubeadm_fleet(seed, cloud);
+    let kubeadm = crate::swarm_faults::kubeadm_fleet(seed);
     let fleet = 1 + [0, 0, 0, 1, 1, 1, 2, 2, 3, 4][rng.below(10) as usize];
     let safety = minutes(&mut rng, 30, 50);
     let mut clusters = Vec::new();

@@ -221,14 +221,14 @@ pub(crate) fn foreign_lists(seed: u64, cloud: SwarmCloud, safety: Duration) -> O
 }
 
 /// Whether seed `seed`'s fleet boots with flightdeck's kubeadm bootstrap: four in ten
-/// OpenStack and OpenNebula fleets (KubeVirt's kubeadm is refused for now); if so, the
+/// fleets, on every cloud; if so, the
 /// `nodeStartupTimeout` of its clusters, 10 to 40 minutes: past a token's 15 minutes, a
 /// slow machine is waited for long enough that its token must be moved on. Drawn from
 /// the seed's own stream, apart from the rest, so that the other draws stay what they
 /// were before kubeadm fleets existed.
-pub(crate) fn kubeadm_fleet(seed: u64, cloud: SwarmCloud) -> Option<Duration> {
+pub(crate) fn kubeadm_fleet(seed: u64) -> Option<Duration> {
     let mut rng = SeededRng::fork(seed, "swarm-kubeadm");
-    if cloud == SwarmCloud::KubeVirt || !rng.chance(0.4) {
+    if !rng.chance(0.4) {
         return None;
     }
     Some(Duration::from_mins(*pick(&mut rng, &[10, 15, 20, 30, 40])))

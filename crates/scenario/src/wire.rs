@@ -110,8 +110,24 @@ pub fn guest_over_tls(
     format: ProviderIdFormat,
     book: Arc<AccessBook>,
 ) -> TlsGuest {
-    let listeners = flightdeck_sim_http::WorkloadListeners::new(cloud.clone());
-    let router: Box<flightdeck_workload::issued::Router> = Box::new(move |cluster, access| {
+    let router = tls_router(cloud.clone());
+    let inner: Box<InProcess> = Box::new(move |owner: &Ownership| {
+        Ok(Some(flightdeck_embedded::in_process_client(
+            cloud.clone(),
+            &owner.cluster,
+        )))
+    });
+    KubeGuest::new(
+        IssuedFirst::routed(book, WorkloadFn::new(inner), router),
+        format,
+    )
+}
+
+/// How a wire run reaches a kubeadm cluster's API server: at the TLS listener the
+/// simulator serves for it once `kubeadm init` made it, by the endpoint's name.
+pub fn tls_router(cloud: Arc<SimCloud>) -> Box<flightdeck_workload::issued::Router> {
+    let listeners = flightdeck_sim_http::WorkloadListeners::new(cloud);
+    Box::new(move |cluster, access| {
         let host = endpoint_host(&access.server)
             .ok_or_else(|| unroutable(cluster, format!("{} names no host", access.server)))?;
         match listeners.server(cluster) {
@@ -124,17 +140,7 @@ pub fn guest_over_tls(
             Ok(None) => Ok(None),
             Err(e) => Err(unroutable(cluster, e)),
         }
-    });
-    let inner: Box<InProcess> = Box::new(move |owner: &Ownership| {
-        Ok(Some(flightdeck_embedded::in_process_client(
-            cloud.clone(),
-            &owner.cluster,
-        )))
-    });
-    KubeGuest::new(
-        IssuedFirst::routed(book, WorkloadFn::new(inner), router),
-        format,
-    )
+    })
 }
 
 type InProcess = dyn Fn(&Ownership) -> Result<Option<kube::Client>, CloudError> + Send + Sync;

@@ -177,12 +177,6 @@ pub(crate) fn problems(cluster: &crate::Cluster) -> Vec<(String, String)> {
         )
     };
     let mut out = Vec::new();
-    if spec.provider.kubevirt.is_some() {
-        out.push((
-            "spec.bootstrap.provider".to_string(),
-            "kubeadm on KubeVirt is not built yet (its control-plane endpoint is the infra cluster's Service, which the kubeadm data cannot name yet); use provider: none".to_string(),
-        ));
-    }
     out.extend(field_problems(&spec.bootstrap));
     if spec.control_plane.machine.user_data.is_some() {
         out.push(refused("spec.controlPlane.machine.userData".into()));

@@ -165,6 +165,8 @@ pub(crate) struct BootState {
     deleted_by_operator: std::collections::BTreeSet<String>,
     /// Events dropped from the front of `events` ([`BOOT_EVENTS_MAX`]).
     dropped: u64,
+    /// Whether each KubeVirt VMI (by uid) boots kubeadm's data.
+    kubeadm_vmis: BTreeMap<String, bool>,
 }
 
 /// What kubeadm would do with the data of machine `sid`.
@@ -177,34 +179,89 @@ enum Verdict {
     Never,
 }
 
-/// Whether the kubelet of machine `sid` registers now, at `t`; `Some(retry_at)` when the
-/// join must try again later.
+/// A machine whose kubelet is about to register: what kubeadm on it knows of itself.
+pub(crate) struct Booting {
+    /// Its key among the joins still trying: a Nova server's id, an OpenNebula VM's id,
+    /// or a KubeVirt VMI's uid.
+    pub(crate) key: String,
+    pub(crate) name: String,
+    pub(crate) tags: Vec<String>,
+    /// When its server, VM or VMI was made.
+    pub(crate) made_at: Timestamp,
+    pub(crate) user_data: Option<String>,
+    /// A KubeVirt VMI: its cluster's API is the guest's, not behind a load balancer or a
+    /// VIP.
+    pub(crate) kubevirt: bool,
+}
+
+/// Whether the kubelet of machine `sid` (a Nova server or an OpenNebula VM) registers
+/// now, at `t`; `Err(retry_at)` when the join must try again later.
 pub(crate) fn admit(st: &mut State, t: Timestamp, sid: &str) -> Result<bool, Timestamp> {
-    match verdict(st, t, sid) {
+    let Some(host) = st.host(sid) else {
+        return Ok(false);
+    };
+    let booting = Booting {
+        key: sid.to_string(),
+        name: host.name,
+        tags: host.tags,
+        made_at: made_at(st, sid).unwrap_or(t),
+        user_data: user_data(st, sid),
+        kubevirt: false,
+    };
+    admit_machine(st, t, &booting)
+}
+
+/// Whether the data of the VMI with uid `key` is kubeadm's, read once (a VMI's data
+/// never changes): a kubeadm control-plane VMI serves its cluster's API only once it
+/// ran init or joined.
+pub(crate) fn boots_kubeadm(
+    st: &mut State,
+    key: &str,
+    data: impl FnOnce(&State) -> Option<String>,
+) -> bool {
+    if let Some(known) = st.boot.kubeadm_vmis.get(key) {
+        return *known;
+    }
+    let kubeadm = data(st).is_some_and(|d| read(&d).is_some());
+    st.boot.kubeadm_vmis.insert(key.to_string(), kubeadm);
+    kubeadm
+}
+
+/// Forgets what [`boots_kubeadm`] read of VMIs no longer in `live`.
+pub(crate) fn forget_vmis(st: &mut State, live: &std::collections::BTreeSet<String>) {
+    st.boot.kubeadm_vmis.retain(|uid, _| live.contains(uid));
+}
+
+/// [`admit`] for any machine, as its cloud describes it (a KubeVirt VMI's description
+/// is the infra cluster's business).
+pub(crate) fn admit_machine(
+    st: &mut State,
+    t: Timestamp,
+    booting: &Booting,
+) -> Result<bool, Timestamp> {
+    match verdict(st, t, booting) {
         Verdict::NotKubeadm | Verdict::Register => Ok(true),
         Verdict::Never => Ok(false),
         Verdict::Retry => Err(t.plus_millis(DISCOVERY_RETRY_MS)),
     }
 }
 
-fn verdict(st: &mut State, t: Timestamp, sid: &str) -> Verdict {
-    let Some(host) = st.host(sid) else {
-        return Verdict::Never;
-    };
-    let Some(data) = user_data(st, sid) else {
+fn verdict(st: &mut State, t: Timestamp, booting: &Booting) -> Verdict {
+    let Some(data) = booting.user_data.as_deref() else {
         return Verdict::NotKubeadm;
     };
-    let Some(boot) = read(&data) else {
+    let Some(boot) = read(data) else {
         return Verdict::NotKubeadm;
     };
-    let cluster = host
+    let cluster = booting
         .tags
         .iter()
         .find_map(|t| t.strip_prefix(TAG_CLUSTER))
         .unwrap_or_default()
         .to_string();
-    let uid = uid_of(&host.tags).unwrap_or_default().to_string();
-    let made_at = made_at(st, sid).unwrap_or(t);
+    let uid = uid_of(&booting.tags).unwrap_or_default().to_string();
+    let made_at = booting.made_at;
+    let sid = booting.key.as_str();
     let fail = |st: &mut State, cause: BootFailure, reason: String| {
         st.boot.discovering.remove(sid);
         record(
@@ -213,7 +270,7 @@ fn verdict(st: &mut State, t: Timestamp, sid: &str) -> Verdict {
                 at: t,
                 cluster: cluster.clone(),
                 uid: uid.clone(),
-                machine: host.name.clone(),
+                machine: booting.name.clone(),
                 made_at,
                 cause,
                 reason,
@@ -225,7 +282,7 @@ fn verdict(st: &mut State, t: Timestamp, sid: &str) -> Verdict {
         Ok(b) => b,
         Err(reason) => return fail(st, BootFailure::Data, reason),
     };
-    if boot.node_name != host.name {
+    if boot.node_name != booting.name {
         return fail(
             st,
             BootFailure::Data,
@@ -248,7 +305,7 @@ fn verdict(st: &mut State, t: Timestamp, sid: &str) -> Verdict {
                     format!("clusterName {cluster_name:?} is not the machine's cluster"),
                 );
             }
-            init(st, t, &cluster, &uid, &host.name, endpoint, ca)
+            init(st, t, &cluster, &uid, &booting.name, endpoint, ca)
         }
         Role::Join {
             endpoint,
@@ -263,7 +320,7 @@ fn verdict(st: &mut State, t: Timestamp, sid: &str) -> Verdict {
             match join(
                 st,
                 t,
-                sid,
+                booting,
                 &owner,
                 &endpoint,
                 &token,
@@ -278,7 +335,7 @@ fn verdict(st: &mut State, t: Timestamp, sid: &str) -> Verdict {
                             at: t,
                             cluster: cluster.clone(),
                             uid: uid.clone(),
-                            machine: host.name.clone(),
+                            machine: booting.name.clone(),
                             control_plane: boot.control_plane,
                         },
                     );
@@ -346,15 +403,16 @@ fn init(
 
 /// Whether the cluster `cluster` made still has a machine that runs with its node.
 fn lives(st: &State, cluster: &str, uid: &str) -> bool {
-    st.nodes.values().any(|n| {
-        n.cluster.as_deref() == Some(cluster)
-            && n.uid == uid
-            && n.machine_gone_at.is_none()
-            && n.node
-                .server_id
-                .as_deref()
-                .is_some_and(|sid| st.host_running(sid))
-    })
+    crate::k8s::guest_lives(st, cluster, uid)
+        || st.nodes.values().any(|n| {
+            n.cluster.as_deref() == Some(cluster)
+                && n.uid == uid
+                && n.machine_gone_at.is_none()
+                && n.node
+                    .server_id
+                    .as_deref()
+                    .is_some_and(|sid| st.host_running(sid))
+        })
 }
 
 /// `Ok(false)`: the API does not answer yet, and the join has time left.
@@ -362,7 +420,7 @@ fn lives(st: &State, cluster: &str, uid: &str) -> bool {
 fn join(
     st: &mut State,
     t: Timestamp,
-    sid: &str,
+    booting: &Booting,
     owner: &Ownership,
     endpoint: &str,
     token: &str,
@@ -370,14 +428,19 @@ fn join(
     control_plane_ca: Option<Option<String>>,
 ) -> Result<bool, (BootFailure, String)> {
     let data = |reason: String| (BootFailure::Data, reason);
-    let since = *st.boot.discovering.entry(sid.to_string()).or_insert(t);
+    let since = *st.boot.discovering.entry(booting.key.clone()).or_insert(t);
     let made = st
         .boot
         .made
         .get(&owner.cluster)
         .filter(|m| m.uid == owner.uid)
         .cloned();
-    let reachable = made.is_some() && crate::kube::api_reachable(st, owner);
+    let reachable = made.is_some()
+        && if booting.kubevirt {
+            crate::k8s::guest_api_up(st, &owner.cluster)
+        } else {
+            crate::kube::api_reachable(st, owner)
+        };
     if !reachable {
         if t.since(since).as_millis() < DISCOVERY_TIMEOUT_MS {
             return Ok(false);

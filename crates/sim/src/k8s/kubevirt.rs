@@ -302,8 +302,16 @@ pub(crate) fn step(st: &mut State, t: Timestamp, r: &VmiRef) {
             st.kube.running_since.insert(r.uid.clone(), t);
             if let Some(cluster) = cluster_of(&vmi) {
                 guests::ensure(st, t, &cluster, false);
-                let latency = st.config.latencies.node_register;
-                after(st, t, latency, Event::NodeRegister(r.clone()));
+                // A slow boot (`kubeadm.slowBoot`) runs cloud-init, and so kubeadm, later.
+                let tags = super::tags_of_labels(&labels_of(&vmi));
+                let slow = crate::faults::slow_boot_ms(st, t, &tags);
+                let (lo, hi) = st.config.latencies.node_register;
+                after(
+                    st,
+                    t,
+                    (lo + slow, hi + slow),
+                    Event::NodeRegister(r.clone()),
+                );
                 if is_control_plane(&vmi) {
                     st.schedule(t.plus_millis(API_UP_AFTER_MS), SimEvent::K8s(Event::Tick));
                 }
@@ -363,6 +371,58 @@ fn collect_owned_secrets(st: &mut State) {
     for (ns, name) in orphans {
         st.kube.infra.remove(Kind::Secret, &ns, &name);
     }
+}
+
+/// The cloud-init user data a VMI boots: its `cloudInitNoCloud` volume's `userData`,
+/// `userDataBase64`, or the `userdata` key of the infra Secret it names.
+pub(crate) fn user_data(st: &State, vmi: &Value) -> Option<String> {
+    use base64::Engine as _;
+    let b64 = |s: &str| {
+        base64::engine::general_purpose::STANDARD
+            .decode(s)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+    };
+    let ns = str_at(vmi, &["metadata", "namespace"]).unwrap_or("");
+    let source = at(vmi, &["spec", "volumes"])?
+        .as_array()?
+        .iter()
+        .find_map(|v| v.get("cloudInitNoCloud"))?;
+    if let Some(plain) = source.get("userData").and_then(Value::as_str) {
+        return Some(plain.to_string());
+    }
+    if let Some(encoded) = source.get("userDataBase64").and_then(Value::as_str) {
+        return b64(encoded);
+    }
+    let secret = str_at(source, &["secretRef", "name"])?;
+    let s = st.kube.infra.get(Kind::Secret, ns, secret)?;
+    str_at(s, &["data", "userdata"])
+        .or_else(|| str_at(s, &["data", "userData"]))
+        .and_then(b64)
+}
+
+/// Whether the workload cluster `cluster`, a KubeVirt guest, has a machine that runs
+/// with its Node: a VMI of the cluster's incarnation `uid` that runs, whose Node the
+/// guest holds.
+pub(crate) fn guest_lives(st: &State, cluster: &str, uid: &str) -> bool {
+    let Some(w) = st.kube.workloads.get(cluster).filter(|w| !w.cloud) else {
+        return false;
+    };
+    st.kube.infra.list(Kind::Vmi, None).any(|v| {
+        cluster_label(v) == Some(cluster)
+            && str_at(v, &["metadata", "labels", super::LABEL_UID]) == Some(uid)
+            && phase(v) == "Running"
+            && !deleting(v)
+            && w.store.contains(Kind::Node, "", name_of(v))
+    })
+}
+
+/// Whether the API of `cluster`, a KubeVirt guest, answers.
+pub(crate) fn guest_api_up(st: &State, cluster: &str) -> bool {
+    st.kube
+        .workloads
+        .get(cluster)
+        .is_some_and(|w| !w.cloud && w.up)
 }
 
 /// Whether the VMI (`ns/name`) has run for the time its cluster's API needs to answer.

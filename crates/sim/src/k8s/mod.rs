@@ -627,7 +627,7 @@ pub(crate) fn fault_changed(st: &mut State) {
     st.kube.dirty = true;
 }
 
-pub(crate) use kubevirt::{delete_out_of_band, drain_end, drain_start};
+pub(crate) use kubevirt::{delete_out_of_band, drain_end, drain_start, guest_api_up, guest_lives};
 pub(crate) use machines::{
     hold_nodes, machine_deleting, machine_gone, node_changed, release_nodes, restart_guest,
     strip_node_labels,

@@ -29,7 +29,7 @@ use super::objects::{
 use super::pods::delete_pod;
 use super::store::{Kind, at, deleting, labels_of, name_of, obj_at, set_at, str_at};
 use super::{
-    DEFAULT_GRACE_SECONDS, Event, INFRA_CLUSTER, POD_START_MS, VmiRef, after_in, kubevirt,
+    DEFAULT_GRACE_SECONDS, Event, INFRA_CLUSTER, POD_START_MS, VmiRef, after, after_in, kubevirt,
     tags_of_labels, uid_of,
 };
 use crate::State;
@@ -59,11 +59,39 @@ pub(crate) fn register(st: &mut State, t: Timestamp, r: &VmiRef) {
     let Some(cluster) = kubevirt::cluster_of(&vmi) else {
         return;
     };
+    let tags = tags_of_labels(&labels_of(&vmi));
+    let registered = st
+        .kube
+        .workloads
+        .get(&cluster)
+        .is_some_and(|w| w.store.contains(Kind::Node, "", &r.name));
+    if !registered {
+        // kubeadm's data decides whether, and when, the kubelet registers (a VMI made
+        // again for the same VM finds its Node there: it does not bootstrap again).
+        let booting = crate::bootstrap::Booting {
+            key: r.uid.clone(),
+            name: r.name.clone(),
+            tags: tags.clone(),
+            made_at: str_at(&vmi, &["metadata", "creationTimestamp"])
+                .and_then(super::parse_rfc3339)
+                .unwrap_or(t),
+            user_data: kubevirt::user_data(st, &vmi),
+            kubevirt: true,
+        };
+        match crate::bootstrap::admit_machine(st, t, &booting) {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(retry_at) => {
+                let wait = retry_at.since(t).as_millis();
+                after(st, t, (wait, wait), Event::NodeRegister(r.clone()));
+                return;
+            }
+        }
+    }
     if !ensure(st, t, &cluster, false) {
         return;
     }
     let uid = st.kube.uid();
-    let tags = tags_of_labels(&labels_of(&vmi));
     let Some(w) = st.kube.workloads.get_mut(&cluster) else {
         return;
     };
@@ -116,12 +144,15 @@ pub(crate) fn reconcile(st: &mut State, now: Timestamp) {
     // One walk of the infra VMIs for every cluster: whose API serves, and which VMIs run.
     let mut serving_apis: std::collections::BTreeSet<String> = Default::default();
     let mut running_vmis: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut live_vmis: std::collections::BTreeSet<String> = Default::default();
+    let mut up_control_planes: Vec<(String, String, Value)> = Vec::new();
     for v in st.kube.infra.list(Kind::Vmi, None) {
+        live_vmis.insert(uid_of(v).to_string());
         let Some(cluster) = kubevirt::cluster_label(v) else {
             continue;
         };
         if kubevirt::is_control_plane(v) && kubevirt::api_serving(st, v, now) {
-            serving_apis.insert(cluster.to_string());
+            up_control_planes.push((cluster.to_string(), name_of(v).to_string(), v.clone()));
         }
         if vmi_running(v) {
             running_vmis
@@ -130,6 +161,22 @@ pub(crate) fn reconcile(st: &mut State, now: Timestamp) {
                 .push(name_of(v).to_string());
         }
     }
+    // A control-plane VMI that boots kubeadm's data serves only once it ran init or
+    // joined (its Node registered); any other once it has run a while.
+    for (cluster, name, vmi) in up_control_planes {
+        let kubeadm =
+            crate::bootstrap::boots_kubeadm(st, uid_of(&vmi), |st| kubevirt::user_data(st, &vmi));
+        let joined = || {
+            st.kube
+                .workloads
+                .get(&cluster)
+                .is_some_and(|w| w.store.contains(Kind::Node, "", &name))
+        };
+        if !kubeadm || joined() {
+            serving_apis.insert(cluster);
+        }
+    }
+    crate::bootstrap::forget_vmis(st, &live_vmis);
     for cluster in &names {
         let serving = serving_apis.contains(cluster);
         let running = running_vmis.remove(cluster).unwrap_or_default();

@@ -48,6 +48,11 @@ pub(crate) fn create(
     }
     set_at(&mut obj, &["metadata", "name"], json!(name));
     set_defaults(res.kind, &mut obj);
+    if res.kind == Kind::Service
+        && let Err(a) = assign_cluster_ip(store, &mut obj)
+    {
+        return a;
+    }
     let uid = st.kube.uid_in(cluster);
     let version = match route_version(req) {
         Some(v) => v,
@@ -151,6 +156,62 @@ fn check_room(store: &Store, res: &Resource, ns: &str, name: &str) -> Result<(),
             "exceeded quota: the cluster holds as many objects as it can",
         ));
     }
+    Ok(())
+}
+
+/// The service CIDR the simulated API servers allocate cluster IPs from (kubeadm's
+/// default, 10.96.0.0/12; `.1` is the `kubernetes` Service's).
+const SERVICE_CIDR_BASE: u32 = u32::from_be_bytes([10, 96, 0, 0]);
+const SERVICE_CIDR_SIZE: u32 = 1 << 20;
+
+/// Gives a new Service its `spec.clusterIP` (and `clusterIPs`), as the API server does
+/// on create: the lowest free address of the service CIDR, unless the Service asks for
+/// none (`None`, a headless Service) or names one, which must be in the CIDR and free.
+fn assign_cluster_ip(store: &Store, obj: &mut Value) -> Result<(), Answer> {
+    let used: std::collections::BTreeSet<String> = store
+        .list(Kind::Service, None)
+        .filter_map(|s| str_at(s, &["spec", "clusterIP"]).map(str::to_string))
+        .collect();
+    let name = str_at(obj, &["metadata", "name"]).unwrap_or("").to_string();
+    let ip = match str_at(obj, &["spec", "clusterIP"]).filter(|ip| !ip.is_empty()) {
+        Some("None") => return Ok(()),
+        Some(asked) => {
+            let in_cidr = asked
+                .parse::<std::net::Ipv4Addr>()
+                .is_ok_and(|ip| u32::from(ip).wrapping_sub(SERVICE_CIDR_BASE) < SERVICE_CIDR_SIZE);
+            if !in_cidr {
+                return Err(invalid(
+                    Kind::Service,
+                    &name,
+                    "spec.clusterIP",
+                    &format!(
+                        "Invalid value: \"{asked}\": provided IP is not in the valid range. The range of valid IPs is 10.96.0.0/12"
+                    ),
+                ));
+            }
+            if used.contains(asked) {
+                return Err(invalid(
+                    Kind::Service,
+                    &name,
+                    "spec.clusterIP",
+                    &format!("Invalid value: \"{asked}\": provided IP is already allocated"),
+                ));
+            }
+            asked.to_string()
+        }
+        None => (2..SERVICE_CIDR_SIZE - 1)
+            .map(|n| std::net::Ipv4Addr::from(SERVICE_CIDR_BASE + n).to_string())
+            .find(|ip| !used.contains(ip))
+            .ok_or_else(|| {
+                fail(
+                    500,
+                    "InternalError",
+                    "failed to allocate a serviceIP: range is full",
+                )
+            })?,
+    };
+    set_at(obj, &["spec", "clusterIP"], json!(ip));
+    set_at(obj, &["spec", "clusterIPs"], json!([ip]));
     Ok(())
 }
 

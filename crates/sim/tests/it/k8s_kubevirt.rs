@@ -191,3 +191,108 @@ fn drain_infra_node_sets_evacuation_node_only_on_external_vmis_and_migrates_live
     assert!(infra.iter().any(|n| n.name == "infra-1"), "{infra:?}");
     assert!(infra.iter().all(|n| !n.unschedulable), "{infra:?}");
 }
+
+/// A VM as flightdeck makes it for a kubeadm cluster: its data inline in the
+/// `cloudInitNoCloud` volume.
+fn vm_with_data(name: &str, cluster: &str, machine: &str, data: &str) -> serde_json::Value {
+    use base64::Engine as _;
+    let mut v = vm(name, cluster, machine, "External");
+    v["spec"]["template"]["spec"]["volumes"] = json!([{
+        "name": "cloudinitdisk",
+        "cloudInitNoCloud": {"userDataBase64": base64::engine::general_purpose::STANDARD.encode(data)},
+    }]);
+    v
+}
+
+#[test]
+fn a_vmi_whose_kubeadm_data_is_broken_never_registers_and_the_simulator_says_why() {
+    let sim = sim(20);
+    // kubeadm's data (it writes kubeadm's configuration) in an apiVersion kubeadm does
+    // not read.
+    let data = "#cloud-config\nwrite_files:\n- path: /run/kubeadm/kubeadm.yaml\n  content: |\n    apiVersion: kubeadm.k8s.io/v1beta1\n    kind: InitConfiguration\nruncmd:\n- kubeadm init --config /run/kubeadm/kubeadm.yaml\n";
+    let (code, body) = post(
+        &sim,
+        INFRA,
+        VMS,
+        vm_with_data("c1-cp-0", "c1", "cp-0", data),
+    );
+    assert_eq!(code, 201, "{body}");
+    wait_for(&sim, |sim| running(sim, "c1-cp-0"));
+    wait_ms(&sim, 120_000);
+    let (events, _) = sim.boot_events_since(0);
+    let failed = events
+        .iter()
+        .find_map(|e| match e {
+            flightdeck_sim::BootEvent::Failed {
+                machine, reason, ..
+            } if machine == "c1-cp-0" => Some(reason.clone()),
+            _ => None,
+        })
+        .expect("the failed bootstrap is recorded");
+    assert!(failed.contains("v1beta1"), "{failed}");
+    let k = kube(&sim);
+    let nodes = k
+        .workloads
+        .iter()
+        .find(|w| w.name == "c1")
+        .map_or(0, |w| w.nodes.len());
+    assert_eq!(nodes, 0, "a machine with broken data registers no node");
+    assert!(
+        !k.workloads.iter().any(|w| w.name == "c1" && w.api_up),
+        "a kubeadm control plane that never ran init serves no API"
+    );
+}
+
+#[test]
+fn a_vmi_without_kubeadm_data_registers_as_before() {
+    let sim = sim(20);
+    let (code, body) = post(
+        &sim,
+        INFRA,
+        VMS,
+        vm_with_data("c1-w-0", "c1", "w-0", "#cloud-config\nruncmd: [echo hi]\n"),
+    );
+    assert_eq!(code, 201, "{body}");
+    wait_for(&sim, |sim| {
+        kube(sim)
+            .workloads
+            .iter()
+            .any(|w| w.name == "c1" && w.nodes.iter().any(|n| n.name == "c1-w-0"))
+    });
+    assert!(sim.boot_events_since(0).0.is_empty());
+}
+
+#[test]
+fn a_service_gets_a_cluster_ip_on_create_and_one_asked_for_must_be_free_and_in_range() {
+    let sim = sim(20);
+    let svc = |name: &str, ip: Option<&str>| {
+        let mut spec = json!({"ports": [{"port": 6443}]});
+        if let Some(ip) = ip {
+            spec["clusterIP"] = json!(ip);
+        }
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name}, "spec": spec})
+    };
+    const SVCS: &str = "/api/v1/namespaces/default/services";
+    let (code, first) = post(&sim, INFRA, SVCS, svc("a", None));
+    assert_eq!(code, 201, "{first}");
+    let (_, second) = post(&sim, INFRA, SVCS, svc("b", None));
+    let (a, b) = (
+        s(&first, &["spec", "clusterIP"]).to_string(),
+        s(&second, &["spec", "clusterIP"]).to_string(),
+    );
+    assert!(
+        a.starts_with("10.96.") && b.starts_with("10.96."),
+        "{a} {b}"
+    );
+    assert_ne!(a, b);
+    assert_eq!(first["spec"]["clusterIPs"], json!([a]));
+    let (code, taken) = post(&sim, INFRA, SVCS, svc("c", Some(&a)));
+    assert_eq!(code, 422, "{taken}");
+    assert!(taken.to_string().contains("already allocated"), "{taken}");
+    let (code, outside) = post(&sim, INFRA, SVCS, svc("d", Some("192.0.2.1")));
+    assert_eq!(code, 422, "{outside}");
+    assert!(outside.to_string().contains("spec.clusterIP"), "{outside}");
+    let (code, headless) = post(&sim, INFRA, SVCS, svc("e", Some("None")));
+    assert_eq!(code, 201, "{headless}");
+    assert_eq!(s(&headless, &["spec", "clusterIP"]), "None");
+}
