@@ -217,6 +217,7 @@ spec:
   provider:
     openstack: {{cloud: flightdeck-sim, network: private, subnet: private-subnet}}
   workload: {{kubeconfig: {WORK}/kube/{name}.kubeconfig}}
+  bootstrap: {{provider: none}}
 """
 
 
@@ -482,7 +483,9 @@ def twins():
     with open("examples/opennebula-twins.yaml") as f:
         for doc in f.read().split("\n---\n"):
             name = "sylva-a" if "name: sylva-a" in doc else "sylva-b"
-            docs.append(doc.rstrip() + f"\n  workload:\n    kubeconfig: {WORK}/kube/{name}.kubeconfig\n")
+            # Read through the kubeconfig sim serve writes: their own bootstrap (none).
+            docs.append(doc.rstrip() + f"\n  workload:\n    kubeconfig: {WORK}/kube/{name}.kubeconfig\n"
+                        "  bootstrap: {provider: none}\n")
     return "---\n".join(docs).encode()
 
 

@@ -32,7 +32,7 @@ export OS_CLIENT_CONFIG_FILE=$work/clouds.yaml
 # The example, on the served simulator, without the operator's router (sim serve has none),
 # its nodes read through the workload cluster's kubeconfig (written once its API is up).
 sed 's/cloud: sim$/cloud: flightdeck-sim/; /router: demo-router/d' examples/openstack.yaml > "$work/v1.yaml"
-printf '  workload:\n    kubeconfig: %s\n' "$work/kube/demo.kubeconfig" >> "$work/v1.yaml"
+printf '  workload:\n    kubeconfig: %s\n  bootstrap: {provider: none}\n' "$work/kube/demo.kubeconfig" >> "$work/v1.yaml"
 sed 's/ubuntu-2204-kube-v1.30.2/ubuntu-2204-kube-v1.30.3/g; s/version: v1.30.2/version: v1.30.3/' "$work/v1.yaml" > "$work/v2.yaml"
 
 start_serve --no-sim

@@ -84,7 +84,7 @@ secret=$(python3 -c "import secrets; print(secrets.token_hex(8))")
 python3 -c "
 import sys
 t=sys.stdin.read().replace('name: demo','name: ud').replace('demo-nodes','ud-nodes').replace('10.244.0.0/16','10.246.0.0/16')
-t=t.replace('      image: ubuntu-2204-kube-v1.30.2\n  nodePools:', '      image: ubuntu-2204-kube-v1.30.2\n      userData:\n        content: \"#cloud-config\\nruncmd: [echo $secret]\\n\"\n  nodePools:', 1)
+t=t.replace('      image: ubuntu-2204-kube-v1.30.2\n  nodePools:', '      image: ubuntu-2204-kube-v1.30.2\n      userData:\n        content: \"#cloud-config\\nruncmd: [echo $secret]\\n\"\n  bootstrap: {provider: none}\n  nodePools:', 1)
 assert '$secret' in t
 print(t)" < examples/openstack.yaml > "$work/ud.yaml"
 "$fd" apply -f "$work/ud.yaml" > /dev/null || fail "apply of a cluster with user data"

@@ -358,6 +358,7 @@ def test_flightdeck_up_makes_vms_with_user_data():
 kind: Cluster
 metadata: {{name: {UD_CLUSTER}}}
 spec:
+  bootstrap: {{provider: none}}
   controlPlane:
     replicas: 1
     version: v1.30.2
@@ -432,6 +433,9 @@ def test_flightdeck_up_builds_an_openstack_cluster_whose_nodes_kubectl_lists():
     spec = (example.replace("name: demo\n", f"name: {OS_CLUSTER}\n", 1)
             .replace("cloud: sim\n", "cloud: flightdeck-sim\n")
             .replace("      router: demo-router\n", ""))
+    # Its own bootstrap (none): the simulator's kubelets make the cluster, and it is read
+    # through the kubeconfig sim serve writes (kubeadm clusters: conformance-kubeadm.sh).
+    spec += "  bootstrap: {provider: none}\n"
     spec += f"  workload:\n    kubeconfig: {os_kubeconfig()}\n"
     path = os.path.join(work, "os.yaml")
     with open(path, "w") as f:

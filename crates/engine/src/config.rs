@@ -11,6 +11,31 @@ use crate::backoff::BackoffPolicy;
 /// The store table that holds each cluster's spec, by name.
 pub const T_SPEC: &str = "spec";
 pub(crate) const T_MEMORY: &str = "memory";
+
+/// Cluster `name`'s spec as the store keeps it in [`T_SPEC`]. Every read of a stored
+/// spec goes through here: one stored before kubeadm became the default bootstrap has
+/// no `spec.bootstrap` and is read as `provider: none`, as it was made
+/// ([`flightdeck_spec::bootstrap::Bootstrap::stored_before_kubeadm`]).
+pub fn stored_spec(
+    store: &flightdeck_store::Store,
+    name: &str,
+) -> Result<Option<flightdeck_spec::Cluster>, StoreError> {
+    let Some(bytes) = store.get_raw(T_SPEC, name)? else {
+        return Ok(None);
+    };
+    let corrupt = |message: String| StoreError::Corrupt {
+        path: store.describe(),
+        table: T_SPEC.into(),
+        key: name.into(),
+        message,
+    };
+    let value =
+        serde_json::from_slice::<serde_json::Value>(&bytes).map_err(|e| corrupt(e.to_string()))?;
+    let value = flightdeck_spec::bootstrap::Bootstrap::stored_before_kubeadm(value);
+    serde_json::from_value(value)
+        .map(Some)
+        .map_err(|e| corrupt(e.to_string()))
+}
 pub(crate) const T_STATUS: &str = "status";
 
 /// Conflicts (409 busy) in a row that are retried quickly before backoff grows.

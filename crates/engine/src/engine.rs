@@ -170,7 +170,7 @@ impl<P: Provider> Engine<P> {
             access: None,
         };
         for name in engine.store.keys(T_SPEC)? {
-            let Some(spec) = engine.store.get::<Cluster>(T_SPEC, &name)? else {
+            let Some(spec) = crate::config::stored_spec(&engine.store, &name)? else {
                 continue;
             };
             if accept(&spec) {
@@ -267,7 +267,7 @@ impl<P: Provider> Engine<P> {
         // A new spec is planned from fresh lists.
         self.last_observed.remove(&name);
         if !self.clusters.contains_key(&name)
-            && let Some(stored) = self.store.get::<Cluster>(T_SPEC, &name)?
+            && let Some(stored) = crate::config::stored_spec(&self.store, &name)?
             && self.load(&name, stored)?
         {
             // Stored, but not driven here yet: another replica drove it until this one

@@ -2,11 +2,10 @@
 //! the store where its last holder left it; one whose claim is gone lets go of it and
 //! writes nothing more of it (the store's fence would refuse it anyway).
 
-use crate::config::{EngineError, T_SPEC};
+use crate::config::EngineError;
 use crate::engine::Engine;
 use flightdeck_cloud::Provider;
 use flightdeck_plan::{Event, Severity};
-use flightdeck_spec::Cluster;
 use flightdeck_store::Write;
 
 impl<P: Provider> Engine<P> {
@@ -16,7 +15,7 @@ impl<P: Provider> Engine<P> {
     /// picks up a spec that changed in the store. A cluster resumed here gets an event
     /// naming `by` (who drives it now). Whether the store has the cluster.
     pub fn take_up(&mut self, name: &str, by: &str) -> Result<bool, EngineError> {
-        let Some(spec) = self.store.get::<Cluster>(T_SPEC, name)? else {
+        let Some(spec) = crate::config::stored_spec(&self.store, name)? else {
             return Ok(false);
         };
         self.refuse_while_handing_over(name)?;

@@ -36,7 +36,7 @@ pub mod timeline;
 pub use bootstrap::TokenSource;
 pub use config::{
     CLUSTERS_MAX, CONFLICTS_BEFORE_BACKOFF, EngineConfig, EngineError, OwnershipScope,
-    T_SPEC as SPEC_TABLE,
+    T_SPEC as SPEC_TABLE, stored_spec,
 };
 pub use driver::{Finished, Preview, Reconcile};
 pub use engine::{CallScope, ClusterRecord, Engine, ReconcileStats, immutable_fields_unchanged};

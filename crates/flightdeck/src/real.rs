@@ -73,7 +73,7 @@ pub async fn run(
 /// no proof of anything, while the cluster would be forgotten with all it owns standing.
 fn check_built_on(state_dir: &Path, name: &str, cloud: &str) -> anyhow::Result<()> {
     let store = Store::open(state_dir)?;
-    let Some(spec) = store.get::<Cluster>(flightdeck_engine::SPEC_TABLE, name)? else {
+    let Some(spec) = flightdeck_engine::stored_spec(&store, name)? else {
         bail!(
             "cluster {name} is not in the store at {}: nothing is known of it to delete",
             state_dir.display()

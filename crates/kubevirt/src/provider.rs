@@ -26,7 +26,7 @@ use flightdeck_cloud::{
 use k8s_openapi::api::core::v1::{Secret, Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 
 use crate::labels::{control_plane_selector, labels_of, tags_of, uid_selector};
@@ -116,28 +116,92 @@ impl<W> KubeVirtCloud<W> {
         Api::namespaced(self.infra.clone(), &self.namespace)
     }
 
-    /// The Secret holding `vm`'s user data, owned by it (see [`crate::userdata`]). When
-    /// it cannot be made, the VM is deleted again and the Secret's error is answered.
-    async fn create_user_data_secret(&self, vm: &VirtualMachine, data: &str) -> Result<()> {
+    /// Makes the Secret holding `vm`'s user data, before the VM (see
+    /// [`crate::userdata`]). One of that name left by an earlier attempt for the same
+    /// cluster is taken over (its data replaced); one of anyone else's is refused.
+    async fn put_user_data_secret(&self, vm: &VirtualMachine, data: &str) -> Result<()> {
         const OP: &str = "create secret";
-        let name = vm.metadata.name.clone().unwrap_or_default();
-        let made = match userdata::secret_for(vm, data) {
-            Ok(secret) => self
+        let secret = userdata::secret_for(vm, data);
+        let name = secret.metadata.name.clone().unwrap_or_default();
+        match self.secrets().create(&PostParams::default(), &secret).await {
+            Ok(_) => {
+                tracing::debug!(secret = %name, "created the user-data Secret");
+                Ok(())
+            }
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                const TAKE: &str = "replace secret";
+                let existing = self.secrets().get(&name).await.map_err(infra_error(TAKE))?;
+                if !userdata::ours(&existing, &secret) {
+                    return Err(permanent(
+                        OP,
+                        format!(
+                            "Secret {}/{name} exists and is not this cluster's (no matching {} label); flightdeck does not overwrite it",
+                            self.namespace,
+                            crate::labels::LABEL_UID
+                        ),
+                    ));
+                }
+                let patch = serde_json::json!({"data": secret.data});
+                self.secrets()
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map(drop)
+                    .map_err(infra_error(TAKE))?;
+                tracing::debug!(secret = %name, "took over the user-data Secret an earlier attempt left");
+                Ok(())
+            }
+            Err(e) => Err(infra_error(OP)(e)),
+        }
+    }
+
+    /// Makes the user-data Secret owned by the VM just created, so the infra cluster
+    /// deletes it with the VM. Not fatal when it fails: deleting the server deletes
+    /// the Secret by name too.
+    async fn own_user_data_secret(&self, created: &VirtualMachine) {
+        let name = created.metadata.name.clone().unwrap_or_default();
+        let secret = userdata::secret_name(&name);
+        let owned = match userdata::owned_by(created) {
+            Ok(patch) => self
                 .secrets()
-                .create(&PostParams::default(), &secret)
+                .patch(&secret, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
                 .map(drop)
-                .map_err(infra_error(OP)),
-            Err(e) => Err(permanent(OP, e)),
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e),
         };
-        let Err(e) = made else {
-            tracing::debug!(vm = %name, "created the user-data Secret");
-            return Ok(());
-        };
-        if let Err(undo) = self.vms().delete(&name, &DeleteParams::foreground()).await {
-            tracing::warn!(vm = %name, error = %undo, "could not delete the VirtualMachine whose user-data Secret failed; it will never boot and is replaced as unregistered");
+        if let Err(e) = owned {
+            tracing::warn!(vm = %name, error = %e, "could not make the user-data Secret owned by its VirtualMachine; it is deleted with the server by name");
         }
-        Err(e)
+    }
+
+    /// Deletes every Secret carrying cluster `uid`'s label.
+    async fn delete_cluster_secrets(&self, uid: &str) -> Result<()> {
+        let lp = ListParams::default().labels(&format!("{}={uid}", crate::labels::LABEL_UID));
+        let secrets = list_all(&self.secrets(), &lp)
+            .await
+            .map_err(infra_list_error("list secrets"))?;
+        for secret in secrets {
+            let name = secret.metadata.name.unwrap_or_default();
+            match self.secrets().delete(&name, &DeleteParams::default()).await {
+                Ok(_) => tracing::debug!(secret = %name, "deleted a Secret the cluster left"),
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => return Err(infra_error("delete secret")(e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes a user-data Secret by name; one that is not there is fine.
+    async fn delete_user_data_secret(&self, vm: &str) -> Result<()> {
+        match self
+            .secrets()
+            .delete(&userdata::secret_name(vm), &DeleteParams::default())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(e) => Err(infra_error("delete secret")(e)),
+        }
     }
 
     fn vmis(&self) -> Api<VirtualMachineInstance> {
@@ -247,18 +311,27 @@ impl<W: Send + Sync> Compute for KubeVirtCloud<W> {
         const OP: &str = "create virtualmachine";
         let vm =
             virtual_machine(&vm_create_of(req), &self.namespace).map_err(|e| permanent(OP, e))?;
-        let created = self
-            .vms()
-            .create(&PostParams::default(), &vm)
-            .await
-            .map_err(infra_error(OP))?;
-        tracing::debug!(vm = %req.name, namespace = %self.namespace, "created VirtualMachine");
-        if let Some(data) = req
+        let secret = req
             .user_data
             .as_deref()
-            .filter(|d| userdata::needs_secret(d))
-        {
-            self.create_user_data_secret(&created, data).await?;
+            .filter(|d| userdata::needs_secret(d));
+        if let Some(data) = secret {
+            self.put_user_data_secret(&vm, data).await?;
+        }
+        let created = match self.vms().create(&PostParams::default(), &vm).await {
+            Ok(created) => created,
+            Err(e) => {
+                if secret.is_some()
+                    && let Err(undo) = self.delete_user_data_secret(&req.name).await
+                {
+                    tracing::warn!(vm = %req.name, error = %undo, "could not delete the user-data Secret of a VirtualMachine that was not made; the next attempt takes it over");
+                }
+                return Err(infra_error(OP)(e));
+            }
+        };
+        tracing::debug!(vm = %req.name, namespace = %self.namespace, "created VirtualMachine");
+        if secret.is_some() {
+            self.own_user_data_secret(&created).await;
         }
         Ok(server_of(&created, None))
     }
@@ -269,6 +342,11 @@ impl<W: Send + Sync> Compute for KubeVirtCloud<W> {
             .await
             .map_err(infra_error("delete virtualmachine"))?;
         tracing::debug!(vm = %id, namespace = %self.namespace, "deleting VirtualMachine");
+        // Its user-data Secret goes with it by its ownerReference; by name too, for one
+        // whose ownership was never written (a failed patch after the VM was made).
+        if let Err(e) = self.delete_user_data_secret(id).await {
+            tracing::warn!(vm = %id, error = %e, "could not delete the VirtualMachine's user-data Secret by name; the infra cluster deletes it with the VM if it is owned");
+        }
         Ok(())
     }
 
@@ -326,7 +404,24 @@ impl<W: Send + Sync> VirtualMachines for KubeVirtCloud<W> {
         Ok(endpoint_of(&created))
     }
 
+    /// The last step of a cluster's deletion (no VM is left behind the endpoint). First
+    /// every Secret of the cluster (by its uid label) goes: user data whose ownership
+    /// was never written, or an attempt's whose VM was never made and whose undo
+    /// failed. A Secret that cannot be deleted keeps the Service, so the deletion is
+    /// not confirmed and this runs again.
     async fn delete_endpoint_service(&self, name: &str) -> Result<()> {
+        let service = self
+            .services()
+            .get_opt(name)
+            .await
+            .map_err(infra_error("get service"))?;
+        if let Some(uid) = service
+            .as_ref()
+            .and_then(|s| s.metadata.labels.as_ref())
+            .and_then(|l| l.get(crate::labels::LABEL_UID))
+        {
+            self.delete_cluster_secrets(uid).await?;
+        }
         self.services()
             .delete(name, &DeleteParams::default())
             .await

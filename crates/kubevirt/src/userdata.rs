@@ -2,12 +2,20 @@
 //! `cloudInitNoCloud` volume (`userDataBase64`) up to KubeVirt's 2,048 bytes, and in a
 //! Secret of its own beyond that (`cloudInitNoCloud.secretRef`, key `userdata`).
 //!
-//! The Secret is made right after its VirtualMachine and is owned by it (an
-//! `ownerReference` with the VM's uid), so the infra cluster's garbage collector deletes
-//! it with the VM: nothing is left behind whatever happens to flightdeck. Until the
-//! Secret exists the VM's launcher pod cannot mount it and the guest does not boot. If
-//! the Secret cannot be made, the VM just created is deleted again, so the next attempt
-//! starts clean; should even that fail, the machine never registers and F3 replaces it.
+//! The Secret is made **before** its VirtualMachine, as Cluster API's KubeVirt provider
+//! makes its bootstrap Secret: labelled like the VM (so it is the cluster's own), and
+//! then owned by the VM (an `ownerReference` with the uid the VM was given), so the
+//! infra cluster's garbage collector deletes it with the VM. A Secret that cannot be
+//! made leaves nothing behind, and the machine is simply made again at the next
+//! reconcile; the VM never stands without its data, and is never deleted again for a
+//! Secret's error (the swarm's seed 70000017 saw a VM made, undone on a 503 and made
+//! again, which is churn). If the VM cannot be made, the Secret is deleted again; a
+//! Secret left by an attempt whose undo failed is taken over by the next attempt (same
+//! name, same cluster's label), and deleting a server deletes its Secret by name too, so
+//! one whose ownership never got written does not outlive it. Whatever is still left
+//! (those deletes are best effort) goes at the cluster's deletion: every Secret with
+//! the cluster's label is deleted before its endpoint Service, the last object, so the
+//! deletion is confirmed only once they are gone (the seed's noLeaks).
 
 use std::collections::BTreeMap;
 
@@ -50,29 +58,15 @@ pub fn cloud_init(vm: &str, data: &str) -> CloudInitNoCloud {
     }
 }
 
-/// The Secret for the user data of `vm` (as created, with its uid), labelled like it and
-/// owned by it. Fails when the VM has no uid yet (an answer the API server never gives).
-pub fn secret_for(vm: &VirtualMachine, data: &str) -> Result<Secret, String> {
+/// The Secret for the user data of `vm` (as built, before it is created): named after
+/// it, labelled like it, in its namespace, not owned yet ([`owned_by`]).
+pub fn secret_for(vm: &VirtualMachine, data: &str) -> Secret {
     let name = vm.metadata.name.clone().unwrap_or_default();
-    let uid = vm
-        .metadata
-        .uid
-        .clone()
-        .filter(|u| !u.is_empty())
-        .ok_or_else(|| format!("VirtualMachine {name}: the API server gave it no uid"))?;
-    Ok(Secret {
+    Secret {
         metadata: ObjectMeta {
             name: Some(secret_name(&name)),
             namespace: vm.metadata.namespace.clone(),
             labels: vm.metadata.labels.clone(),
-            owner_references: Some(vec![OwnerReference {
-                api_version: "kubevirt.io/v1".into(),
-                kind: "VirtualMachine".into(),
-                name,
-                uid,
-                controller: Some(false),
-                block_owner_deletion: Some(false),
-            }]),
             ..ObjectMeta::default()
         },
         type_: Some("Opaque".into()),
@@ -81,7 +75,40 @@ pub fn secret_for(vm: &VirtualMachine, data: &str) -> Result<Secret, String> {
             ByteString(data.as_bytes().to_vec()),
         )])),
         ..Secret::default()
-    })
+    }
+}
+
+/// The merge patch that makes the user-data Secret owned by `vm` (as created, with its
+/// uid). Fails when the VM has no uid (an answer the API server never gives).
+pub fn owned_by(vm: &VirtualMachine) -> Result<serde_json::Value, String> {
+    let name = vm.metadata.name.clone().unwrap_or_default();
+    let uid = vm
+        .metadata
+        .uid
+        .clone()
+        .filter(|u| !u.is_empty())
+        .ok_or_else(|| format!("VirtualMachine {name}: the API server gave it no uid"))?;
+    let owner = OwnerReference {
+        api_version: "kubevirt.io/v1".into(),
+        kind: "VirtualMachine".into(),
+        name,
+        uid,
+        controller: Some(false),
+        block_owner_deletion: Some(false),
+    };
+    Ok(serde_json::json!({"metadata": {"ownerReferences": [owner]}}))
+}
+
+/// Whether an existing Secret of that name is one `wanted` may take over: it carries
+/// the same cluster label (a Secret left by an earlier attempt for the same machine).
+pub fn ours(existing: &Secret, wanted: &Secret) -> bool {
+    let label = |s: &Secret| {
+        s.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(crate::labels::LABEL_UID).cloned())
+    };
+    label(wanted).is_some() && label(existing) == label(wanted)
 }
 
 #[cfg(test)]
@@ -101,21 +128,31 @@ mod tests {
     }
 
     #[test]
-    fn the_secret_is_owned_by_its_vm_and_carries_the_content() {
+    fn the_secret_carries_the_content_and_the_vms_labels_and_is_then_owned_by_it() {
         let mut vm = VirtualMachine::default();
         vm.metadata.name = Some("demo-cp-1".into());
         vm.metadata.namespace = Some("clusters".into());
-        let e = secret_for(&vm, "x").expect_err("no uid");
-        assert!(e.contains("demo-cp-1"), "{e}");
-        vm.metadata.uid = Some("u-1".into());
-        let s = secret_for(&vm, "#cloud-config\nhostname: a\n").expect("secret");
+        vm.metadata.labels = Some(BTreeMap::from([(
+            crate::labels::LABEL_UID.to_string(),
+            "u-cluster".to_string(),
+        )]));
+        let s = secret_for(&vm, "#cloud-config\nhostname: a\n");
         assert_eq!(s.metadata.name.as_deref(), Some("demo-cp-1-userdata"));
-        let owner = &s.metadata.owner_references.expect("owner")[0];
-        assert_eq!(
-            (owner.kind.as_str(), owner.uid.as_str()),
-            ("VirtualMachine", "u-1")
-        );
+        assert_eq!(s.metadata.owner_references, None);
+        assert!(ours(&s, &s));
+        let mut foreign = s.clone();
+        foreign.metadata.labels = None;
+        assert!(!ours(&foreign, &s));
         let data = s.data.expect("data");
         assert_eq!(data[SECRET_KEY].0, b"#cloud-config\nhostname: a\n");
+        let e = owned_by(&vm).expect_err("no uid");
+        assert!(e.contains("demo-cp-1"), "{e}");
+        vm.metadata.uid = Some("u-1".into());
+        let patch = owned_by(&vm).expect("a patch");
+        let owner = &patch["metadata"]["ownerReferences"][0];
+        assert_eq!(
+            (&owner["kind"], &owner["uid"]),
+            (&"VirtualMachine".into(), &"u-1".into())
+        );
     }
 }

@@ -50,7 +50,8 @@ const HM: &str = "hm-1";
 
 /// The cluster `demo`: three control-plane machines at `version`, a `workers` pool,
 /// pod CIDR 10.244.0.0/16, memberTimeout 5m, maxSurge 1, and a TCP health monitor
-/// when `monitor` is set.
+/// when `monitor` is set. It boots its own data (`bootstrap: none`): these tests are
+/// about machines, load balancers and rules; `bootstrap.rs` plans kubeadm's steps.
 fn spec_with(version: &str, workers: u32, monitor: bool) -> Cluster {
     let hm = if monitor {
         "\n    healthMonitor:\n      type: TCP"
@@ -63,6 +64,7 @@ kind: Cluster
 metadata:
   name: demo
 spec:
+  bootstrap: {{provider: none}}
   controlPlane:
     replicas: 3
     version: {version}

@@ -165,12 +165,17 @@ pub fn case(seed: u64, options: &SwarmOptions) -> Result<SwarmCase, String> {
         let name = format!("c{i}");
         let pools = rng.below(3);
         let mut yaml = cluster_yaml(&mut rng, cloud, &name, i, pools);
-        if let Some(startup) = kubeadm {
+        // Both bootstraps by name: kubeadm is the default, and a fleet that boots its
+        // own data (`none`) stays drawn.
+        match kubeadm {
             // Under `flight:`, the last mapping of the spec `cluster_yaml` writes.
-            let _ = write!(
-                yaml,
-                "    nodeStartupTimeout: {startup}\n  bootstrap: {{provider: kubeadm}}\n"
-            );
+            Some(startup) => {
+                let _ = write!(
+                    yaml,
+                    "    nodeStartupTimeout: {startup}\n  bootstrap: {{provider: kubeadm}}\n"
+                );
+            }
+            None => yaml.push_str("  bootstrap: {provider: none}\n"),
         }
         let cluster = match load_documents(&yaml, &format!("swarm seed {seed} cluster {name}"))
             .map_err(|e| e.to_string())?

@@ -1,15 +1,17 @@
 //! `spec.bootstrap`: how a cluster's machines become its Kubernetes nodes.
 //!
-//! - `provider: none` (today's default): each machine boots its set's
-//!   `machine.userData` as written; the user's cloud-init makes the cluster, and
-//!   flightdeck reads its nodes through `spec.workload.kubeconfig`.
-//! - `provider: kubeadm`: flightdeck makes the cluster's PKI (three CAs and the
-//!   service-account key pair), keeps it sealed at rest, and (as the work of issue 41
-//!   lands) writes each machine's kubeadm init or join data itself; a set's
-//!   `machine.userData` is then refused, since flightdeck's own data replaces it.
+//! - `provider: kubeadm` (the default): flightdeck makes the cluster's PKI (three CAs
+//!   and the service-account key pair), keeps it sealed at rest, and writes each
+//!   machine's kubeadm init or join data itself; a set's `machine.userData` is then
+//!   refused, since flightdeck's own data replaces it.
+//! - `provider: none`: each machine boots its set's `machine.userData` as written; the
+//!   user's cloud-init makes the cluster, and flightdeck reads its nodes through
+//!   `spec.workload.kubeconfig`.
 //!
 //! The provider is fixed when the cluster is created: a cluster's CAs cannot change
-//! under it.
+//! under it. `none` was the default before kubeadm became it: a spec stored then has no
+//! `bootstrap` at all, and is read as `none` ([`Bootstrap::stored_before_kubeadm`]),
+//! so that a cluster made then keeps booting its own data.
 
 use std::collections::BTreeMap;
 
@@ -137,6 +139,23 @@ impl Bootstrap {
         *self == Bootstrap::default()
     }
 
+    /// A stored cluster (the JSON of a [`crate::Cluster`]) as it is to be read: one
+    /// stored before kubeadm became the default has no `spec.bootstrap`, and was made
+    /// with `provider: none`, which is written into it. Since then every stored spec
+    /// names its provider, so this changes nothing else. JSON that is not a cluster
+    /// is left as it is (reading it fails as it would have).
+    pub fn stored_before_kubeadm(mut cluster: serde_json::Value) -> serde_json::Value {
+        if let Some(spec) = cluster.get_mut("spec").and_then(|s| s.as_object_mut())
+            && !spec.contains_key("bootstrap")
+        {
+            spec.insert(
+                "bootstrap".into(),
+                serde_json::json!({"provider": BootstrapProvider::None}),
+            );
+        }
+        cluster
+    }
+
     /// flightdeck makes and keeps the cluster's PKI.
     pub fn kubeadm(&self) -> bool {
         self.provider == BootstrapProvider::Kubeadm
@@ -148,9 +167,9 @@ impl Bootstrap {
 #[serde(rename_all = "camelCase")]
 pub enum BootstrapProvider {
     /// The user's `machine.userData`, as written.
-    #[default]
     None,
     /// flightdeck's kubeadm bootstrap, with the cluster's PKI made and kept by it.
+    #[default]
     Kubeadm,
 }
 
@@ -173,7 +192,7 @@ pub(crate) fn problems(cluster: &crate::Cluster) -> Vec<(String, String)> {
     let refused = |field: String| {
         (
             field,
-            "spec.bootstrap.provider is kubeadm: flightdeck writes each machine's bootstrap data, so a set's own user data is refused (use provider: none to boot your own)".to_string(),
+            "spec.bootstrap.provider is kubeadm (the default): flightdeck writes each machine's bootstrap data, so a set's own user data is refused (write `bootstrap: {provider: none}` in the spec to boot your own)".to_string(),
         )
     };
     let mut out = Vec::new();
@@ -268,24 +287,55 @@ mod tests {
     }
 
     #[test]
-    fn the_bootstrap_is_none_unless_kubeadm_is_asked_for_and_anything_else_is_refused() {
-        let docs = load_documents(EXAMPLE, "example").expect("parses");
-        let Some(Document::Cluster(c)) = docs.first() else {
-            panic!("a cluster");
+    fn the_bootstrap_is_kubeadm_unless_none_is_asked_for_and_anything_else_is_refused() {
+        let cluster = |text: &str| {
+            let docs = load_documents(text, "example").expect("parses");
+            let Some(Document::Cluster(c)) = docs.into_iter().next() else {
+                panic!("a cluster");
+            };
+            c
         };
-        assert!(!c.spec.bootstrap.kubeadm());
-        let docs =
-            load_documents(&with("  bootstrap:\n    provider: kubeadm\n"), "k").expect("parses");
-        let Some(Document::Cluster(c)) = docs.first() else {
-            panic!("a cluster");
-        };
-        assert!(c.spec.bootstrap.kubeadm());
+        assert!(cluster(EXAMPLE).spec.bootstrap.kubeadm());
+        let none = cluster(&with("  bootstrap:\n    provider: none\n"));
+        assert_eq!(none.spec.bootstrap.provider, super::BootstrapProvider::None);
         let e = load_documents(&with("  bootstrap:\n    provider: kubeadmm\n"), "bad")
             .expect_err("a misspelt provider")
             .to_string();
         assert!(
             e.contains("spec.bootstrap.provider") && e.contains("kubeadm"),
             "{e}"
+        );
+    }
+
+    /// A spec stored before kubeadm became the default has no `bootstrap`, and was made
+    /// with `none`: read back, it still is. Every spec stored since names its provider,
+    /// so reading it back changes nothing.
+    #[test]
+    fn a_spec_stored_before_kubeadm_became_the_default_is_read_as_none_and_a_new_one_as_written() {
+        let docs = load_documents(EXAMPLE, "example").expect("parses");
+        let Some(Document::Cluster(c)) = docs.into_iter().next() else {
+            panic!("a cluster");
+        };
+        let stored = serde_json::to_value(&c).expect("serializes");
+        assert_eq!(
+            stored["spec"]["bootstrap"]["provider"], "kubeadm",
+            "{stored}"
+        );
+        let read: crate::Cluster =
+            serde_json::from_value(super::Bootstrap::stored_before_kubeadm(stored.clone()))
+                .expect("reads");
+        assert_eq!(read, *c);
+        let mut old = stored;
+        old["spec"]
+            .as_object_mut()
+            .expect("a spec")
+            .remove("bootstrap");
+        let read: crate::Cluster =
+            serde_json::from_value(super::Bootstrap::stored_before_kubeadm(old)).expect("reads");
+        assert_eq!(read.spec.bootstrap.provider, super::BootstrapProvider::None);
+        assert_eq!(
+            super::Bootstrap::stored_before_kubeadm(serde_json::json!([1])),
+            serde_json::json!([1])
         );
     }
 

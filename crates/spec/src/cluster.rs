@@ -45,11 +45,10 @@ pub struct ClusterSpec {
     /// How the workload cluster's own API is reached (see [`crate::workload`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workload: Option<crate::workload::WorkloadSpec>,
-    /// How machines become the cluster's nodes (see [`crate::bootstrap`]).
-    #[serde(
-        default,
-        skip_serializing_if = "crate::bootstrap::Bootstrap::is_default"
-    )]
+    /// How machines become the cluster's nodes (see [`crate::bootstrap`]). Always
+    /// written out: a stored spec without it was stored before kubeadm became the
+    /// default, and means `provider: none` (see `Bootstrap::stored_before_kubeadm`).
+    #[serde(default)]
     pub bootstrap: crate::bootstrap::Bootstrap,
 }
 

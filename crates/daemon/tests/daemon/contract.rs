@@ -136,10 +136,11 @@ async fn every_failure_is_the_api_error_json_and_data_is_never_cached() {
 async fn a_viewer_sees_the_size_and_hash_of_user_data_but_not_its_content() {
     let d = start(10.0).await;
     let secret = "#cloud-config\\nwrite_files: [{path: /etc/x, content: hunter2}]\\n";
+    // Its own data: `bootstrap: none` (kubeadm, the default, refuses a set's userData).
     let spec = example("openstack.yaml").replace(
         "      image: ubuntu-2204-kube-v1.30.2\n  nodePools:",
         &format!(
-            "      image: ubuntu-2204-kube-v1.30.2\n      userData:\n        content: \"{secret}\"\n  nodePools:"
+            "      image: ubuntu-2204-kube-v1.30.2\n      userData:\n        content: \"{secret}\"\n  bootstrap: {{provider: none}}\n  nodePools:"
         ),
     );
     assert!(spec.contains("hunter2"), "the example changed: {spec}");

@@ -112,8 +112,10 @@ async fn large_user_data_boots_the_vm_from_a_secret_it_owns() {
     assert!(gone.is_none(), "the Secret goes with its VM");
 }
 
+/// The Secret is made before its VM: a name someone else holds makes no VM at all
+/// (nothing to take back, nothing deleted).
 #[tokio::test]
-async fn a_secret_that_cannot_be_made_takes_its_vm_back() {
+async fn a_secret_name_held_by_someone_else_makes_no_vm_and_is_left_alone() {
     let (cloud, provider) = start(6).await;
     let secrets: Api<Secret> = Api::namespaced(provider.infra().clone(), NS);
     // Someone else's Secret holds the name.
@@ -139,6 +141,45 @@ async fn a_secret_that_cannot_be_made_takes_its_vm_back() {
         kept.data.expect("data").contains_key("other"),
         "someone else's Secret is left alone"
     );
+    let deletes = cloud
+        .mutations()
+        .iter()
+        .filter(|m| m.operation.contains("DELETE"))
+        .count();
+    assert_eq!(deletes, 0, "nothing was made, so nothing is deleted");
+}
+
+/// A Secret an earlier attempt of the same cluster left (its VM was never made) is
+/// taken over: its data is replaced, and the VM boots from it and owns it.
+#[tokio::test]
+async fn a_secret_left_by_an_earlier_attempt_is_taken_over() {
+    let (cloud, provider) = start(8).await;
+    let secrets: Api<Secret> = Api::namespaced(provider.infra().clone(), NS);
+    let req = req("cp-1", &big_user_data());
+    let vm = flightdeck_kubevirt::servers::virtual_machine(
+        &flightdeck_kubevirt::servers::vm_create_of(&req),
+        NS,
+    )
+    .expect("vm");
+    let left = flightdeck_kubevirt::userdata::secret_for(&vm, "#cloud-config\n# stale\n");
+    secrets
+        .create(&PostParams::default(), &left)
+        .await
+        .expect("left behind");
+
+    let server = provider.create_server(&req).await.expect("created");
+    let secret = secrets.get(&secret_name(&server.name)).await.expect("get");
+    assert_eq!(
+        secret.data.expect("data")[SECRET_KEY].0,
+        big_user_data().as_bytes(),
+        "the data is this attempt's"
+    );
+    let owner = &secret.metadata.owner_references.expect("owned")[0];
+    assert_eq!(owner.name, "demo-cp-1");
+    wait_for(&cloud, &provider, |s| {
+        s.iter().any(|s| s.status == ServerStatus::Active)
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -169,8 +210,7 @@ async fn a_vm_whose_user_data_secret_is_missing_waits_for_it_to_boot() {
         servers.iter().all(|s| s.status != ServerStatus::Active),
         "no Secret, no boot: {servers:?}"
     );
-    let secret =
-        flightdeck_kubevirt::userdata::secret_for(&created, &big_user_data()).expect("secret");
+    let secret = flightdeck_kubevirt::userdata::secret_for(&created, &big_user_data());
     Api::<Secret>::namespaced(provider.infra().clone(), NS)
         .create(&PostParams::default(), &secret)
         .await

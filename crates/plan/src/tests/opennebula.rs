@@ -23,6 +23,7 @@ kind: Cluster
 metadata:
   name: demo
 spec:
+  bootstrap: {{provider: none}}
   controlPlane:
     replicas: 1
     version: v1.30.2
