@@ -63,8 +63,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     eprintln!("bench: scale of `up` over {:?} cluster(s)", args.sizes);
     let scale = bench_scale::scale(&args.sizes, args.size_budget.to_std(), &args.out)?;
     let bare = bench_scale::without_workload(&scale, args.size_budget.to_std(), &args.out)?;
-    eprintln!("bench: cloud calls to build one 3+2 cluster");
-    let build = build_calls(&example).await?;
+    eprintln!("bench: cloud calls to build one 3+2 cluster's infrastructure (bootstrap: none)");
+    let mut infrastructure = example.clone();
+    infrastructure.spec.bootstrap.provider = flightdeck_spec::bootstrap::BootstrapProvider::None;
+    let build = build_calls(&infrastructure).await?;
+    eprintln!("bench: calls to build it with kubeadm (the default)");
+    let build_kubeadm = build_calls(&example).await?;
     eprintln!("bench: cloud calls of a Ready cluster left alone for an hour");
     let steady = steady(&example).await?;
     let swarm = (args.swarm_seeds > 0).then(|| {
@@ -79,7 +83,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let bounds = Bounds::with(&args.goals);
-    let mut report = BenchReport::new(scale, build, steady, swarm, wire, &bounds);
+    let mut report = BenchReport::new(scale, build, build_kubeadm, steady, swarm, wire, &bounds);
     report.without_workload = bare;
     let md = write(&report, &args.out)?;
     for g in &report.goals {
@@ -193,8 +197,14 @@ async fn build_calls(example: &Cluster) -> anyhow::Result<BuildCalls> {
         .sum();
     let kinds = kinds_used(example);
     // One token, one list of each kind the spec uses before acting, every mutation, and
-    // one more list of each kind to see the result.
-    let minimum = 1 + mutations + 2 * kinds.len() as u64;
+    // one more list of each kind to see each phase's result: with kubeadm the joins wait
+    // for the init machine's API to answer (two phases), otherwise one.
+    let phases = if example.spec.bootstrap.kubeadm() {
+        2
+    } else {
+        1
+    };
+    let minimum = 1 + mutations + (1 + phases) * kinds.len() as u64;
     Ok(BuildCalls {
         total: r.api_calls_total,
         mutations,

@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use crate::bench_report::{BenchReport, ScaleRow};
+use crate::bench_report::{BenchReport, BuildCalls, ScaleRow};
 
 /// A goal's verdict. `Missed` and `Failed` make the bench exit 1.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -43,6 +43,7 @@ enum Key {
     Linear,
     PeakRss,
     BuildCalls,
+    BuildCallsKubeadm,
     QuietHourWrites,
     Swarm,
     Wire,
@@ -58,7 +59,7 @@ pub struct Bound {
 
 /// Every bound `--goal` knows, with issue 16's values (the swarm's is a floor: see
 /// [`SWARM_FLOOR`]).
-pub const BOUNDS: [Bound; 7] = [
+pub const BOUNDS: [Bound; 8] = [
     Bound {
         key: Key::Up1000,
         name: "up-1000",
@@ -81,7 +82,16 @@ pub const BOUNDS: [Bound; 7] = [
         key: Key::BuildCalls,
         name: "build-calls",
         default: 1.5,
-        meaning: "cloud calls to build one 3+2 cluster over the minimum, at most",
+        meaning: "cloud calls to build one 3+2 cluster's infrastructure (bootstrap: none) over the minimum, at most",
+    },
+    // Not issue 16's: a kubeadm build (the default) is two builds in a row, the init
+    // machine and then the joins, with a wait for the API between them that costs
+    // lists (README, "What is left").
+    Bound {
+        key: Key::BuildCallsKubeadm,
+        name: "build-calls-kubeadm",
+        default: 2.0,
+        meaning: "cloud and workload API calls to build one 3+2 cluster with kubeadm (the default) over its minimum, at most",
     },
     Bound {
         key: Key::QuietHourWrites,
@@ -183,7 +193,18 @@ pub fn judge(r: &BenchReport, bounds: &Bounds) -> Vec<Goal> {
         up_1000(r, bounds.get(Key::Up1000)),
         linear(r, bounds.get(Key::Linear)),
         peak_rss(r, bounds.get(Key::PeakRss)),
-        build_calls(r, bounds.get(Key::BuildCalls)),
+        build_calls(
+            "build-calls",
+            "cloud calls to build one 3+2 cluster's infrastructure (bootstrap: none)",
+            &r.build,
+            bounds.get(Key::BuildCalls),
+        ),
+        build_calls(
+            "build-calls-kubeadm",
+            "calls to build one 3+2 cluster with kubeadm (the default: init, then joins)",
+            &r.build_kubeadm,
+            bounds.get(Key::BuildCallsKubeadm),
+        ),
         quiet_hour_writes(r, bounds.get(Key::QuietHourWrites)),
         quiet_hour_lists(r),
         swarm(r, bounds.get(Key::Swarm)),
@@ -335,8 +356,7 @@ fn peak_rss(r: &BenchReport, bound: f64) -> Goal {
     row("peak-rss", what, goal, measured, verdict)
 }
 
-fn build_calls(r: &BenchReport, bound: f64) -> Goal {
-    let b = &r.build;
+fn build_calls(name: &'static str, what: &str, b: &BuildCalls, bound: f64) -> Goal {
     let ratio = b.total as f64 / b.minimum.max(1) as f64;
     let measured = format!(
         "{} calls ({} mutations, {} reads, {} reconciles) = {ratio:.1}× the minimum of {}",
@@ -348,8 +368,8 @@ fn build_calls(r: &BenchReport, bound: f64) -> Goal {
         Verdict::Failed(format!("the build broke: {}", b.broken.join(", ")))
     };
     row(
-        "build-calls",
-        "cloud calls to build one 3+2 cluster",
+        name,
+        what,
         format!("at most {bound}× the minimum, reads included"),
         measured,
         verdict,

@@ -31,7 +31,9 @@ pub struct BuildCalls {
     pub reads: u64,
     pub reconciles: u64,
     /// One token, one list of each kind the spec uses before acting, every mutation,
-    /// and one more list of each kind to see the result.
+    /// and one more list of each kind to see each phase's result: one phase for the
+    /// infrastructure alone, two with kubeadm (the init machine serving, then the
+    /// joins).
     pub minimum: u64,
     pub kinds_used: usize,
     /// "service METHOD path" → calls.
@@ -95,7 +97,10 @@ pub struct BenchReport {
     /// clusters that run no apps: what the workload costs is the difference. `None`:
     /// no size became Ready.
     pub without_workload: Option<ScaleRow>,
+    /// The infrastructure alone (`bootstrap: none`): issue 16's goal.
     pub build: BuildCalls,
+    /// The same cluster with kubeadm, the default.
+    pub build_kubeadm: BuildCalls,
     pub steady: Steady,
     /// `None`: not run (`--swarm-seeds 0`).
     pub swarm: Option<Swarm>,
@@ -108,6 +113,7 @@ impl BenchReport {
     pub fn new(
         scale: Vec<ScaleRow>,
         build: BuildCalls,
+        build_kubeadm: BuildCalls,
         steady: Steady,
         swarm: Option<Swarm>,
         wire: Option<Wire>,
@@ -118,6 +124,7 @@ impl BenchReport {
             scale,
             without_workload: None,
             build,
+            build_kubeadm,
             steady,
             swarm,
             wire,
@@ -250,8 +257,16 @@ pub fn markdown(r: &BenchReport) -> String {
         );
     }
     workload_cost(&mut s, r);
-    let _ = writeln!(s, "\n## Calls to build one 3+2 cluster, by call\n");
+    let _ = writeln!(
+        s,
+        "\n## Calls to build one 3+2 cluster's infrastructure (`bootstrap: none`), by call\n"
+    );
     calls_table(&mut s, &r.build.by_call);
+    let _ = writeln!(
+        s,
+        "\n## Calls to build it with kubeadm (the default), by call\n"
+    );
+    calls_table(&mut s, &r.build_kubeadm.by_call);
     let _ = writeln!(
         s,
         "\n## Calls of a Ready cluster in a quiet hour, by call\n"

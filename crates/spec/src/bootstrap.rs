@@ -197,6 +197,23 @@ pub(crate) fn problems(cluster: &crate::Cluster) -> Vec<(String, String)> {
     };
     let mut out = Vec::new();
     out.extend(field_problems(&spec.bootstrap));
+    if spec.workload.is_some() {
+        out.push((
+            "spec.workload.kubeconfig".into(),
+            "spec.bootstrap.provider is kubeadm (the default): flightdeck reaches the cluster with a certificate of its own from the cluster CA it makes, so a kubeconfig is not used (it is for a cluster that boots its own data: write `bootstrap: {provider: none}` in the spec)".to_string(),
+        ));
+    }
+    if spec
+        .provider
+        .kubevirt
+        .as_ref()
+        .is_some_and(|k| k.workload_kubeconfig.is_some())
+    {
+        out.push((
+            "spec.provider.kubevirt.workloadKubeconfig".into(),
+            "spec.bootstrap.provider is kubeadm (the default): flightdeck reaches the cluster with a certificate of its own from the cluster CA it makes, so a kubeconfig is not used (it is for a cluster that boots its own data: write `bootstrap: {provider: none}` in the spec)".to_string(),
+        ));
+    }
     if spec.control_plane.machine.user_data.is_some() {
         out.push(refused("spec.controlPlane.machine.userData".into()));
     }
@@ -362,6 +379,21 @@ mod tests {
         };
         assert_eq!(c.spec.bootstrap.files[0].mode(), Some(0o644));
         assert_eq!(c.spec.bootstrap.kubelet.extra_args["max-pods"], "110");
+    }
+
+    /// A spec written for `none` (a kubeconfig to reach the cluster) and applied
+    /// without naming its bootstrap now asks for kubeadm: refused, saying how to keep it.
+    #[test]
+    fn kubeadm_refuses_a_workload_kubeconfig_and_says_how_to_keep_ones_own_bootstrap() {
+        let text = with("  workload: {kubeconfig: demo.kubeconfig}\n");
+        let e = load_documents(&text, "k").expect_err("refused").to_string();
+        assert!(
+            e.contains("spec.workload.kubeconfig") && e.contains("bootstrap: {provider: none}"),
+            "{e}"
+        );
+        let kept =
+            with("  workload: {kubeconfig: demo.kubeconfig}\n  bootstrap: {provider: none}\n");
+        load_documents(&kept, "k").expect("none with a kubeconfig");
     }
 
     #[test]

@@ -501,8 +501,9 @@ fn up_and_delete_reach_a_served_opennebula_over_xml_rpc_with_one_auth_credential
                 "sylva-b"
             };
             let kubeconfig = dir.path().join("kube").join(format!("{name}.kubeconfig"));
+            // Their own bootstrap (none): the simulator's kubelets make them.
             format!(
-                "{}\n  workload:\n    kubeconfig: {}\n",
+                "{}\n  bootstrap: {{provider: none}}\n  workload:\n    kubeconfig: {}\n",
                 doc.trim_end(),
                 kubeconfig.display()
             )
@@ -597,6 +598,9 @@ fn up_kubevirt_reaches_the_served_infra_and_workload_clusters_through_kubeconfig
             ),
         );
     assert_ne!(spec, example, "the example names where the kubeconfigs go");
+    // Its own bootstrap (none): reached through the workload kubeconfig the simulator
+    // writes (a kubeadm cluster on KubeVirt: `up_kubevirt` in conformance-kubeadm.sh).
+    let spec = format!("{}\n  bootstrap: {{provider: none}}\n", spec.trim_end());
     let file = dir.path().join("kv.yaml");
     std::fs::write(&file, spec).expect("spec written");
     let state = dir.path().join("state");

@@ -278,3 +278,52 @@ async fn a_kubeconfig_names_the_vip_trusts_the_cluster_ca_and_its_issue_is_an_ev
         Err(flightdeck_engine::EngineError::NoPki(_))
     ));
 }
+
+/// A cluster stored before kubeadm became the default (its spec has no `bootstrap`) was
+/// made with `none`: an engine of today opens that store and drives it as `none`, with
+/// no PKI asked of the store (without the reading rule it would stop: "its bootstrap is
+/// kubeadm, and the store holds no PKI for it"), and what it stores again names `none`.
+#[test]
+fn a_cluster_stored_before_kubeadm_became_the_default_goes_on_booting_its_own_data() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut old = example();
+    old.spec.bootstrap.provider = BootstrapProvider::None;
+    let mut json = serde_json::to_value(&old).expect("json");
+    json["spec"]
+        .as_object_mut()
+        .expect("a spec")
+        .remove("bootstrap");
+    {
+        let store = Store::open(dir.path()).expect("store");
+        store
+            .commit(vec![flightdeck_store::Write::Put {
+                table: flightdeck_engine::SPEC_TABLE,
+                key: "demo".into(),
+                json: serde_json::to_vec(&json).expect("bytes"),
+            }])
+            .expect("an old spec stored");
+    }
+    let clock = SimClock::new(Timestamp::SIM_EPOCH);
+    let cloud = Arc::new(SimCloud::new(SimConfig::default(), 1, clock.clone()));
+    let e = engine(&cloud, &clock, dir.path(), sealed("test")).expect("the engine opens it");
+    let driven = e.cluster("demo").expect("driven");
+    assert_eq!(driven.spec.spec.bootstrap.provider, BootstrapProvider::None);
+    drop(e);
+    let store = Store::open(dir.path()).expect("store");
+    let read = flightdeck_engine::stored_spec(&store, "demo")
+        .expect("read")
+        .expect("stored");
+    assert_eq!(read.spec.bootstrap.provider, BootstrapProvider::None);
+    // A spec stored today names its provider, and the default is kubeadm.
+    store
+        .commit(vec![flightdeck_store::Write::put(
+            flightdeck_engine::SPEC_TABLE,
+            "fresh",
+            &example(),
+        )])
+        .expect("a new spec stored");
+    let fresh = flightdeck_engine::stored_spec(&store, "fresh")
+        .expect("read")
+        .expect("stored");
+    assert_eq!(fresh.spec.bootstrap.provider, BootstrapProvider::Kubeadm);
+}
