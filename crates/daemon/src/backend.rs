@@ -413,11 +413,8 @@ impl<P: Provider + 'static> Backend<P> {
             c.memory.identity == flightdeck_plan::IdentityCheck::Pending
         };
         // A cluster being deleted takes no spec, not even the one it has: API.md's 409.
-        if self
-            .engine
-            .cluster(&name)
-            .is_some_and(|c| c.memory.deletion_requested.is_some())
-        {
+        // That includes a deletion asked for while a reconcile of it is in flight.
+        if self.engine.deleting(&name) {
             return Err(engine_failure(EngineError::Deleting(name)));
         }
         let result = match self.engine.cluster(&name) {

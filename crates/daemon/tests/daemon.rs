@@ -451,7 +451,11 @@ async fn the_admin_gets_a_kubeconfig_and_its_issue_is_an_event() {
     d.apply(&kubeadm).await;
     d.apply(
         &cluster_named(&example("openstack.yaml"), "plain")
-            .replace("10.244.0.0/16", "10.245.0.0/16"),
+            .replace("10.244.0.0/16", "10.245.0.0/16")
+            .replace(
+                "  provider:\n",
+                "  bootstrap:\n    provider: none\n  provider:\n",
+            ),
     )
     .await;
     let url = format!("{}/api/v1/clusters/demo/kubeconfig?ttl=1h", d.url);

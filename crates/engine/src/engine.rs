@@ -432,6 +432,15 @@ impl<P: Provider> Engine<P> {
         Ok(())
     }
 
+    /// Whether cluster `name` is being deleted: its deletion was requested, or was asked
+    /// for while a reconcile of it was in flight (applied when that reconcile ends).
+    pub fn deleting(&self, name: &str) -> bool {
+        self.clusters
+            .get(name)
+            .is_some_and(|c| c.memory.deletion_requested.is_some())
+            || self.in_flight.get(name).is_some_and(|f| f.delete.is_some())
+    }
+
     /// Starts deleting a cluster. Deletion cannot be undone; it ends when the cloud no
     /// longer lists anything the cluster owned.
     pub fn delete(&mut self, name: &str) -> Result<(), EngineError> {

@@ -28,6 +28,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../../scenarios/clusters/kv-kubeadm.yaml"),
     ),
     (
+        "scenarios/clusters/kv-own-data.yaml",
+        include_str!("../../../scenarios/clusters/kv-own-data.yaml"),
+    ),
+    (
         "scenarios/kubeadm-kubevirt.yaml",
         include_str!("../../../scenarios/kubeadm-kubevirt.yaml"),
     ),

@@ -188,6 +188,7 @@ async fn the_pki_goes_with_its_cluster_and_a_cluster_without_kubeadm_has_none() 
     );
 
     let mut none = example();
+    none.spec.bootstrap.provider = BootstrapProvider::None;
     none.metadata.name = flightdeck_spec::Name::new("plain").expect("name");
     e.apply(none).expect("apply");
     assert!(e.pki("plain").expect("no error").is_none());
@@ -268,6 +269,7 @@ async fn a_kubeconfig_names_the_vip_trusts_the_cluster_ca_and_its_issue_is_an_ev
         Err(flightdeck_engine::EngineError::Invalid(_))
     ));
     let mut none = example();
+    none.spec.bootstrap.provider = BootstrapProvider::None;
     none.metadata.name = flightdeck_spec::Name::new("plain").expect("name");
     none.spec.network.security_group =
         Some(flightdeck_spec::Text::new("plain-nodes").expect("text"));
@@ -286,26 +288,35 @@ async fn a_kubeconfig_names_the_vip_trusts_the_cluster_ca_and_its_issue_is_an_ev
 #[test]
 fn a_cluster_stored_before_kubeadm_became_the_default_goes_on_booting_its_own_data() {
     let dir = tempfile::tempdir().expect("dir");
-    let mut old = example();
-    old.spec.bootstrap.provider = BootstrapProvider::None;
-    let mut json = serde_json::to_value(&old).expect("json");
-    json["spec"]
-        .as_object_mut()
-        .expect("a spec")
-        .remove("bootstrap");
+    let clock = SimClock::new(Timestamp::SIM_EPOCH);
+    let cloud = Arc::new(SimCloud::new(SimConfig::default(), 1, clock.clone()));
+    {
+        let mut e = engine(&cloud, &clock, dir.path(), sealed("then")).expect("engine");
+        let mut old = example();
+        old.spec.bootstrap.provider = BootstrapProvider::None;
+        e.apply(old).expect("apply");
+    }
+    // The spec as a flightdeck of before stored it: no `bootstrap` at all.
     {
         let store = Store::open(dir.path()).expect("store");
+        let raw = store
+            .get_raw(flightdeck_engine::SPEC_TABLE, "demo")
+            .expect("read")
+            .expect("stored");
+        let mut json: serde_json::Value = serde_json::from_slice(&raw).expect("json");
+        json["spec"]
+            .as_object_mut()
+            .expect("a spec")
+            .remove("bootstrap");
         store
             .commit(vec![flightdeck_store::Write::Put {
                 table: flightdeck_engine::SPEC_TABLE,
                 key: "demo".into(),
                 json: serde_json::to_vec(&json).expect("bytes"),
             }])
-            .expect("an old spec stored");
+            .expect("the old spec stored");
     }
-    let clock = SimClock::new(Timestamp::SIM_EPOCH);
-    let cloud = Arc::new(SimCloud::new(SimConfig::default(), 1, clock.clone()));
-    let e = engine(&cloud, &clock, dir.path(), sealed("test")).expect("the engine opens it");
+    let e = engine(&cloud, &clock, dir.path(), sealed("now")).expect("the engine opens it");
     let driven = e.cluster("demo").expect("driven");
     assert_eq!(driven.spec.spec.bootstrap.provider, BootstrapProvider::None);
     drop(e);

@@ -131,7 +131,10 @@ async fn f12_a_deletion_that_sees_none_of_its_objects_keeps_the_cluster_until_to
         EngineConfig::default(),
     )
     .expect("engine");
-    e.apply(example()).expect("apply");
+    // Its own bootstrap: the second engine below is given no key for a kubeadm PKI.
+    let mut plain = example();
+    plain.spec.bootstrap.provider = flightdeck_spec::bootstrap::BootstrapProvider::None;
+    e.apply(plain).expect("apply");
     assert!(drive(&mut e, &built, &clock, 3600, ready).await);
     drop(e);
 

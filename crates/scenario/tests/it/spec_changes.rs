@@ -31,7 +31,7 @@ fn fields_the_cloud_objects_are_built_from_are_refused_by_name_once_the_cluster_
     type Change = (&'static str, fn(&mut Cluster));
     let changes: [Change; 5] = [
         ("spec.bootstrap.provider", |c| {
-            c.spec.bootstrap.provider = flightdeck_spec::bootstrap::BootstrapProvider::Kubeadm
+            c.spec.bootstrap.provider = flightdeck_spec::bootstrap::BootstrapProvider::None
         }),
         ("spec.network.podCIDR", |c| {
             c.spec.network.pod_cidr = "10.96.0.0/16".parse().expect("cidr")
