@@ -91,12 +91,12 @@ impl Fleet {
         });
         let mut routes = BTreeMap::new();
         for name in fleet.store.keys("spec")? {
-            let Some(spec) = fleet.store.get::<Cluster>("spec", &name)? else {
+            let Some(spec) = flightdeck_engine::stored_spec(&fleet.store, &name)? else {
                 continue;
             };
             let r = route(&spec, fleet.sim.is_some()).map_err(|f| anyhow::anyhow!(f.message))?;
             if r.is_sim() {
-                fleet.forget_simulated(&name)?;
+                fleet.forget_simulated(&spec)?;
             }
             if let (Route::SimOpenStack, Some(sim)) = (&r, &fleet.sim) {
                 sim.provide_router(&spec);
@@ -120,8 +120,11 @@ impl Fleet {
     }
 
     /// The embedded simulator keeps nothing across restarts: a cluster built on it is
-    /// built again, under a new UID, from its spec.
-    fn forget_simulated(&self, name: &str) -> anyhow::Result<()> {
+    /// built again, under a new UID, from its spec. A kubeadm cluster gets a new PKI with
+    /// it, in the same commit: the old one is bound to the old UID (and its cluster is
+    /// gone with the simulator), so it would not open.
+    fn forget_simulated(&self, spec: &Cluster) -> anyhow::Result<()> {
+        let name = spec.name().as_str();
         let uid = format!(
             "{:016x}",
             flightdeck_cloud::Rng::next_u64(&mut SeededRng::new(
@@ -138,11 +141,16 @@ impl Fleet {
                 "the embedded simulator keeps nothing across restarts: cluster {name} is built again with UID {uid}"
             ),
         };
-        self.store.commit(vec![
+        let mut writes = vec![
             Write::put("memory", name, &memory),
             Write::put("status", name, &ClusterStatus::default()),
             Write::event(name, &event),
-        ])?;
+        ];
+        if spec.spec.bootstrap.kubeadm() {
+            let now_secs = i64::try_from(wall().millis() / 1000).unwrap_or(i64::MAX);
+            writes.push(self.options.secrets.make_pki(name, &uid, now_secs)?);
+        }
+        self.store.commit(writes)?;
         Ok(())
     }
 

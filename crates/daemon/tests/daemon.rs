@@ -411,6 +411,57 @@ async fn a_kubeadm_clusters_pki_is_sealed_under_the_state_directorys_key() {
     }
     assert!(files > 0, "the store file is there");
 
+    // Started again with its key: the embedded simulator kept nothing, so the cluster is
+    // built again under a new UID, with a new PKI bound to it (the old one would not
+    // open: test-hostile.sh's restart once stopped on it).
+    let _ = std::fs::remove_file(dir.path().join("api.url"));
+    for _ in 0..200 {
+        if flightdeck_store::Store::open(dir.path()).is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (stop, stopped) = oneshot::channel::<()>();
+    let again = tokio::spawn(serve_until(options(dir.path(), 10.0), async move {
+        let _ = stopped.await;
+    }));
+    let mut url = String::new();
+    // A bound for a serve that never starts (60 s), not a performance figure.
+    for _ in 0..2400 {
+        if let Ok(u) = std::fs::read_to_string(dir.path().join("api.url")) {
+            url = u.trim().to_string();
+            break;
+        }
+        if again.is_finished() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(
+        !url.is_empty(),
+        "serve did not start again: {:?}",
+        again.await
+    );
+    let admin = std::fs::read_to_string(dir.path().join("admin.token")).expect("admin token");
+    let events: serde_json::Value = reqwest::Client::new()
+        .get(format!("{url}/api/v1/clusters/demo/events"))
+        .bearer_auth(admin.trim())
+        .send()
+        .await
+        .expect("GET")
+        .json()
+        .await
+        .expect("JSON");
+    assert!(
+        events.to_string().contains("SimulatorRestarted"),
+        "{events}"
+    );
+    let _ = stop.send(());
+    again
+        .await
+        .expect("the serve task")
+        .expect("serve started again with its key and stopped cleanly");
+
     // The key is lost: the daemon does not start, and says which file it needs.
     std::fs::remove_file(&key).expect("remove the key");
     // The stopped daemon's last tasks let go of the store file (a bound, not a figure).

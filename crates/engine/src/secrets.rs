@@ -87,7 +87,7 @@ fn record(cluster: &str, uid: &str) -> String {
 impl SecretsAtRest {
     /// Makes cluster `cluster`'s PKI (UID `uid`) at `now_unix_secs`: the write that keeps
     /// it, sealed.
-    pub(crate) fn make_pki(
+    pub fn make_pki(
         &self,
         cluster: &str,
         uid: &str,
