@@ -182,6 +182,9 @@ impl std::fmt::Display for BootstrapProvider {
     }
 }
 
+/// Why a kubeadm cluster refuses a workload kubeconfig (both fields that give one).
+const NO_KUBECONFIG: &str = "spec.bootstrap.provider is kubeadm (the default): flightdeck reaches the cluster with a certificate of its own from the cluster CA it makes, so a kubeconfig is not used (it is for a cluster that boots its own data: write `bootstrap: {provider: none}` in the spec)";
+
 /// What a cluster with `provider: kubeadm` may not also have: each set's own
 /// `machine.userData` (flightdeck's data replaces it). As (field path, problem).
 pub(crate) fn problems(cluster: &crate::Cluster) -> Vec<(String, String)> {
@@ -198,10 +201,7 @@ pub(crate) fn problems(cluster: &crate::Cluster) -> Vec<(String, String)> {
     let mut out = Vec::new();
     out.extend(field_problems(&spec.bootstrap));
     if spec.workload.is_some() {
-        out.push((
-            "spec.workload.kubeconfig".into(),
-            "spec.bootstrap.provider is kubeadm (the default): flightdeck reaches the cluster with a certificate of its own from the cluster CA it makes, so a kubeconfig is not used (it is for a cluster that boots its own data: write `bootstrap: {provider: none}` in the spec)".to_string(),
-        ));
+        out.push(("spec.workload.kubeconfig".into(), NO_KUBECONFIG.to_string()));
     }
     if spec
         .provider
@@ -211,7 +211,7 @@ pub(crate) fn problems(cluster: &crate::Cluster) -> Vec<(String, String)> {
     {
         out.push((
             "spec.provider.kubevirt.workloadKubeconfig".into(),
-            "spec.bootstrap.provider is kubeadm (the default): flightdeck reaches the cluster with a certificate of its own from the cluster CA it makes, so a kubeconfig is not used (it is for a cluster that boots its own data: write `bootstrap: {provider: none}` in the spec)".to_string(),
+            NO_KUBECONFIG.to_string(),
         ));
     }
     if spec.control_plane.machine.user_data.is_some() {
