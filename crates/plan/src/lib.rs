@@ -18,6 +18,7 @@ pub mod condition;
 mod creates;
 mod deletion;
 pub mod drain;
+mod guest_holders;
 mod infra;
 pub mod machines;
 pub mod member_gate;

@@ -301,8 +301,13 @@ fn control_plane_never_served(
     let serving = monitored
         && m.member
             .is_some_and(|x| x.operating_status == flightdeck_cloud::OperatingStatus::Online);
+    // A kubeadm cluster whose API answered once came up (seed 70005732: a store restored
+    // from before the cluster was Ready, then a node list that went blind, and the init
+    // machine, the cluster's only etcd member, was condemned for an API that "never
+    // came up").
     if p.observed.nodes.is_none()
         && p.memory.ready_since.is_none()
+        && !crate::bootstrap::initialized(p)
         && m.member.is_some()
         && !serving
     {

@@ -522,7 +522,9 @@ fn plan_set(
     });
     let delete_first = !surge_first && !outdated.is_empty() && total >= set.replicas;
     if delete_first && !removal_running {
-        if let Some(victim) = outdated.iter().min_by_key(|m| m.record.created_at.millis()) {
+        if let Some(victim) = outdated.iter().min_by_key(|m| m.record.created_at.millis())
+            && !crate::guest_holders::hold(p, &label, victim, machines)
+        {
             mark_removal(
                 p,
                 victim.name(),
@@ -546,7 +548,9 @@ fn plan_set(
             };
             (healthy(m), age_key, m.name().to_string())
         });
-        if let Some(victim) = candidates.first() {
+        if let Some(victim) = candidates.first()
+            && !crate::guest_holders::hold(p, &label, victim, machines)
+        {
             let others_healthy = healthy_count - u32::from(healthy(victim));
             // Taking out a machine that carries no traffic never lowers what serves; any
             // other may only go while at least `replicas` others are healthy.

@@ -442,3 +442,50 @@ fn a_pending_removal_is_withdrawn_when_the_spec_scales_up_while_every_node_reads
     );
     assert!(p.memory.machines["demo-cp-1"].removal.is_none());
 }
+
+/// Seed 70005732: in a kubeadm cluster, the init machine is the workload cluster's
+/// first etcd member. A control-plane rollout must not take it out for "carrying no
+/// traffic" (its Octavia member offline) while no other control-plane machine has
+/// joined: the cluster would lose its only member. Once another has a Ready node, it goes.
+#[test]
+fn the_last_control_plane_machine_that_may_hold_the_workload_cluster_is_not_removed() {
+    let world = |cp4_joined: bool| {
+        let mut kubeadm = spec(V2, 0);
+        kubeadm.spec.bootstrap.provider = flightdeck_spec::bootstrap::BootstrapProvider::Kubeadm;
+        let mut w = World::with_infra(kubeadm);
+        let offline = Health {
+            member: Some((Active, Offline)),
+            node_ready: Some(true),
+        };
+        let unregistered = Health {
+            member: Some((Active, OperatingStatus::NoMonitor)),
+            node_ready: None,
+        };
+        let joined = Health {
+            node_ready: Some(true),
+            ..unregistered
+        };
+        w.add_cp(1, V1, offline);
+        w.add_cp(4, V2, if cp4_joined { joined } else { unregistered });
+        w.add_cp(5, V2, unregistered);
+        w.add_cp(6, V2, unregistered);
+        for n in ["demo-cp-1", "demo-cp-4", "demo-cp-5", "demo-cp-6"] {
+            w.record(n).created_at = Timestamp(T0.0 - 1_800_000);
+            w.record(n).running_since = Some(Timestamp(T0.0 - 1_800_000));
+        }
+        w.memory.bootstrap.init_machine = Some("demo-cp-1".into());
+        w.memory.bootstrap.initialized_at = Some(Timestamp(T0.0 - 1_700_000));
+        w
+    };
+
+    let p = world(false).plan();
+    assert!(removing(&p).is_empty(), "{:?}", p.events);
+    let halted = condition(&p, "RolloutHalted").expect("the rollout halts");
+    assert!(
+        halted.reason == "LastControlPlaneMember" && halted.message.contains("demo-cp-1"),
+        "{halted:?}"
+    );
+
+    let p = world(true).plan();
+    assert_eq!(removing(&p), ["demo-cp-1"], "{:#?}", p.conditions);
+}

@@ -380,3 +380,19 @@ fn f10_a_repair_not_decided_from_the_node_list_waits_for_it_too_when_the_server_
  {
     passes_with_lagging_store(62_000_800);
 }
+
+/// Found by 6,720 seeds from 70005018 on e4dec33 (1 failure), a bug in flightdeck.
+///
+/// Convergence, seed 70005732: a store restored from before the cluster was Ready, a
+/// node list that then went blind, and an Octavia member offline. Flight control
+/// condemned the kubeadm init machine for an API that "never came up" although it had
+/// answered, and a control-plane rollout took it out as "carrying no traffic" before any
+/// other control-plane machine had joined: the workload cluster lost its only etcd
+/// member and never answered again. An API that answered once came up, and the last
+/// control-plane machine that may hold the cluster's etcd is not removed until another
+/// has a Ready node.
+#[test]
+fn the_last_control_plane_machine_that_holds_the_workload_cluster_is_not_removed_on_seed_70005732()
+{
+    passes_with_lagging_store(70_005_732);
+}
