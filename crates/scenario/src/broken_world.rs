@@ -21,6 +21,7 @@ use flightdeck_spec::{Document, load_documents};
 use crate::converge_check::cluster_problem;
 use crate::flight::network_problem;
 use crate::invariants::leaks;
+use crate::owned::Owned;
 use crate::repair_check::RepairCheck;
 use crate::serving::ServingCheck;
 use crate::track::ClusterTrack;
@@ -161,7 +162,10 @@ fn converged(world: &World, track: &ClusterTrack) -> Option<String> {
 fn the_healthy_world_satisfies_every_check() {
     let (world, track) = healthy();
     assert_eq!(converged(&world, &track), None);
-    assert_eq!(network_problem(&world, &track, &spec().spec), None);
+    assert_eq!(
+        network_problem(&world, &Owned::of(&world), &track, &spec().spec),
+        None
+    );
 }
 
 #[test]
@@ -173,7 +177,8 @@ fn routes_consistent_sees_one_route_removed() {
         .expect("the router")
         .routes
         .remove(3);
-    let problem = network_problem(&world, &track, &spec().spec).expect("a missing route");
+    let problem =
+        network_problem(&world, &Owned::of(&world), &track, &spec().spec).expect("a missing route");
     assert!(
         problem.contains("missing route(s) [10.244.3.0/24 via 10.0.0.13 (node demo-workers-4)]"),
         "{problem}"
@@ -186,7 +191,8 @@ fn routes_consistent_sees_a_route_left_to_a_dead_machine() {
     // workers-5 was deleted; its route stayed.
     world.servers.retain(|s| s.id != "server-4");
     world.nodes.retain(|(_, n)| n.name != "demo-workers-5");
-    let problem = network_problem(&world, &track, &spec().spec).expect("a stale route");
+    let problem =
+        network_problem(&world, &Owned::of(&world), &track, &spec().spec).expect("a stale route");
     assert!(
         problem.contains("stale route(s) [10.244.4.0/24 via 10.0.0.14"),
         "{problem}"
@@ -202,7 +208,8 @@ fn rules_restored_sees_a_lost_rule() {
         .expect("the group")
         .rules
         .retain(|r| r.protocol.as_deref() != Some("icmp"));
-    let problem = network_problem(&world, &track, &spec().spec).expect("a missing rule");
+    let problem =
+        network_problem(&world, &Owned::of(&world), &track, &spec().spec).expect("a missing rule");
     assert_eq!(problem, "pod-network rule(s) icmp missing");
 }
 

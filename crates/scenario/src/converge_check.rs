@@ -18,10 +18,10 @@
 //! it but the world does not show it; a change to it is still a template change, so a
 //! machine made under the earlier one counts as outdated).
 
-use flightdeck_cloud::ownership::uid_of;
 use flightdeck_sim::World;
 use flightdeck_spec::{Cluster, ClusterSpec, MachineTemplate};
 
+use crate::owned::Owned;
 use crate::repair_check::{Live, RepairCheck, live_machines};
 use crate::track::ClusterTrack;
 
@@ -45,19 +45,31 @@ pub fn cluster_problem(
     spec: &Cluster,
     repairs: &RepairCheck,
 ) -> Option<String> {
+    let live = live_machines(world);
+    let mine: Vec<&Live<'_>> = live.iter().filter(|m| m.uid == track.uid).collect();
+    problem_of((world, &Owned::of(world)), &mine, track, spec, repairs)
+}
+
+/// [`cluster_problem`], with the cluster's live machines and the world's objects by
+/// cluster picked once for the whole fleet.
+pub(crate) fn problem_of(
+    (world, owned): (&World, &Owned<'_>),
+    mine: &[&Live<'_>],
+    track: &ClusterTrack,
+    spec: &Cluster,
+    repairs: &RepairCheck,
+) -> Option<String> {
     if track.deletion_requested {
         return crate::invariants::leaks(world, track);
     }
-    let live = live_machines(world);
-    let mine: Vec<&Live<'_>> = live.iter().filter(|m| m.uid == track.uid).collect();
-    judge(world, &mine, track, spec, repairs, Judge::Converged)
+    judge((world, owned), mine, track, spec, repairs, Judge::Converged)
 }
 
 /// What keeps the cluster of `track` from being what `judge` asks of `spec` in
 /// `world`, whose live machines of the track's UID are `live` (picked once per look:
 /// a fleet of N clusters would otherwise scan every machine N times).
 pub(crate) fn judge(
-    world: &World,
+    (world, owned): (&World, &Owned<'_>),
     live: &[&Live<'_>],
     track: &ClusterTrack,
     spec: &Cluster,
@@ -97,7 +109,7 @@ pub(crate) fn judge(
         }
     }
     if s.provider.openstack.is_some() {
-        openstack_problem(world, track, s, judge).map(|p| format!("{}: {p}", track.name))
+        openstack_problem((world, owned), track, s, judge).map(|p| format!("{}: {p}", track.name))
     } else {
         None
     }
@@ -153,18 +165,14 @@ fn set_problem(
 }
 
 fn openstack_problem(
-    world: &World,
+    (world, owned): (&World, &Owned<'_>),
     track: &ClusterTrack,
     s: &ClusterSpec,
     judge: Judge,
 ) -> Option<String> {
     let cp = s.control_plane.replicas.get();
     if !track.external_endpoint {
-        let members: Vec<_> = world
-            .members
-            .iter()
-            .filter(|m| uid_of(&m.tags) == Some(track.uid.as_str()))
-            .collect();
+        let members = owned.members(&track.uid);
         let serving = members
             .iter()
             .filter(|m| world.member_serving_since.contains_key(&m.id))
@@ -177,7 +185,7 @@ fn openstack_problem(
         }
     }
     match judge {
-        Judge::Converged => crate::flight::network_problem(world, track, s),
-        Judge::Ready => crate::flight::rules_problem(world, track, s),
+        Judge::Converged => crate::flight::network_problem(world, owned, track, s),
+        Judge::Ready => crate::flight::rules_problem(owned, track, s),
     }
 }

@@ -4,13 +4,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use flightdeck_cloud::Provider;
-use flightdeck_cloud::ownership::{TAG_ROLE, uid_of};
-use flightdeck_cloud::{ServerStatus, Timestamp};
+use flightdeck_cloud::Timestamp;
+use flightdeck_cloud::ownership::TAG_ROLE;
 use flightdeck_engine::Engine;
 use flightdeck_sim::World;
 use flightdeck_spec::{Cidr, Duration, Invariant};
 
 use crate::invariants::Invariants;
+use crate::owned::Owned;
 use crate::track::ClusterTrack;
 
 /// A window in which a fault blinds the observer of a cluster (`None`: every cluster).
@@ -77,6 +78,7 @@ impl FlightChecks {
         world: &World,
         engine: &Engine<P>,
         tracks: &BTreeMap<String, ClusterTrack>,
+        owned: &Owned<'_>,
     ) {
         self.check_repairs(inv, now, world, tracks);
         for (name, c) in engine.clusters() {
@@ -94,7 +96,7 @@ impl FlightChecks {
             let pod = spec.network.pod_cidr;
             // rulesRestored
             if inv.enabled(Invariant::RulesRestored) && spec.flight.repairs.security_group_rules {
-                let missing = rules_missing(world, &track.uid, pod);
+                let missing = rules_missing(owned, &track.uid, pod);
                 let v = self.episode(Invariant::RulesRestored, name, now, missing, bound, |m| {
                     format!(
                         "cluster {name}: pod-network rule(s) {m} missing for longer than {bound}"
@@ -117,11 +119,17 @@ impl FlightChecks {
                 let problem = if self.blind_at(name, now).is_some() || stale_list {
                     Vec::new()
                 } else {
-                    let stale =
-                        stale_routes(world, &track.uid, pod, router.as_str(), &track.addresses)
-                            .into_iter()
-                            .map(|s| format!("stale route {s}"));
-                    let missing = missing_routes(world, &track.uid, router.as_str())
+                    let stale = stale_routes(
+                        world,
+                        owned,
+                        &track.uid,
+                        pod,
+                        router.as_str(),
+                        &track.addresses,
+                    )
+                    .into_iter()
+                    .map(|s| format!("stale route {s}"));
+                    let missing = missing_routes(world, owned, &track.uid, router.as_str())
                         .into_iter()
                         .map(|m| format!("no route for live node: {m}"));
                     stale.chain(missing).collect()
@@ -222,11 +230,12 @@ impl FlightChecks {
 /// spec switched off is not asked for.
 pub(crate) fn network_problem(
     world: &World,
+    owned: &Owned<'_>,
     track: &ClusterTrack,
     spec: &flightdeck_spec::ClusterSpec,
 ) -> Option<String> {
     let pod = track.pod_cidr;
-    let rules = rules_missing(world, &track.uid, pod);
+    let rules = rules_missing(owned, &track.uid, pod);
     if spec.flight.repairs.security_group_rules && !rules.is_empty() {
         return Some(format!("pod-network rule(s) {} missing", rules.join(", ")));
     }
@@ -237,8 +246,8 @@ pub(crate) fn network_problem(
         .and_then(|o| o.router.as_ref())
         .filter(|_| spec.flight.repairs.routes)?;
     let router = router.as_str();
-    let stale = stale_routes(world, &track.uid, pod, router, &track.addresses);
-    let missing = missing_routes(world, &track.uid, router);
+    let stale = stale_routes(world, owned, &track.uid, pod, router, &track.addresses);
+    let missing = missing_routes(world, owned, &track.uid, router);
     (!stale.is_empty() || !missing.is_empty()).then(|| {
         format!(
             "on router {router}: stale route(s) [{}], missing route(s) [{}]",
@@ -251,25 +260,20 @@ pub(crate) fn network_problem(
 /// Pod-network rules missing in `world` for the cluster of `track` (unless the spec
 /// switched their repair off): what a Ready cluster must have in place.
 pub(crate) fn rules_problem(
-    world: &World,
+    owned: &Owned<'_>,
     track: &ClusterTrack,
     spec: &flightdeck_spec::ClusterSpec,
 ) -> Option<String> {
-    let rules = rules_missing(world, &track.uid, track.pod_cidr);
+    let rules = rules_missing(owned, &track.uid, track.pod_cidr);
     (spec.flight.repairs.security_group_rules && !rules.is_empty())
         .then(|| format!("pod-network rule(s) {} missing", rules.join(", ")))
 }
 
-fn owned(tags: &[String], uid: &str) -> bool {
-    uid_of(tags) == Some(uid)
-}
-
-fn rules_missing(world: &World, uid: &str, pod: Cidr) -> Vec<String> {
-    let Some(group) = world.security_groups.iter().find(|g| {
-        owned(&g.tags, uid)
-            && g.tags
-                .iter()
-                .any(|t| t.strip_prefix(TAG_ROLE) == Some("security-group"))
+fn rules_missing(owned: &Owned<'_>, uid: &str, pod: Cidr) -> Vec<String> {
+    let Some(group) = owned.security_groups(uid).find(|g| {
+        g.tags
+            .iter()
+            .any(|t| t.strip_prefix(TAG_ROLE) == Some("security-group"))
     }) else {
         return Vec::new();
     };
@@ -292,7 +296,7 @@ fn rules_missing(world: &World, uid: &str, pod: Cidr) -> Vec<String> {
 /// route stays while the node lives). Excused while the router is at its limit, and
 /// for as long as flightdeck trusts a limit it learned after the limit last changed
 /// (F8: a router that refused is not asked again at once).
-fn missing_routes(world: &World, uid: &str, router: &str) -> Vec<String> {
+fn missing_routes(world: &World, owned: &Owned<'_>, uid: &str, router: &str) -> Vec<String> {
     let trusted = flightdeck_plan::LEARNED_LIMIT_TTL;
     if world
         .route_limit_changed
@@ -307,17 +311,14 @@ fn missing_routes(world: &World, uid: &str, router: &str) -> Vec<String> {
     else {
         return Vec::new();
     };
-    let address: BTreeMap<&str, std::net::IpAddr> = world
-        .servers
-        .iter()
-        .filter(|s| owned(&s.tags, uid) && s.status == ServerStatus::Active && !s.is_deleting())
+    let address: BTreeMap<&str, std::net::IpAddr> = owned
+        .live_servers(uid)
         .filter_map(|s| Some((s.id.as_str(), s.address?)))
         .collect();
-    let missing: Vec<String> = world
-        .nodes
-        .iter()
-        .filter(|(u, n)| u == uid && n.ready)
-        .filter_map(|(_, n)| {
+    let missing: Vec<String> = owned
+        .nodes(uid)
+        .filter(|n| n.ready)
+        .filter_map(|n| {
             let ip = *address.get(n.server_id.as_deref()?)?;
             let dest = n.pod_cidr.as_deref()?;
             let routed = router
@@ -338,6 +339,7 @@ fn missing_routes(world: &World, uid: &str, router: &str) -> Vec<String> {
 /// another cluster's, or an operator's, and harmless until it hijacks a held network.)
 fn stale_routes(
     world: &World,
+    owned: &Owned<'_>,
     uid: &str,
     pod: Cidr,
     router: &str,
@@ -350,19 +352,15 @@ fn stale_routes(
     else {
         return Vec::new();
     };
-    let live: BTreeMap<std::net::IpAddr, &str> = world
-        .servers
-        .iter()
-        .filter(|s| owned(&s.tags, uid) && s.status == ServerStatus::Active && !s.is_deleting())
+    let live: BTreeMap<std::net::IpAddr, &str> = owned
+        .live_servers(uid)
         .filter_map(|s| Some((s.address?, s.id.as_str())))
         .collect();
     // A pod network is held by a node of a live server: the node an ERROR server leaves
     // behind carries no traffic to hijack, and it goes with its server.
-    let owners: BTreeMap<&str, &str> = world
-        .nodes
-        .iter()
-        .filter(|(u, _)| u == uid)
-        .filter_map(|(_, n)| Some((n.pod_cidr.as_deref()?, n.server_id.as_deref()?)))
+    let owners: BTreeMap<&str, &str> = owned
+        .nodes(uid)
+        .filter_map(|n| Some((n.pod_cidr.as_deref()?, n.server_id.as_deref()?)))
         .filter(|(_, server)| live.values().any(|s| s == server))
         .collect();
     router

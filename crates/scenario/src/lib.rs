@@ -23,6 +23,7 @@ pub mod leases;
 pub mod load;
 mod loopback;
 pub mod one;
+mod owned;
 mod pace;
 pub mod repair_check;
 pub mod report;

@@ -75,6 +75,8 @@ pub(crate) struct Look<'a, 'w> {
     pub world: &'w World,
     /// The live machines by cluster UID.
     pub live: &'a BTreeMap<&'w str, Vec<&'a Live<'w>>>,
+    /// The world's objects by cluster UID.
+    pub owned: &'a crate::owned::Owned<'w>,
     pub specs: &'a BTreeMap<String, Cluster>,
     pub repairs: &'a RepairCheck,
 }
@@ -87,7 +89,14 @@ impl Look<'_, '_> {
                     .live
                     .get(track.uid.as_str())
                     .map_or(&[][..], Vec::as_slice);
-                judge(self.world, mine, track, spec, self.repairs, how)
+                judge(
+                    (self.world, self.owned),
+                    mine,
+                    track,
+                    spec,
+                    self.repairs,
+                    how,
+                )
             }
             None => Some(format!("{}: the scenario has no spec for it", track.name)),
         }

@@ -31,9 +31,11 @@ impl<P: Provider + 'static> Driver<'_, P> {
         for m in &all_live {
             live.entry(m.uid).or_default().push(m);
         }
+        let owned = crate::owned::Owned::of(&world);
         let look = crate::truth::Look {
             world: &world,
             live: &live,
+            owned: &owned,
             specs: &self.specs,
             repairs: self.flight.repairs(),
         };
@@ -52,6 +54,7 @@ impl<P: Provider + 'static> Driver<'_, P> {
             &world,
             &self.engine,
             &self.tracks,
+            &owned,
         );
         self.pace.check(
             &mut self.invariants,
@@ -63,11 +66,13 @@ impl<P: Provider + 'static> Driver<'_, P> {
         let look = crate::truth::Look {
             world: &world,
             live: &live,
+            owned: &owned,
             specs: &self.specs,
             repairs: self.flight.repairs(),
         };
         self.truth
             .check(&mut self.invariants, now, &look, &self.engine, &self.tracks);
+        drop(owned);
         drop(live);
         drop(all_live);
         let converged = self.check_convergence(now, &world);

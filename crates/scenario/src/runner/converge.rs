@@ -43,12 +43,25 @@ impl<P: Provider + 'static> Driver<'_, P> {
     /// to do): a status that lags a converged world for good is a defect of its own, and
     /// the runner stops only once both hold.
     fn fleet_problem(&self, world: &World) -> Option<String> {
+        // The world is walked once for the fleet, not once per cluster.
+        let all_live = crate::repair_check::live_machines(world);
+        let mut live: std::collections::BTreeMap<&str, Vec<_>> = Default::default();
+        for m in &all_live {
+            live.entry(m.uid).or_default().push(m);
+        }
+        let owned = crate::owned::Owned::of(world);
         for (name, spec) in &self.specs {
             let Some(t) = self.tracks.get(name) else {
                 return Some(format!("{name} was never taken up"));
             };
-            let problem =
-                crate::converge_check::cluster_problem(world, t, spec, self.flight.repairs());
+            let mine = live.get(t.uid.as_str()).map_or(&[][..], Vec::as_slice);
+            let problem = crate::converge_check::problem_of(
+                (world, &owned),
+                mine,
+                t,
+                spec,
+                self.flight.repairs(),
+            );
             if problem.is_some() {
                 return problem;
             }

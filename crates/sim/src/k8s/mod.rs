@@ -622,6 +622,14 @@ fn versions(st: &State) -> (u64, u64, usize) {
     )
 }
 
+fn writes_secret(route: &routes::Route) -> bool {
+    matches!(
+        route,
+        routes::Route::Collection { res, .. } | routes::Route::Object { res, .. }
+            if res.kind == Kind::Secret
+    )
+}
+
 /// A fault of the Kubernetes side started or ended: controllers look again.
 pub(crate) fn fault_changed(st: &mut State) {
     st.kube.dirty = true;
@@ -686,8 +694,14 @@ impl SimCloud {
                 ok: response.status < 400,
                 caller: None,
             });
-            st.kube.dirty = true;
-            st.kube.touch(cluster);
+            // A workload cluster's Secrets (bootstrap tokens) are read by kubeadm when a
+            // machine joins, never by a controller: their writes wake none (a token made,
+            // moved on and deleted per joining machine cost a controller pass each, a
+            // tenth of `up` of a kubeadm fleet). The infra cluster's are VMIs' user data.
+            if cluster == INFRA_CLUSTER || !writes_secret(&route) {
+                st.kube.dirty = true;
+                st.kube.touch(cluster);
+            }
             // A read changes nothing a controller or a health check looks at: only a
             // mutation settles the world again.
             st.settle(now);
