@@ -378,15 +378,19 @@ fn plan_set(
         }
     }
     reclaim_untouched(p, set, machines);
+    // Memory says which machines stay: a view's record is a copy taken before this
+    // pass, and shows a removal that `reclaim_untouched` just withdrew (seed 71019655: a
+    // pool scaled to 0 and back to 4 while the node list was blind kept the machine it
+    // reclaimed, counted only the other, and made three: one more than the spec, a
+    // repair begun blind in all but name).
     let active: Vec<&MachineView<'_>> = machines
         .iter()
         .copied()
         .filter(|m| {
-            !m.removing()
-                && p.memory
-                    .machines
-                    .get(m.name())
-                    .is_some_and(|r| r.removal.is_none())
+            p.memory
+                .machines
+                .get(m.name())
+                .is_some_and(|r| r.removal.is_none())
         })
         .collect();
     // A machine needs replacing when its template is outdated or flight control decided

@@ -29,15 +29,23 @@ const OPENNEBULA: [FaultKind; 7] = [
 ];
 
 /// The kinds that hit a KubeVirt fleet (the API faults on the Kubernetes API).
-const KUBEVIRT: [FaultKind; 8] = [
+///
+/// Not `observer.emptyNodeList` nor `observer.allNotReady`: the simulator strikes them
+/// on the node lists of OpenStack and OpenNebula workload clusters (their kubelets,
+/// `sim::k8s::kubelets`), while a KubeVirt workload cluster answers its nodes from its
+/// own store, which no observer fault reaches. Drawn here they never struck (no seed
+/// counted an effect), yet the checks took their windows for blind ones: swarm seed
+/// 71014891 (a KubeVirt kubeadm fleet) repaired a machine that had truly not joined in
+/// such a window, from a node list that was whole, and `noRemediationOnBlindObserver`
+/// called it a repair begun blind. Making them strike on KubeVirt guests (lists and
+/// watches alike) is left to do.
+const KUBEVIRT: [FaultKind; 6] = [
     FaultKind::KubevirtDrainInfraNode,
     FaultKind::K8sPdbBlocks,
     FaultKind::OperatorDeleteMachine,
     FaultKind::ApiErrorRate,
     FaultKind::ApiLatency,
     FaultKind::ApiRateLimit,
-    FaultKind::EmptyNodeList,
-    FaultKind::AllNotReady,
 ];
 
 /// `kubeadm`: the fleet boots with kubeadm, whose control plane is the workload

@@ -396,3 +396,29 @@ fn the_last_control_plane_machine_that_holds_the_workload_cluster_is_not_removed
 {
     passes_with_lagging_store(70_005_732);
 }
+
+/// Found by 20,000 seeds from 71000000 on 70db52e (1 failure), a bug in the test bed.
+///
+/// `noRemediationOnBlindObserver`, seed 71014891: a KubeVirt kubeadm fleet drew
+/// `observer.emptyNodeList`, which the simulator strikes on OpenStack and OpenNebula
+/// workload clusters only: a KubeVirt guest answers its nodes from its own store. The
+/// fault never struck, flightdeck's node list stayed whole, and a worker that had truly
+/// not joined within nodeStartupTimeout was repaired inside the window the check took
+/// for blind. KubeVirt fleets no longer draw the observer faults.
+#[test]
+fn a_kubevirt_fleet_draws_no_observer_fault_that_cannot_strike_it_on_seed_71014891() {
+    passes_with_lagging_store(71_014_891);
+}
+
+/// Found by the same run, a bug in flightdeck.
+///
+/// F10 (`noRemediationOnBlindObserver`), seed 71019655: a pool scaled to 0 and back to 4
+/// while the node list was empty. The machine whose scale-down removal had not begun was
+/// kept, but the same pass counted the set from its machines as they were before (the
+/// kept one still leaving), and made three machines beside the two it had: one more than
+/// the spec, while the list was blind. The set is now counted from memory after the
+/// withdrawal.
+#[test]
+fn f10_a_machine_kept_from_a_scale_down_counts_in_the_same_pass_on_seed_71019655() {
+    passes_with_lagging_store(71_019_655);
+}
