@@ -72,10 +72,10 @@ impl<P: Provider + 'static> Driver<'_, P> {
         };
         self.truth
             .check(&mut self.invariants, now, &look, &self.engine, &self.tracks);
+        let converged = self.check_convergence(now, (&world, &owned, &live));
         drop(owned);
         drop(live);
         drop(all_live);
-        let converged = self.check_convergence(now, &world);
         self.world = Some((changes, world));
         converged
     }

@@ -2,11 +2,22 @@
 //! (`converge_check`), and then flightdeck's status says so.
 
 use super::*;
+use crate::owned::Owned;
+use crate::repair_check::Live;
+
+/// The world, its objects by cluster UID, and its live machines by cluster UID.
+pub(super) type FleetLook<'a, 'w> = (
+    &'w World,
+    &'a Owned<'w>,
+    &'a std::collections::BTreeMap<&'w str, Vec<&'a Live<'w>>>,
+);
 
 impl<P: Provider + 'static> Driver<'_, P> {
     /// Whether the fleet has converged after the faults stopped: every cluster that
     /// should exist is Ready with nothing left to do, every deleted one is gone.
-    pub(super) fn check_convergence(&mut self, now: Timestamp, world: &World) -> bool {
+    /// `look`: the world, and its objects and live machines by cluster UID as the step
+    /// picked them.
+    pub(super) fn check_convergence(&mut self, now: Timestamp, look: FleetLook<'_, '_>) -> bool {
         let Some(after) = self.converge_after.map(|d| self.start.plus(d)) else {
             return false;
         };
@@ -18,7 +29,7 @@ impl<P: Provider + 'static> Driver<'_, P> {
         if now < after || self.next_step < self.workload.len() {
             return false;
         }
-        let problem = self.fleet_problem(world);
+        let problem = self.fleet_problem(look);
         if problem.is_none() {
             self.converged_at = Some(now);
             self.invariants.check_convergence(now, None);
@@ -42,21 +53,14 @@ impl<P: Provider + 'static> Driver<'_, P> {
     /// (`converge_check`). Then flightdeck's status must say so too (Ready, nothing left
     /// to do): a status that lags a converged world for good is a defect of its own, and
     /// the runner stops only once both hold.
-    fn fleet_problem(&self, world: &World) -> Option<String> {
-        // The world is walked once for the fleet, not once per cluster.
-        let all_live = crate::repair_check::live_machines(world);
-        let mut live: std::collections::BTreeMap<&str, Vec<_>> = Default::default();
-        for m in &all_live {
-            live.entry(m.uid).or_default().push(m);
-        }
-        let owned = crate::owned::Owned::of(world);
+    fn fleet_problem(&self, (world, owned, live): FleetLook<'_, '_>) -> Option<String> {
         for (name, spec) in &self.specs {
             let Some(t) = self.tracks.get(name) else {
                 return Some(format!("{name} was never taken up"));
             };
             let mine = live.get(t.uid.as_str()).map_or(&[][..], Vec::as_slice);
             let problem = crate::converge_check::problem_of(
-                (world, &owned),
+                (world, owned),
                 mine,
                 t,
                 spec,
