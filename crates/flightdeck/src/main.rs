@@ -646,6 +646,14 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The process's allocator: jemalloc (the crate TiKV maintains), not the system's.
+/// `flightdeck up` of 1,000 clusters spent a quarter of its time in glibc's malloc and
+/// free (its fleet is many small objects made and dropped at every step); with
+/// jemalloc it took 42 s instead of 58 s, at the same peak RSS (mimalloc was as fast
+/// but held 16 to 40 MB more). README, "Performance".
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     flightdeck_store::quiet_guarded_panics();

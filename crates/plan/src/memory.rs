@@ -72,6 +72,8 @@ pub struct Removal {
     pub scale_down: bool,
 }
 
+// An absent field stays out of the stored record (a fleet's store holds ten machines
+// a cluster): every `Option` reads back as `None` when it is missing.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MachineRecord {
     /// The server's name: `<cluster>-<key>`.
@@ -85,18 +87,21 @@ pub struct MachineRecord {
     pub reason: String,
     pub created_at: Timestamp,
     /// Set once the create call returned, or once the server was seen by its tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_id: Option<String>,
     /// Set once the member create returned, or once the member was seen by its tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub member_id: Option<String>,
     /// When the machine's member was first seen not serving; the `memberTimeout`
     /// deadline counts from here and survives restarts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub member_unready_since: Option<Timestamp>,
     /// When Nova first failed to list the recorded server. A server is only taken for
     /// gone once it has been missing for [`crate::GONE_AFTER`].
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_missing_since: Option<Timestamp>,
     /// When the machine's node was first seen NotReady (F3 counts from here).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_unready_since: Option<Timestamp>,
     /// When the machine's server was first seen running: `nodeStartupTimeout` counts
     /// from here, not from the record (a server made late, after an outage, gets its
@@ -105,8 +110,9 @@ pub struct MachineRecord {
     pub running_since: Option<Timestamp>,
     /// Set when flight control decided to replace the machine (F3, F6); counts against
     /// the pool's `maxUnhealthy` budget until the machine is gone.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remediation: Option<Remediation>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub removal: Option<Removal>,
     /// When each machine before this one in its slot was condemned and replaced (F6,
     /// F11): a slot re-created again and again is a loop, a set repaired machine by
@@ -477,5 +483,25 @@ impl Memory {
             lb_pending_since: None,
             bootstrap: BootstrapMemory::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MachineRecord;
+
+    /// A machine as stores written before absent fields were left out hold it.
+    const WITH_NULLS: &str = r#"{"name":"c5-workers-4","key":"workers-4","role":{"Pool":"workers"},"template":{"flavor":"m1.xlarge","image":"ubuntu","version":""},"reason":"workers needs 7 machine(s), has 0","created_at":1767225670000,"server_id":"49f351f6","member_id":null,"member_unready_since":null,"server_missing_since":null,"node_unready_since":null,"running_since":1767225680000,"remediation":null,"removal":null}"#;
+
+    #[test]
+    fn a_machine_record_leaves_absent_fields_out_and_reads_the_older_form() {
+        let old: MachineRecord = serde_json::from_str(WITH_NULLS).expect("the older form reads");
+        assert_eq!(old.server_id.as_deref(), Some("49f351f6"));
+        assert!(old.member_id.is_none() && old.removal.is_none());
+        let written = serde_json::to_string(&old).expect("writes");
+        assert!(!written.contains("null"), "{written}");
+        assert!(written.len() < WITH_NULLS.len() - 100, "{written}");
+        let again: MachineRecord = serde_json::from_str(&written).expect("reads back");
+        assert_eq!(again, old);
     }
 }

@@ -74,7 +74,7 @@ fn healthy() -> (World, ClusterTrack) {
         } else {
             ("ubuntu-2204-kube-v1.30.2", "m1.xlarge")
         };
-        world.servers.push(Server {
+        world.servers.push(std::sync::Arc::new(Server {
             id: id.clone(),
             name: format!("demo-{key}"),
             status: ServerStatus::Active,
@@ -86,7 +86,7 @@ fn healthy() -> (World, ClusterTrack) {
             flavor: flavor.into(),
             fault: None,
             created_at: start,
-        });
+        }));
         world.nodes.push((
             UID.into(),
             Node {
@@ -341,7 +341,7 @@ fn no_leaks_sees_a_route_and_a_secret_left_by_a_deleted_cluster() {
 #[test]
 fn convergence_sees_a_missing_machine_and_an_outdated_image() {
     let (mut world, track) = healthy();
-    world.servers[4].image = "ubuntu-2004".into();
+    std::sync::Arc::make_mut(&mut world.servers[4]).image = "ubuntu-2004".into();
     let problem = converged(&world, &track).expect("an outdated machine");
     assert!(
         problem.contains("demo-workers-5 of set workers runs image ubuntu-2004"),
@@ -366,7 +366,7 @@ fn convergence_sees_a_member_that_does_not_serve() {
 
 fn extra_worker(world: &mut World, i: usize, status: ServerStatus) {
     let key = format!("workers-{i}");
-    world.servers.push(Server {
+    world.servers.push(std::sync::Arc::new(Server {
         id: format!("server-{i}"),
         name: format!("demo-{key}"),
         status,
@@ -378,7 +378,7 @@ fn extra_worker(world: &mut World, i: usize, status: ServerStatus) {
         flavor: "m1.xlarge".into(),
         fault: None,
         created_at: world.now,
-    });
+    }));
 }
 
 #[test]
@@ -421,7 +421,7 @@ fn a_repair_of_an_errored_server_is_no_blind_repair() {
     let tracks = BTreeMap::from([("demo".to_string(), track)]);
     let mut check = RepairCheck::default();
     let blind = |_: &str| Some("the node list was empty (observer.emptyNodeList)");
-    world.servers[3].status = ServerStatus::Error;
+    std::sync::Arc::make_mut(&mut world.servers[3]).status = ServerStatus::Error;
     check.look(&world, &tracks, blind);
     extra_worker(&mut world, 6, ServerStatus::Build);
     let found = check.look(&world, &tracks, blind);

@@ -31,6 +31,9 @@ pub struct Report {
     pub fault_effects: BTreeMap<String, u64>,
     pub clusters: Vec<ClusterReport>,
     pub timeline: Vec<TimelineEntry>,
+    /// How many entries the timeline had (all of them in `timeline` unless the run was
+    /// told to forget them: `RunOptions::forget_seen`).
+    pub events: usize,
 }
 
 #[derive(Clone, Debug, Serialize)]

@@ -132,7 +132,9 @@ async fn list(State(app): State<App>, RawQuery(raw): RawQuery) -> Response {
                 .by_id
                 .clone();
             for s in app.cloud.snapshot().servers {
-                known.entry(image_id(&s.image)).or_insert(s.image);
+                known
+                    .entry(image_id(&s.image))
+                    .or_insert_with(|| s.image.clone());
             }
             known
                 .iter()

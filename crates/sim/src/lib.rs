@@ -636,6 +636,21 @@ impl SimCloud {
         world::numbered_since(&st.log.mutations, st.log.mutations_dropped, from)
     }
 
+    /// As [`SimCloud::mutations_since`], but the log keeps none of them: a reader that
+    /// has the only use of the log (`up`, whose checks read each mutation once) takes
+    /// them out instead of copying them, and the log holds what came since its last
+    /// look instead of the latest [`MUTATIONS_MAX`]. They count as dropped.
+    pub fn take_mutations_since(&self, from: u64) -> (Vec<Mutation>, u64) {
+        let mut st = self.lock();
+        let log = &mut st.log;
+        let skip = usize::try_from(from.saturating_sub(log.mutations_dropped))
+            .unwrap_or(usize::MAX)
+            .min(log.mutations.len());
+        let taken: Vec<Mutation> = log.mutations.drain(..).skip(skip).collect();
+        log.mutations_dropped += (skip + taken.len()) as u64;
+        (taken, log.mutations_dropped)
+    }
+
     /// The ended serving spells numbered `from` and later, and the number the next one
     /// will get, as [`SimCloud::mutations_since`] does for mutations.
     pub fn serving_spells_since(&self, from: u64) -> (Vec<ServingSpell>, u64) {

@@ -3,6 +3,7 @@
 //! from the subnet when the server is requested and shown once it is ACTIVE.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use flightdeck_cloud::ownership::{TAG_CLUSTER, uid_of};
 use flightdeck_cloud::{
@@ -27,7 +28,10 @@ const NAME_LEN_MAX: usize = 255;
 const NO_VALID_HOST: &str = "No valid host was found. There are not enough hosts available.";
 
 pub(crate) struct ServerRec {
-    pub(crate) server: Server,
+    /// Shared with the world snapshots taken since it last changed ([`ServerRec::server_mut`]
+    /// copies it then): a snapshot of 10,000 servers costs 10,000 reference counts, not
+    /// 100,000 allocations.
+    pub(crate) server: Arc<Server>,
     /// Ids of the security groups the server is in (`server.security_groups` has the
     /// names).
     pub(crate) group_ids: Vec<String>,
@@ -44,6 +48,11 @@ pub(crate) struct ServerRec {
 }
 
 impl ServerRec {
+    /// The server, to change it: a snapshot that holds it keeps its own copy.
+    pub(crate) fn server_mut(&mut self) -> &mut Server {
+        Arc::make_mut(&mut self.server)
+    }
+
     /// Whether this server can run a kubelet and serve: ACTIVE and not being deleted.
     pub(crate) fn is_running(&self) -> bool {
         self.server.status == ServerStatus::Active && !self.server.is_deleting()
@@ -74,12 +83,16 @@ fn not_found(op: &str, id: &str) -> CloudError {
 fn list(st: &mut State, now: Timestamp, owner: &Ownership) -> Vec<Server> {
     let tags = [format!("{TAG_CLUSTER}{}", owner.cluster)];
     if faults::strike(st, FaultKind::TagFilterIgnored, now, &tags) {
-        return st.servers.values().map(|s| s.server.clone()).collect();
+        return st
+            .servers
+            .values()
+            .map(|s| Server::clone(&s.server))
+            .collect();
     }
     st.servers
         .in_group(&owner.uid)
         .filter(|s| owner.owns(&s.server.tags))
-        .map(|s| s.server.clone())
+        .map(|s| Server::clone(&s.server))
         .collect()
 }
 
@@ -161,7 +174,7 @@ fn create(st: &mut State, now: Timestamp, req: &ServerCreate) -> Result<Server> 
         seq,
         id.clone(),
         ServerRec {
-            server: server.clone(),
+            server: Arc::new(server.clone()),
             group_ids,
             allocated,
             boot_fails,
@@ -196,7 +209,7 @@ fn delete(st: &mut State, now: Timestamp, id: &str, by_api: bool) -> Result<()> 
         // Nova accepts a repeated delete and changes nothing.
         return Ok(());
     }
-    rec.server.task_state = Some("deleting".into());
+    rec.server_mut().task_state = Some("deleting".into());
     crate::k8s::machine_deleting(st, now, id, by_api);
     let latency = st.config.latencies.server_delete;
     st.schedule_after(now, latency, SimEvent::Nova(Event::Gone(id.into())));
@@ -224,7 +237,7 @@ fn add_security_group(st: &mut State, server_id: &str, group: &str) -> Result<()
         && !rec.group_ids.contains(&gid)
     {
         rec.group_ids.push(gid);
-        rec.server.security_groups.push(name);
+        rec.server_mut().security_groups.push(name);
     }
     Ok(())
 }
@@ -245,21 +258,21 @@ pub(crate) fn apply(st: &mut State, t: Timestamp, event: Event) {
                 )),
                 Some(_) => None,
             };
-            rec.server.task_state = None;
+            rec.server_mut().task_state = None;
             if let Some(fault) = fault {
-                rec.server.status = ServerStatus::Error;
-                rec.server.fault = Some(fault);
+                rec.server_mut().status = ServerStatus::Error;
+                rec.server_mut().fault = Some(fault);
                 // A server that never got scheduled keeps no port.
                 if let Some(ip) = rec.allocated.take() {
                     st.addresses.release(ip);
                 }
                 return;
             }
-            rec.server.status = ServerStatus::Active;
-            rec.server.address = rec.allocated;
+            rec.server_mut().status = ServerStatus::Active;
+            rec.server_mut().address = rec.allocated;
             if rec.drop_groups {
                 rec.group_ids.clear();
-                rec.server.security_groups.clear();
+                rec.server_mut().security_groups.clear();
             }
             if let Some(ip) = rec.allocated {
                 st.server_by_address.insert(ip, id.clone());
@@ -314,7 +327,7 @@ pub(crate) fn add_foreign(st: &mut State, now: Timestamp, name: &str, tags: Vec<
         seq,
         id.clone(),
         ServerRec {
-            server,
+            server: Arc::new(server),
             group_ids: Vec::new(),
             allocated: address,
             boot_fails: false,
@@ -351,7 +364,7 @@ pub(crate) fn strip_groups(st: &mut State, fault: &SimFault, count: usize) -> u6
     for id in chosen {
         if let Some(rec) = st.servers.get_mut(&id) {
             rec.group_ids.clear();
-            rec.server.security_groups.clear();
+            rec.server_mut().security_groups.clear();
         }
     }
     n
@@ -403,8 +416,8 @@ pub(crate) fn fail_running(st: &mut State, now: Timestamp, fault: &SimFault, cou
         let Some(rec) = st.servers.get_mut(&id) else {
             continue;
         };
-        rec.server.status = ServerStatus::Error;
-        rec.server.fault = Some(format!(
+        rec.server_mut().status = ServerStatus::Error;
+        rec.server_mut().fault = Some(format!(
             "Instance {id} is in an error state: its compute host stopped responding."
         ));
         if let Some(ip) = rec.server.address
@@ -423,7 +436,7 @@ impl SimCloud {
     /// server has that ID. A direct read: never answered from a stale list.
     pub fn show_server(&self, id: &str) -> Result<Option<Server>> {
         self.read(NOVA, "GET /servers/{server_id}", |st, _| {
-            Ok(st.servers.get(id).map(|s| s.server.clone()))
+            Ok(st.servers.get(id).map(|s| Server::clone(&s.server)))
         })
     }
 }
@@ -479,10 +492,10 @@ pub(crate) fn mirror(st: &mut State, now: Timestamp, server: &Server, no_kubelet
         seq,
         id.clone(),
         ServerRec {
-            server: Server {
+            server: Arc::new(Server {
                 status: ServerStatus::Active,
                 ..server.clone()
-            },
+            }),
             group_ids: Vec::new(),
             allocated: None,
             boot_fails: false,

@@ -19,7 +19,8 @@ pub const MUTATIONS_MAX: usize = 100_000;
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct World {
     pub now: Timestamp,
-    pub servers: Vec<Server>,
+    /// Shared with the simulator's own records until either changes.
+    pub servers: Vec<std::sync::Arc<Server>>,
     pub security_groups: Vec<SecurityGroup>,
     pub load_balancers: Vec<LoadBalancer>,
     pub listeners: Vec<Listener>,

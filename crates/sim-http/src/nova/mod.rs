@@ -130,7 +130,12 @@ async fn list(app: &App, mv: Mv, raw: Option<&str>, detail: bool) -> Response {
     // A list by owner is the simulator's answer itself (which an `api.staleRead` may
     // have taken from a while ago); any other list is read from the world now.
     let servers = if owner.uid.is_empty() {
-        app.cloud.snapshot().servers
+        app.cloud
+            .snapshot()
+            .servers
+            .iter()
+            .map(|s| Server::clone(s))
+            .collect()
     } else {
         listed
     };

@@ -176,3 +176,26 @@ fn mutations_since_returns_only_what_is_new_and_the_next_number() {
     assert_eq!(next, 4);
     assert!(sim.mutations_since(next).0.is_empty());
 }
+
+#[test]
+fn taking_mutations_leaves_the_log_empty_and_keeps_their_numbers() {
+    let sim = sim(5);
+    let o = owner("u1");
+    for i in 0..3 {
+        ready(sim.create_server(&server_req(&format!("m{i}"), &o, &[]))).expect("created");
+    }
+    let (taken, next) = sim.take_mutations_since(1);
+    assert_eq!(taken.len(), 2, "numbers 1 and 2; number 0 goes unread");
+    assert_eq!(taken[0].target_name, "m1");
+    assert_eq!(next, 3);
+    assert!(sim.mutations().is_empty(), "the log keeps none of them");
+    assert_eq!(sim.mutations_dropped(), 3);
+    ready(sim.create_server(&server_req("m3", &o, &[]))).expect("created");
+    let (fresh, next) = sim.mutations_since(next);
+    assert_eq!(fresh.len(), 1);
+    assert_eq!(fresh[0].target_name, "m3");
+    assert_eq!(next, 4, "numbering goes on after a take");
+    let (again, next) = sim.take_mutations_since(4);
+    assert!(again.is_empty(), "nothing after number 3");
+    assert_eq!((next, sim.mutations().len()), (4, 0));
+}

@@ -88,7 +88,11 @@ pub fn server_req(name: &str, o: &Ownership, groups: &[&str]) -> ServerCreate {
 }
 
 pub fn server(sim: &SimCloud, id: &str) -> Option<Server> {
-    sim.snapshot().servers.into_iter().find(|s| s.id == id)
+    sim.snapshot()
+        .servers
+        .iter()
+        .find(|s| s.id == id)
+        .map(|s| Server::clone(s))
 }
 
 pub fn lb(sim: &SimCloud, id: &str) -> Option<LoadBalancer> {
