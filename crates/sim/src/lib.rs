@@ -24,6 +24,7 @@ pub mod bootstrap;
 pub mod caller;
 mod fault_effects;
 mod faults;
+pub mod guest_etcd;
 mod identity;
 mod ids;
 mod k8s;
