@@ -109,6 +109,14 @@ impl GuestEtcd {
         up > self.members.len() / 2
     }
 
+    /// Whether a change can be committed: a leader and a majority to agree.
+    fn committable(&self, alive: impl Fn(u64) -> bool) -> Result<(), EtcdRefusal> {
+        if self.leader.is_none() || !self.has_quorum(alive) {
+            return Err(EtcdRefusal(NO_LEADER));
+        }
+        Ok(())
+    }
+
     /// Raft's election, as far as the outcome goes: a leader that is gone, or any
     /// leader without a majority, is lost; with a majority, the live member with the
     /// lowest id leads in a new term (raft picks whichever times out first; the
@@ -139,9 +147,7 @@ impl GuestEtcd {
         member: EtcdMember,
         alive: impl Fn(u64) -> bool + Copy,
     ) -> Result<(), EtcdRefusal> {
-        if self.leader.is_none() || !self.has_quorum(alive) {
-            return Err(EtcdRefusal(NO_LEADER));
-        }
+        self.committable(alive)?;
         let started = self.members.values().filter(|m| m.started()).count();
         let size = self.members.len() + 1;
         let restoring_a_single_member = started == 1 && size == 2;
@@ -170,9 +176,7 @@ impl GuestEtcd {
         id: u64,
         alive: impl Fn(u64) -> bool + Copy,
     ) -> Result<(), EtcdRefusal> {
-        if self.leader.is_none() || !self.has_quorum(alive) {
-            return Err(EtcdRefusal(NO_LEADER));
-        }
+        self.committable(alive)?;
         if !self.members.contains_key(&id) {
             return Err(EtcdRefusal(MEMBER_NOT_FOUND));
         }
@@ -202,9 +206,7 @@ impl GuestEtcd {
         to: u64,
         alive: impl Fn(u64) -> bool + Copy,
     ) -> Result<(), EtcdRefusal> {
-        if self.leader.is_none() || !self.has_quorum(alive) {
-            return Err(EtcdRefusal(NO_LEADER));
-        }
+        self.committable(alive)?;
         match self.members.get(&to) {
             Some(m) if m.started() && alive(to) => {}
             _ => return Err(EtcdRefusal(BAD_TRANSFEREE)),
