@@ -1,7 +1,8 @@
 //! A workload cluster's stacked etcd as etcd itself keeps it (issue 42): its members,
 //! its leader and term, quorum counted as etcd counts it, and its alarms.
 //!
-//! Not wired into the simulated clusters yet: kubeadm's init and control-plane joins do
+//! Its JSON gateway (`gateway.rs`) answers as a real etcd does. Not wired into the
+//! simulated clusters yet: kubeadm's init and control-plane joins do
 //! not make members here, and the workload API does not yet answer 503 without quorum.
 //! That comes with flightdeck's member removal (issue 42's items 1 to 3), since a
 //! simulator that counted dead members today would break every control-plane rollout
@@ -15,6 +16,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+mod gateway;
+pub use gateway::{Answering, GatewayAnswer, answer};
+
 use flightdeck_cloud::Timestamp;
 use serde::Serialize;
 
@@ -27,6 +31,10 @@ pub const MEMBER_NOT_FOUND: &str = "etcdserver: member not found";
 pub const BAD_TRANSFEREE: &str = "etcdserver: bad leader transferee";
 /// A request that needs the raft log while no majority answers.
 pub const NO_LEADER: &str = "etcdserver: no leader";
+/// A leadership transfer asked of a member that does not lead.
+pub const NOT_LEADER: &str = "etcdserver: not leader";
+/// A write while a `NOSPACE` alarm is raised.
+pub const NOSPACE: &str = "etcdserver: mvcc: database space exceeded";
 
 /// One member, as `MemberList` shows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -58,6 +66,20 @@ pub enum Alarm {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EtcdRefusal(pub &'static str);
 
+impl EtcdRefusal {
+    /// The gRPC code etcd answers it with (`rpctypes`), and the HTTP status its JSON
+    /// gateway maps that code to (both as a real etcd 3.4 answered them).
+    pub fn codes(&self) -> (u32, u16) {
+        match self.0 {
+            MEMBER_NOT_FOUND => (5, 404),
+            BAD_TRANSFEREE | NOT_LEADER => (9, 412),
+            UNHEALTHY | NO_LEADER => (14, 503),
+            NOSPACE => (8, 429),
+            _ => (2, 500),
+        }
+    }
+}
+
 impl std::fmt::Display for EtcdRefusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.0)
@@ -71,17 +93,23 @@ pub struct GuestEtcd {
     leader: Option<u64>,
     /// Raft's term: a new leader, a new term.
     term: u64,
+    /// Entries committed to the raft log (membership changes, leadership moves,
+    /// alarms): etcd's `raftIndex`.
+    index: u64,
     alarms: BTreeSet<(u64, Alarm)>,
 }
 
 impl GuestEtcd {
-    /// The etcd `kubeadm init` starts: one member, started, its own leader.
+    /// The etcd `kubeadm init` starts: one member, started, its own leader, at the term
+    /// and index a fresh single-member etcd shows (its first election, its bootstrap
+    /// entries).
     pub fn init(member: EtcdMember) -> GuestEtcd {
         let id = member.id;
         GuestEtcd {
             members: BTreeMap::from([(id, member)]),
             leader: Some(id),
-            term: 1,
+            term: 2,
+            index: 4,
             alarms: BTreeSet::new(),
         }
     }
@@ -96,6 +124,10 @@ impl GuestEtcd {
 
     pub fn term(&self) -> u64 {
         self.term
+    }
+
+    pub fn index(&self) -> u64 {
+        self.index
     }
 
     pub fn alarms(&self) -> impl Iterator<Item = &(u64, Alarm)> {
@@ -158,6 +190,7 @@ impl GuestEtcd {
             return Err(EtcdRefusal(UNHEALTHY));
         }
         self.members.insert(member.id, member);
+        self.index += 1;
         Ok(())
     }
 
@@ -192,6 +225,7 @@ impl GuestEtcd {
             }
         }
         self.members.remove(&id);
+        self.index += 1;
         self.alarms.retain(|(m, _)| *m != id);
         if self.leader == Some(id) {
             self.leader = None;
@@ -214,20 +248,23 @@ impl GuestEtcd {
         if self.leader != Some(to) {
             self.leader = Some(to);
             self.term += 1;
+            self.index += 1;
         }
         Ok(())
     }
 
     /// A member raises an alarm (its backend is full: `NOSPACE`).
     pub fn raise(&mut self, member: u64, alarm: Alarm) {
-        if self.members.contains_key(&member) {
-            self.alarms.insert((member, alarm));
+        if self.members.contains_key(&member) && self.alarms.insert((member, alarm)) {
+            self.index += 1;
         }
     }
 
     /// `Alarm` with `DEACTIVATE`: the alarm is gone from that member.
     pub fn disarm(&mut self, member: u64, alarm: Alarm) {
-        self.alarms.remove(&(member, alarm));
+        if self.alarms.remove(&(member, alarm)) {
+            self.index += 1;
+        }
     }
 }
 
