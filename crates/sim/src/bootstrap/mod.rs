@@ -186,7 +186,8 @@ pub(crate) struct Booting {
     pub(crate) key: String,
     pub(crate) name: String,
     pub(crate) tags: Vec<String>,
-    /// When its server, VM or VMI was made.
+    /// When its machine was made: its server, its OpenNebula VM, or its KubeVirt VM (not
+    /// the VMI, which KubeVirt makes again for the same VM).
     pub(crate) made_at: Timestamp,
     pub(crate) user_data: Option<String>,
     /// A KubeVirt VMI: its cluster's API is the guest's, not behind a load balancer or a

@@ -41,6 +41,22 @@ fn find_vmi<'a>(st: &'a State, name: &str, uid: Option<&str>) -> Option<&'a Valu
         .find(|v| name_of(v) == name && uid.is_none_or(|u| uid_of(v) == u))
 }
 
+/// When the machine a VMI runs was made: its VM's creation (flightdeck makes the VM;
+/// KubeVirt makes a VMI again for it after an evacuation or a restart), else the VMI's.
+/// The bootstrap checks weigh a lost token against when its machine was made (seed
+/// 73002782: a VMI made again after a lagging restore passed for a machine made after
+/// it).
+fn machine_made_at(st: &State, vmi: &Value) -> Option<Timestamp> {
+    let ns = str_at(vmi, &["metadata", "namespace"]).unwrap_or("");
+    let created =
+        |v: &Value| str_at(v, &["metadata", "creationTimestamp"]).and_then(super::parse_rfc3339);
+    st.kube
+        .infra
+        .get(Kind::Vm, ns, name_of(vmi))
+        .and_then(created)
+        .or_else(|| created(vmi))
+}
+
 fn vmi_running(vmi: &Value) -> bool {
     str_at(vmi, &["status", "phase"]) == Some("Running") && !deleting(vmi)
 }
@@ -72,9 +88,7 @@ pub(crate) fn register(st: &mut State, t: Timestamp, r: &VmiRef) {
             key: r.uid.clone(),
             name: r.name.clone(),
             tags: tags.clone(),
-            made_at: str_at(&vmi, &["metadata", "creationTimestamp"])
-                .and_then(super::parse_rfc3339)
-                .unwrap_or(t),
+            made_at: machine_made_at(st, &vmi).unwrap_or(t),
             user_data: kubevirt::user_data(st, &vmi),
             kubevirt: true,
         };
